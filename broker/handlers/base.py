@@ -1,0 +1,94 @@
+"""The contract between the network layer and the API handlers.
+
+A handler module registers one API key and the version range it fully implements::
+
+    @api(ApiKey.PRODUCE, min_version=3, max_version=9, request=ProduceRequest)
+    async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> HandlerResult: ...
+
+The IO worker decodes the body with ``spec.request.decode(body, version)`` and awaits the
+handler, which returns one of a small closed set (Kafka's RequestChannel: Send, NoOp, Close):
+
+- ``Respond(body)``: a generated response message, encoded for the request's version;
+- ``NO_RESPONSE``: nothing is written (Produce with acks=0), the connection is unmuted;
+- ``CloseConnection(reason)``: the connection is closed and the reason logged.
+
+A handler whose answer must wait (acks=all, long-poll fetch, join) awaits a delayed
+operation in the purgatory; the connection stays muted meanwhile, so each connection's
+responses go out strictly in request order. ApiVersions is built from ``REGISTRY``, so
+what is advertised is exactly what is implemented.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
+
+if TYPE_CHECKING:
+    from broker.services import Broker
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    """What a handler knows about the request besides its body."""
+
+    broker: Broker
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    client_host: str
+    client_port: int
+    connection_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Respond:
+    body: Any  # a generated response message class instance (protocol.messages)
+
+
+@dataclass(frozen=True, slots=True)
+class CloseConnection:
+    reason: str
+
+
+class _NoResponse:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NO_RESPONSE"
+
+
+NO_RESPONSE: Final = _NoResponse()
+
+HandlerResult: TypeAlias = "Respond | _NoResponse | CloseConnection"
+Handler: TypeAlias = Callable[[RequestContext, Any], Awaitable["Respond | _NoResponse | CloseConnection"]]
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSpec:
+    api_key: int
+    min_version: int
+    max_version: int
+    request: type[Any]  # generated request class, has .decode(buf, version)
+    handler: Handler
+
+
+# API key -> its spec. Filled by the @api decorator when broker.handlers imports the modules.
+REGISTRY: dict[int, ApiSpec] = {}
+
+
+def api(
+    api_key: int, *, min_version: int, max_version: int, request: type[Any]
+) -> Callable[[Handler], Handler]:
+    """Register ``handler`` for ``api_key`` over ``[min_version, max_version]``."""
+
+    def register(handler: Handler) -> Handler:
+        if api_key in REGISTRY:
+            raise RuntimeError(f"API key {api_key} registered twice")
+        if not 0 <= min_version <= max_version:
+            raise RuntimeError(f"API key {api_key}: bad version range {min_version}-{max_version}")
+        REGISTRY[api_key] = ApiSpec(api_key, min_version, max_version, request, handler)
+        return handler
+
+    return register
