@@ -1,0 +1,259 @@
+"""Record-batch compression codecs: none, gzip, snappy, lz4, zstd (Kafka's ``compression.type``).
+
+The codec id lives in bits 0-2 of a magic-2 batch's ``attributes``
+(``CompressionType``: NONE=0, GZIP=1, SNAPPY=2, LZ4=3, ZSTD=4). What is compressed is
+the whole records section of the batch (everything after the 61-byte header).
+
+Wire formats, as the clients write them:
+
+- gzip: a gzip stream (RFC 1952; Java's ``GZIPOutputStream``). Several concatenated
+  members are accepted on read, as Java's ``GZIPInputStream`` does.
+- snappy: two framings exist and both are read.
+  * xerial (Java client, kafka-python, aiokafka write this; librdkafka reads it)::
+
+        magic    8 bytes  b"\\x82SNAPPY\\x00"
+        version  int32 BE (1)
+        compat   int32 BE (1)
+        blocks   repeated: length int32 BE, then that many bytes of raw snappy
+
+  * raw snappy, one block (librdkafka writes this; every client reads it).
+  We write xerial with 32 KiB input blocks, like the Java client.
+- lz4: the LZ4 frame format (``lz4.frame``), written with independent 64 KiB blocks
+  and no content size, which Java's ``KafkaLZ4BlockInputStream`` requires.
+- zstd: zstd frames (``zstandard``); several frames are read back to back.
+
+``decompress`` is bounded: output above ``max_size_bytes`` raises
+``DecompressionBombError``; any undecodable input raises ``CorruptRecordError``
+(Kafka answers CORRUPT_MESSAGE). Both are ``ProtocolError`` subclasses.
+
+This module also defines the record-layer errors; ``protocol.records`` re-exports them.
+"""
+
+from __future__ import annotations
+
+import enum
+import gzip
+import struct
+import zlib
+from typing import ClassVar
+
+import cramjam
+import lz4.frame
+import zstandard
+
+from protocol.errors import ErrorCode, ProtocolError
+
+__all__ = [
+    "DEFAULT_MAX_DECOMPRESSED_BYTES",
+    "XERIAL_BLOCK_SIZE_BYTES",
+    "XERIAL_MAGIC",
+    "CompressionType",
+    "CorruptRecordError",
+    "DecompressionBombError",
+    "UnsupportedCompressionError",
+    "compress",
+    "decompress",
+]
+
+XERIAL_MAGIC = b"\x82SNAPPY\x00"
+_XERIAL_HEADER = struct.Struct(">8sii")  # magic, version, compatible version
+_XERIAL_HEADER_SIZE_BYTES = _XERIAL_HEADER.size  # 16
+_INT32 = struct.Struct(">i")
+XERIAL_BLOCK_SIZE_BYTES = 32 * 1024
+DEFAULT_MAX_DECOMPRESSED_BYTES = 64 * 1024 * 1024
+_CHUNK_BYTES = 256 * 1024
+
+
+class CompressionType(enum.IntEnum):
+    """Bits 0-2 of a batch's attributes (Kafka's ``CompressionType`` ids)."""
+
+    NONE = 0
+    GZIP = 1
+    SNAPPY = 2
+    LZ4 = 3
+    ZSTD = 4
+
+
+class CorruptRecordError(ProtocolError):
+    """Record data that does not decode (Kafka's CorruptRecordException)."""
+
+    error_code: ClassVar[ErrorCode] = ErrorCode.CORRUPT_MESSAGE
+
+
+class DecompressionBombError(CorruptRecordError):
+    """Compressed data that inflates past the allowed bound."""
+
+
+class UnsupportedCompressionError(ProtocolError):
+    """A codec id outside 0-4 (Kafka: UNSUPPORTED_COMPRESSION_TYPE)."""
+
+    error_code: ClassVar[ErrorCode] = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+
+
+def _codec(codec: int) -> CompressionType:
+    try:
+        return CompressionType(codec)
+    except ValueError:
+        raise UnsupportedCompressionError(f"unknown compression type {codec}") from None
+
+
+def compress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
+    """Compress ``data`` the way the Java client does for ``codec``."""
+    kind = _codec(codec)
+    if kind is CompressionType.NONE:
+        return bytes(data)
+    if kind is CompressionType.GZIP:
+        return gzip.compress(bytes(data), compresslevel=6)
+    if kind is CompressionType.SNAPPY:
+        return _xerial_encode(memoryview(data).cast("B"))
+    if kind is CompressionType.LZ4:
+        return bytes(
+            lz4.frame.compress(
+                bytes(data),
+                block_size=lz4.frame.BLOCKSIZE_MAX64KB,
+                block_linked=False,
+                content_checksum=False,
+                store_size=False,
+            )
+        )
+    return bytes(zstandard.ZstdCompressor(level=3).compress(bytes(data)))
+
+
+def decompress(
+    codec: int,
+    data: bytes | bytearray | memoryview,
+    max_size_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> bytes:
+    """Decompress ``data``; raise ``DecompressionBombError`` past ``max_size_bytes``."""
+    kind = _codec(codec)
+    if max_size_bytes < 0:
+        raise ValueError(f"max_size_bytes must be >= 0, got {max_size_bytes}")
+    try:
+        if kind is CompressionType.NONE:
+            out = bytes(data)
+        elif kind is CompressionType.GZIP:
+            out = _gzip_decode(data, max_size_bytes)
+        elif kind is CompressionType.SNAPPY:
+            out = _snappy_decode(memoryview(data).cast("B"), max_size_bytes)
+        elif kind is CompressionType.LZ4:
+            out = _lz4_decode(data, max_size_bytes)
+        else:
+            out = _zstd_decode(data, max_size_bytes)
+    except ProtocolError:
+        raise
+    except (zlib.error, zstandard.ZstdError, RuntimeError, ValueError, OSError, EOFError) as exc:
+        # lz4 raises RuntimeError, cramjam raises its DecompressionError (a ValueError subclass).
+        raise CorruptRecordError(f"{kind.name} data does not decompress: {exc}") from exc
+    if len(out) > max_size_bytes:
+        raise DecompressionBombError(
+            f"{kind.name} data inflates to {len(out)} bytes, above the {max_size_bytes}-byte bound"
+        )
+    return out
+
+
+def _bomb(kind: str, max_size_bytes: int) -> DecompressionBombError:
+    return DecompressionBombError(
+        f"{kind} data inflates past the {max_size_bytes}-byte bound"
+    )
+
+
+def _gzip_decode(data: bytes | bytearray | memoryview, max_size_bytes: int) -> bytes:
+    out = bytearray()
+    pending = bytes(data)
+    if not pending:
+        raise CorruptRecordError("GZIP data is empty")
+    # Each member is bounded by max_size; each loop turn consumes input or grows `out`.
+    while pending:
+        d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        chunk = pending
+        while True:
+            budget = max_size_bytes + 1 - len(out)
+            out += d.decompress(chunk, max(budget, 1))
+            if len(out) > max_size_bytes:
+                raise _bomb("GZIP", max_size_bytes)
+            if d.eof:
+                break
+            chunk = d.unconsumed_tail
+            if not chunk:
+                raise CorruptRecordError("GZIP data ends before the end of its stream")
+        pending = d.unused_data
+    return bytes(out)
+
+
+def _xerial_encode(data: memoryview) -> bytes:
+    parts = [_XERIAL_HEADER.pack(XERIAL_MAGIC, 1, 1)]
+    for start in range(0, len(data), XERIAL_BLOCK_SIZE_BYTES):
+        block = bytes(cramjam.snappy.compress_raw(data[start : start + XERIAL_BLOCK_SIZE_BYTES]))
+        parts.append(_INT32.pack(len(block)))
+        parts.append(block)
+    return b"".join(parts)
+
+
+def _raw_snappy_decode(block: memoryview, budget_bytes: int, max_size_bytes: int) -> bytes:
+    # The raw format starts with the uncompressed length: check it before allocating.
+    size = int(cramjam.snappy.decompress_raw_len(block))
+    if size > budget_bytes:
+        raise _bomb("SNAPPY", max_size_bytes)
+    return bytes(cramjam.snappy.decompress_raw(block))
+
+
+def _snappy_decode(data: memoryview, max_size_bytes: int) -> bytes:
+    if len(data) >= _XERIAL_HEADER_SIZE_BYTES and data[:8] == XERIAL_MAGIC:
+        out = bytearray()
+        pos = _XERIAL_HEADER_SIZE_BYTES
+        end = len(data)
+        while pos < end:  # every turn advances pos by >= 4
+            if end - pos < 4:
+                raise CorruptRecordError(f"SNAPPY xerial block length cut at byte {pos}")
+            (length,) = _INT32.unpack_from(data, pos)
+            pos += 4
+            if length < 0 or length > end - pos:
+                raise CorruptRecordError(
+                    f"SNAPPY xerial block at byte {pos - 4} claims {length} bytes, "
+                    f"{end - pos} remain"
+                )
+            out += _raw_snappy_decode(
+                data[pos : pos + length], max_size_bytes - len(out), max_size_bytes
+            )
+            pos += length
+        return bytes(out)
+    return _raw_snappy_decode(data, max_size_bytes, max_size_bytes)
+
+
+def _lz4_decode(data: bytes | bytearray | memoryview, max_size_bytes: int) -> bytes:
+    out = bytearray()
+    pending = bytes(data)
+    if not pending:
+        raise CorruptRecordError("LZ4 data is empty")
+    while pending:  # one frame per outer turn; each consumes input
+        d = lz4.frame.LZ4FrameDecompressor()
+        chunk = pending
+        while True:
+            budget = max_size_bytes + 1 - len(out)
+            out += d.decompress(chunk, max_length=max(budget, 1))
+            if len(out) > max_size_bytes:
+                raise _bomb("LZ4", max_size_bytes)
+            if d.eof:
+                break
+            if d.needs_input:
+                raise CorruptRecordError("LZ4 data ends before the end of its frame")
+            chunk = b""
+        pending = d.unused_data
+    return bytes(out)
+
+
+def _zstd_decode(data: bytes | bytearray | memoryview, max_size_bytes: int) -> bytes:
+    out = bytearray()
+    dctx = zstandard.ZstdDecompressor()
+    with dctx.stream_reader(bytes(data), read_across_frames=True) as reader:
+        while True:  # every turn grows `out` or ends; bounded by max_size_bytes
+            chunk = reader.read(min(_CHUNK_BYTES, max_size_bytes + 1 - len(out)))
+            if not chunk:
+                break
+            out += chunk
+            if len(out) > max_size_bytes:
+                raise _bomb("ZSTD", max_size_bytes)
+    if not out and data:
+        # A truncated frame reads as empty; make sure the input really was empty frames.
+        zstandard.ZstdDecompressor().decompressobj().decompress(bytes(data))
+    return bytes(out)

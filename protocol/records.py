@@ -1,0 +1,717 @@
+"""Record batches (magic v2) as zero-copy views over bytes.
+
+Layout of one batch (Kafka's ``DefaultRecordBatch``; big-endian; offsets in bytes)::
+
+    @0   baseOffset            int64
+    @8   batchLength           int32   bytes after this field (batch size - 12)
+    @12  partitionLeaderEpoch  int32
+    @16  magic                 int8    2 (0 and 1 are the legacy message formats)
+    @17  crc                   uint32  CRC32C of bytes 21..end (attributes to the end)
+    @21  attributes            int16   bits 0-2 compression, bit 3 timestampType
+                                       (0 CreateTime, 1 LogAppendTime), bit 4 isTransactional,
+                                       bit 5 isControl, bit 6 hasDeleteHorizonMs
+    @23  lastOffsetDelta       int32
+    @27  baseTimestamp         int64
+    @35  maxTimestamp          int64
+    @43  producerId            int64
+    @51  producerEpoch         int16
+    @53  baseSequence          int32
+    @57  recordsCount          int32
+    @61  records               (compressed as a whole when compression != NONE)
+
+baseOffset and partitionLeaderEpoch lie outside the CRC: the broker assigns them by
+patching the header in place (``set_base_offset``, ``set_partition_leader_epoch``).
+
+One record (all varints are zigzag, protobuf-style; varint <= 5 bytes, varlong <= 10)::
+
+    length          varint   bytes that follow
+    attributes      int8     unused, 0
+    timestampDelta  varlong  from baseTimestamp
+    offsetDelta     varint   from baseOffset
+    keyLength       varint   -1 = null
+    key             bytes
+    valueLength     varint   -1 = null
+    value           bytes
+    headersCount    varint
+    headers         headerKeyLength varint, headerKey (UTF-8), headerValueLength varint
+                    (-1 = null), headerValue
+
+Control batches (isControl) hold one record whose key is ``version int16, type int16``
+(type 0 ABORT, 1 COMMIT) and whose value is ``version int16, coordinatorEpoch int32``.
+
+The legacy message formats share the first 17 bytes (offset int64, size int32, crc int32,
+magic int8): they are recognised and refused with ``UnsupportedMagicError``
+(UNSUPPORTED_FOR_MESSAGE_FORMAT).
+
+Thread-safety: a ``RecordBatch`` is a view; it is as safe as the buffer under it.
+A view of an mmap keeps the map exported until ``release()`` (or garbage collection).
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar, NamedTuple
+
+import crc32c
+
+from protocol.compression import (
+    DEFAULT_MAX_DECOMPRESSED_BYTES,
+    CompressionType,
+    CorruptRecordError,
+    DecompressionBombError,
+    UnsupportedCompressionError,
+    compress,
+    decompress,
+)
+from protocol.errors import ErrorCode, ProtocolError
+
+__all__ = [
+    "ATTR_COMPRESSION_MASK",
+    "ATTR_CONTROL",
+    "ATTR_DELETE_HORIZON",
+    "ATTR_TIMESTAMP_TYPE",
+    "ATTR_TRANSACTIONAL",
+    "HEADER_SIZE_BYTES",
+    "LOG_OVERHEAD_BYTES",
+    "MAGIC",
+    "CompressionType",
+    "ControlRecordKey",
+    "ControlType",
+    "CorruptRecordError",
+    "CrcMismatchError",
+    "DecompressionBombError",
+    "NewRecord",
+    "Record",
+    "RecordBatch",
+    "ScanResult",
+    "StopReason",
+    "TimestampType",
+    "TruncatedBatchError",
+    "UnsupportedCompressionError",
+    "UnsupportedMagicError",
+    "build_batch",
+    "build_control_batch",
+    "decode_control_key",
+    "iter_batches",
+    "scan_batches",
+]
+
+MAGIC = 2
+LOG_OVERHEAD_BYTES = 12  # baseOffset + batchLength
+HEADER_SIZE_BYTES = 61
+_HEADER_UP_TO_MAGIC_BYTES = 17
+_LEGACY_MIN_SIZE_BYTES = 14  # smallest legacy v0 message after the 12-byte log overhead
+_MIN_RECORD_SIZE_BYTES = 7  # length, attributes, ts, offset, key, value, headers: 1 byte each
+_CRC_START = 21
+
+ATTR_COMPRESSION_MASK = 0x07
+ATTR_TIMESTAMP_TYPE = 0x08
+ATTR_TRANSACTIONAL = 0x10
+ATTR_CONTROL = 0x20
+ATTR_DELETE_HORIZON = 0x40
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_OFFSET_AND_LENGTH = struct.Struct(">qi")
+_INT64 = struct.Struct(">q")
+_INT32 = struct.Struct(">i")
+_UINT32 = struct.Struct(">I")
+_INT16 = struct.Struct(">h")
+_INT8 = struct.Struct(">b")
+_CONTROL_KEY = struct.Struct(">hh")
+_CONTROL_VALUE = struct.Struct(">hi")
+
+_INT32_MAX = 2**31 - 1
+
+
+class TimestampType(enum.IntEnum):
+    """Bit 3 of the attributes."""
+
+    CREATE_TIME = 0
+    LOG_APPEND_TIME = 1
+
+
+class ControlType(enum.IntEnum):
+    """The ``type`` in a control record's key (Kafka's ``ControlRecordType``)."""
+
+    ABORT = 0
+    COMMIT = 1
+
+
+class UnsupportedMagicError(ProtocolError):
+    """A legacy message set (magic 0 or 1): refused, Kafka answers UNSUPPORTED_FOR_MESSAGE_FORMAT."""
+
+    error_code: ClassVar[ErrorCode] = ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT
+
+
+class TruncatedBatchError(CorruptRecordError):
+    """A batch cut short: its header or body runs past the end of the buffer."""
+
+
+class CrcMismatchError(CorruptRecordError):
+    """The stored CRC32C does not match bytes 21..end of the batch."""
+
+
+class StopReason(enum.Enum):
+    """Why ``scan_batches`` stopped before the end of the buffer."""
+
+    TRUNCATED = "truncated"
+    CORRUPT = "corrupt"
+    BAD_MAGIC = "bad_magic"
+    UNSUPPORTED_MAGIC = "unsupported_magic"
+    CRC_MISMATCH = "crc_mismatch"
+    TOO_LARGE = "too_large"
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One decoded record. ``offset`` and ``timestamp`` are absolute (ms for timestamp)."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+
+
+class NewRecord(NamedTuple):
+    """A record to write with ``build_batch``.
+
+    ``timestamp_ms`` None means now; ``offset_delta`` None means its index in the batch
+    (give it to keep the offsets of a compacted batch).
+    """
+
+    key: bytes | None
+    value: bytes | None
+    headers: Sequence[tuple[str, bytes | None]] = ()
+    timestamp_ms: int | None = None
+    offset_delta: int | None = None
+
+
+class ControlRecordKey(NamedTuple):
+    version: int
+    type: int
+
+
+def _as_bytes_view(buf: bytes | bytearray | memoryview) -> memoryview:
+    view = memoryview(buf)
+    if view.format != "B" or view.ndim != 1:
+        view = view.cast("B")
+    return view
+
+
+class RecordBatch:
+    """A view over exactly one magic-2 batch; no copying. See the module docstring."""
+
+    __slots__ = ("_buf",)
+
+    def __init__(self, buf: bytes | bytearray | memoryview) -> None:
+        """Wrap ``buf``, which must hold exactly one batch (header checked, CRC not)."""
+        view = _as_bytes_view(buf)
+        size = len(view)
+        if size < _HEADER_UP_TO_MAGIC_BYTES:
+            raise TruncatedBatchError(f"batch of {size} bytes is shorter than its header")
+        magic = view[16]
+        if magic in (0, 1):
+            raise UnsupportedMagicError(f"magic {magic} message set at byte 16; only magic 2")
+        if magic != MAGIC:
+            raise CorruptRecordError(f"invalid magic {magic} at byte 16")
+        if size < HEADER_SIZE_BYTES:
+            raise TruncatedBatchError(f"batch of {size} bytes is shorter than its 61-byte header")
+        (batch_length,) = _INT32.unpack_from(view, 8)
+        if batch_length + LOG_OVERHEAD_BYTES != size:
+            raise CorruptRecordError(
+                f"batchLength {batch_length} at byte 8 says {batch_length + 12} bytes, "
+                f"the buffer holds {size}"
+            )
+        self._buf = view
+
+    @property
+    def buffer(self) -> memoryview:
+        """The batch's bytes (a view; writable if the underlying buffer is)."""
+        return self._buf
+
+    def release(self) -> None:
+        """Release the memoryview (lets an mmap under it be closed or resized)."""
+        self._buf.release()
+
+    # header fields
+    @property
+    def base_offset(self) -> int:
+        return int(_INT64.unpack_from(self._buf, 0)[0])
+
+    @property
+    def batch_length(self) -> int:
+        return int(_INT32.unpack_from(self._buf, 8)[0])
+
+    @property
+    def partition_leader_epoch(self) -> int:
+        return int(_INT32.unpack_from(self._buf, 12)[0])
+
+    @property
+    def magic(self) -> int:
+        return int(self._buf[16])
+
+    @property
+    def crc(self) -> int:
+        return int(_UINT32.unpack_from(self._buf, 17)[0])
+
+    @property
+    def attributes(self) -> int:
+        return int(_INT16.unpack_from(self._buf, 21)[0])
+
+    @property
+    def last_offset_delta(self) -> int:
+        return int(_INT32.unpack_from(self._buf, 23)[0])
+
+    @property
+    def base_timestamp(self) -> int:
+        return int(_INT64.unpack_from(self._buf, 27)[0])
+
+    @property
+    def max_timestamp(self) -> int:
+        return int(_INT64.unpack_from(self._buf, 35)[0])
+
+    @property
+    def producer_id(self) -> int:
+        return int(_INT64.unpack_from(self._buf, 43)[0])
+
+    @property
+    def producer_epoch(self) -> int:
+        return int(_INT16.unpack_from(self._buf, 51)[0])
+
+    @property
+    def base_sequence(self) -> int:
+        return int(_INT32.unpack_from(self._buf, 53)[0])
+
+    @property
+    def records_count(self) -> int:
+        return int(_INT32.unpack_from(self._buf, 57)[0])
+
+    # derived
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+    @property
+    def size_bytes(self) -> int:
+        return self.batch_length + LOG_OVERHEAD_BYTES
+
+    @property
+    def compression(self) -> CompressionType:
+        """The codec; raises ``UnsupportedCompressionError`` for ids 5-7."""
+        codec = self.attributes & ATTR_COMPRESSION_MASK
+        try:
+            return CompressionType(codec)
+        except ValueError:
+            raise UnsupportedCompressionError(f"unknown compression type {codec} at byte 21") from None
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        return TimestampType(1 if self.attributes & ATTR_TIMESTAMP_TYPE else 0)
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & ATTR_TRANSACTIONAL)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & ATTR_CONTROL)
+
+    @property
+    def has_delete_horizon(self) -> bool:
+        return bool(self.attributes & ATTR_DELETE_HORIZON)
+
+    # CRC and patching
+    def compute_crc(self) -> int:
+        """CRC32C of bytes 21..end, computed in C."""
+        return int(crc32c.crc32c(self._buf[_CRC_START:]))
+
+    def verify_crc(self) -> bool:
+        return self.compute_crc() == self.crc
+
+    def set_base_offset(self, offset: int) -> None:
+        """Patch baseOffset in place (outside the CRC). The buffer must be writable."""
+        self._check_writable()
+        _INT64.pack_into(self._buf, 0, offset)
+
+    def set_partition_leader_epoch(self, epoch: int) -> None:
+        """Patch partitionLeaderEpoch in place (outside the CRC). The buffer must be writable."""
+        self._check_writable()
+        _INT32.pack_into(self._buf, 12, epoch)
+
+    def _check_writable(self) -> None:
+        if self._buf.readonly:
+            raise TypeError("RecordBatch is over a read-only buffer; wrap a bytearray or writable mmap")
+
+    # records
+    def records(self, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> Iterator[Record]:
+        """Decode every record (decompressing first). Raises ``CorruptRecordError`` on bad data.
+
+        Decompressed data is bounded by ``max_decompressed_bytes``; the record count must
+        fit the bytes present and every byte must belong to a record, as Kafka checks.
+        """
+        count = self.records_count
+        body = self._buf[HEADER_SIZE_BYTES:]
+        codec = self.compression
+        data = bytes(body) if codec is CompressionType.NONE else decompress(
+            codec, body, max_decompressed_bytes
+        )
+        if count < 0 or count * _MIN_RECORD_SIZE_BYTES > len(data):
+            raise CorruptRecordError(
+                f"recordsCount {count} at byte 57 does not fit {len(data)} bytes of records"
+            )
+        base_offset = self.base_offset
+        base_timestamp = self.base_timestamp
+        log_append = (
+            self.max_timestamp if self.timestamp_type is TimestampType.LOG_APPEND_TIME else None
+        )
+        pos = 0
+        for index in range(count):
+            record, pos = _decode_record(data, pos, base_offset, base_timestamp, index)
+            if log_append is not None:
+                record = Record(record.offset, log_append, record.key, record.value, record.headers)
+            yield record
+        if pos != len(data):
+            raise CorruptRecordError(
+                f"{len(data) - pos} bytes left after the {count} records the batch declares"
+            )
+
+    def __repr__(self) -> str:
+        return (
+            f"RecordBatch(base_offset={self.base_offset}, last_offset={self.last_offset}, "
+            f"count={self.records_count}, size_bytes={len(self._buf)}, "
+            f"compression={self.compression.name})"
+        )
+
+
+# ---------------------------------------------------------------- varints
+
+
+def _read_varint(data: bytes, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
+    """Read a zigzag varint (max_bytes 5) or varlong (max_bytes 10) at ``pos``, before ``end``."""
+    raw = 0
+    shift = 0
+    for _ in range(max_bytes):
+        if pos >= end:
+            raise CorruptRecordError(f"varint cut at byte {pos} of the records")
+        b = data[pos]
+        pos += 1
+        raw |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (raw >> 1) ^ -(raw & 1), pos
+        shift += 7
+    raise CorruptRecordError(f"varint longer than {max_bytes} bytes before byte {pos}")
+
+
+def _decode_record(
+    data: bytes, pos: int, base_offset: int, base_timestamp: int, index: int
+) -> tuple[Record, int]:
+    start = pos
+    length, pos = _read_varint(data, pos, len(data), 5)
+    if length < _MIN_RECORD_SIZE_BYTES - 1 or length > len(data) - pos:
+        raise CorruptRecordError(
+            f"record {index} at byte {start} claims {length} bytes, {len(data) - pos} remain"
+        )
+    end = pos + length  # nothing below reads past `end`
+    pos += 1  # attributes, unused
+    ts_delta, pos = _read_varint(data, pos, end, 10)
+    offset_delta, pos = _read_varint(data, pos, end, 5)
+    key, pos = _read_bytes(data, pos, end, index, "key")
+    value, pos = _read_bytes(data, pos, end, index, "value")
+    header_count, pos = _read_varint(data, pos, end, 5)
+    if header_count < 0 or header_count * 2 > end - pos:
+        raise CorruptRecordError(
+            f"record {index} at byte {start} claims {header_count} headers in {end - pos} bytes"
+        )
+    headers: list[tuple[str, bytes | None]] = []
+    for _ in range(header_count):
+        hkey, pos = _read_bytes(data, pos, end, index, "header key")
+        if hkey is None:
+            raise CorruptRecordError(f"record {index} has a null header key")
+        try:
+            hkey_str = hkey.decode("utf-8")
+        except UnicodeDecodeError:
+            raise CorruptRecordError(f"record {index} has a header key that is not UTF-8") from None
+        hvalue, pos = _read_bytes(data, pos, end, index, "header value")
+        headers.append((hkey_str, hvalue))
+    if pos != end:
+        raise CorruptRecordError(
+            f"record {index} at byte {start} declares {length} bytes but uses {pos - start}"
+        )
+    return Record(base_offset + offset_delta, base_timestamp + ts_delta, key, value, headers), end
+
+
+def _read_bytes(
+    data: bytes, pos: int, end: int, index: int, what: str
+) -> tuple[bytes | None, int]:
+    length, pos = _read_varint(data, pos, end, 5)
+    if length == -1:
+        return None, pos
+    if length < 0 or length > end - pos:
+        raise CorruptRecordError(
+            f"record {index}: {what} length {length} at byte {pos} does not fit the record"
+        )
+    return data[pos : pos + length], pos + length
+
+
+def _write_varint(out: bytearray, value: int) -> None:
+    raw = (value << 1) ^ (value >> 63)
+    while raw & ~0x7F:
+        out.append((raw & 0x7F) | 0x80)
+        raw >>= 7
+    out.append(raw)
+
+
+def _write_bytes(out: bytearray, value: bytes | None) -> None:
+    if value is None:
+        _write_varint(out, -1)
+    else:
+        _write_varint(out, len(value))
+        out += value
+
+
+# ---------------------------------------------------------------- walking buffers
+
+
+def _check_at(
+    view: memoryview, pos: int, max_batch_bytes: int | None
+) -> tuple[StopReason, str] | tuple[None, int]:
+    """Check the batch header at ``pos``: (reason, message) on failure, (None, size) if whole."""
+    remaining = len(view) - pos
+    if remaining < _HEADER_UP_TO_MAGIC_BYTES:
+        return StopReason.TRUNCATED, f"{remaining} bytes at byte {pos} are less than a batch header"
+    _, batch_length = _OFFSET_AND_LENGTH.unpack_from(view, pos)
+    magic = _INT8.unpack_from(view, pos + 16)[0]
+    if batch_length < _LEGACY_MIN_SIZE_BYTES:
+        return StopReason.CORRUPT, f"batchLength {batch_length} at byte {pos + 8} is below the minimum"
+    size = batch_length + LOG_OVERHEAD_BYTES
+    if max_batch_bytes is not None and size > max_batch_bytes:
+        return StopReason.TOO_LARGE, (
+            f"batch at byte {pos} is {size} bytes, above the {max_batch_bytes}-byte limit"
+        )
+    if magic in (0, 1):
+        return StopReason.UNSUPPORTED_MAGIC, f"magic {magic} message set at byte {pos + 16}"
+    if magic != MAGIC:
+        return StopReason.BAD_MAGIC, f"invalid magic {magic} at byte {pos + 16}"
+    if size < HEADER_SIZE_BYTES:
+        return StopReason.CORRUPT, (
+            f"batchLength {batch_length} at byte {pos + 8} is shorter than the batch header"
+        )
+    if size > remaining:
+        return StopReason.TRUNCATED, (
+            f"batch at byte {pos} needs {size} bytes, {remaining} remain"
+        )
+    return None, size
+
+
+def _error_for(reason: StopReason, message: str) -> CorruptRecordError | UnsupportedMagicError:
+    if reason is StopReason.TRUNCATED:
+        return TruncatedBatchError(message)
+    if reason is StopReason.UNSUPPORTED_MAGIC:
+        return UnsupportedMagicError(message)
+    if reason is StopReason.CRC_MISMATCH:
+        return CrcMismatchError(message)
+    return CorruptRecordError(message)
+
+
+def iter_batches(
+    buf: bytes | bytearray | memoryview, *, max_batch_bytes: int | None = None
+) -> Iterator[RecordBatch]:
+    """Walk concatenated batches (no CRC check). Bad or cut data raises a ``ProtocolError``.
+
+    A cut trailing batch raises ``TruncatedBatchError`` after the whole batches before it.
+    """
+    view = _as_bytes_view(buf)
+    pos = 0
+    end = len(view)
+    while pos < end:  # every turn advances pos by >= 61 bytes
+        reason, detail = _check_at(view, pos, max_batch_bytes)
+        if reason is not None:
+            raise _error_for(reason, str(detail))
+        assert isinstance(detail, int)
+        yield RecordBatch(view[pos : pos + detail])
+        pos += detail
+
+
+@dataclass(frozen=True, slots=True)
+class ScanResult:
+    """What ``scan_batches`` found: the whole valid batches, and why it stopped.
+
+    ``valid_bytes`` is the length of the prefix made of whole valid batches;
+    ``stop_reason`` is None when that prefix is the whole buffer.
+    """
+
+    batches: list[RecordBatch]
+    valid_bytes: int
+    stop_reason: StopReason | None
+    message: str = ""
+
+    @property
+    def error(self) -> CorruptRecordError | UnsupportedMagicError | None:
+        """The error matching ``stop_reason`` (None when the whole buffer was valid)."""
+        if self.stop_reason is None:
+            return None
+        return _error_for(self.stop_reason, self.message)
+
+
+def scan_batches(
+    buf: bytes | bytearray | memoryview,
+    verify_crc: bool = True,
+    *,
+    max_batch_bytes: int | None = None,
+) -> ScanResult:
+    """Find the prefix of ``buf`` made of whole, valid batches (recovery, produce checks).
+
+    Never raises on bad data: stops at the first batch that is cut (TRUNCATED), has a
+    batchLength below the header or the legacy minimum (CORRUPT), is larger than
+    ``max_batch_bytes`` (TOO_LARGE), has magic 0/1 (UNSUPPORTED_MAGIC) or another magic
+    (BAD_MAGIC), or a CRC that does not match (CRC_MISMATCH).
+    """
+    view = _as_bytes_view(buf)
+    batches: list[RecordBatch] = []
+    pos = 0
+    end = len(view)
+    while pos < end:  # every turn advances pos by >= 61 bytes
+        reason, detail = _check_at(view, pos, max_batch_bytes)
+        if reason is not None:
+            return ScanResult(batches, pos, reason, str(detail))
+        assert isinstance(detail, int)
+        batch = RecordBatch(view[pos : pos + detail])
+        if verify_crc:
+            actual = batch.compute_crc()
+            if actual != batch.crc:
+                return ScanResult(
+                    batches,
+                    pos,
+                    StopReason.CRC_MISMATCH,
+                    f"batch at byte {pos}: stored CRC {batch.crc:#010x}, computed {actual:#010x}",
+                )
+        batches.append(batch)
+        pos += detail
+    return ScanResult(batches, pos, None)
+
+
+# ---------------------------------------------------------------- building
+
+
+def _encode_record(out: bytearray, rec: NewRecord, ts_delta: int, offset_delta: int) -> None:
+    body = bytearray(b"\x00")  # attributes
+    _write_varint(body, ts_delta)
+    _write_varint(body, offset_delta)
+    _write_bytes(body, rec.key)
+    _write_bytes(body, rec.value)
+    _write_varint(body, len(rec.headers))
+    for hkey, hvalue in rec.headers:
+        _write_bytes(body, hkey.encode("utf-8"))
+        _write_bytes(body, hvalue)
+    _write_varint(out, len(body))
+    out += body
+
+
+def build_batch(
+    records: Iterable[NewRecord],
+    *,
+    base_offset: int = 0,
+    compression: CompressionType = CompressionType.NONE,
+    timestamp_type: int = 0,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    partition_leader_epoch: int = -1,
+    is_transactional: bool = False,
+    is_control: bool = False,
+    base_timestamp_ms: int | None = None,
+    last_offset_delta: int | None = None,
+) -> bytes:
+    """Encode one magic-2 batch (for tests, tools and the broker's internal topics).
+
+    ``records``: ``NewRecord(key, value, headers=(), timestamp_ms=None, offset_delta=None)``;
+    a timestamp of None is the current time. ``base_timestamp_ms`` defaults to the first
+    record's timestamp; ``last_offset_delta`` to the largest offset delta.
+    At least one record is required.
+    """
+    recs = list(records)
+    if not recs:
+        raise ValueError("build_batch needs at least one record")
+    now_ms = int(time.time() * 1000)
+    timestamps = [now_ms if r.timestamp_ms is None else r.timestamp_ms for r in recs]
+    base_ts = timestamps[0] if base_timestamp_ms is None else base_timestamp_ms
+    deltas = [i if r.offset_delta is None else r.offset_delta for i, r in enumerate(recs)]
+    if any(d < 0 or d > _INT32_MAX for d in deltas):
+        raise ValueError("offset deltas must be in 0..2**31-1")
+    last_delta = max(deltas) if last_offset_delta is None else last_offset_delta
+    body = bytearray()
+    for rec, ts, delta in zip(recs, timestamps, deltas, strict=True):
+        _encode_record(body, rec, ts - base_ts, delta)
+    payload = bytes(body) if compression == CompressionType.NONE else compress(compression, body)
+    attributes = (
+        int(compression)
+        | (ATTR_TIMESTAMP_TYPE if timestamp_type else 0)
+        | (ATTR_TRANSACTIONAL if is_transactional else 0)
+        | (ATTR_CONTROL if is_control else 0)
+    )
+    size = HEADER_SIZE_BYTES + len(payload)
+    out = bytearray(size)
+    _HEADER.pack_into(
+        out,
+        0,
+        base_offset,
+        size - LOG_OVERHEAD_BYTES,
+        partition_leader_epoch,
+        MAGIC,
+        0,
+        attributes,
+        last_delta,
+        base_ts,
+        max(timestamps),
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        len(recs),
+    )
+    out[HEADER_SIZE_BYTES:] = payload
+    _UINT32.pack_into(out, 17, crc32c.crc32c(memoryview(out)[_CRC_START:]))
+    return bytes(out)
+
+
+def build_control_batch(
+    control_type: ControlType,
+    *,
+    producer_id: int,
+    producer_epoch: int,
+    coordinator_epoch: int = 0,
+    base_offset: int = 0,
+    partition_leader_epoch: int = -1,
+    timestamp_ms: int | None = None,
+) -> bytes:
+    """A transaction marker: a control batch with one record (key: version 0, type)."""
+    key = _CONTROL_KEY.pack(0, int(control_type))
+    value = _CONTROL_VALUE.pack(0, coordinator_epoch)
+    return build_batch(
+        [NewRecord(key, value, (), timestamp_ms)],
+        base_offset=base_offset,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        partition_leader_epoch=partition_leader_epoch,
+        is_transactional=True,
+        is_control=True,
+    )
+
+
+def decode_control_key(key: bytes | None) -> ControlRecordKey:
+    """Decode a control record's key (version int16, type int16)."""
+    if key is None or len(key) < _CONTROL_KEY.size:
+        raise CorruptRecordError(f"control record key {key!r} is shorter than 4 bytes")
+    version, ctype = _CONTROL_KEY.unpack_from(key, 0)
+    if version < 0:
+        raise CorruptRecordError(f"control record key has negative version {version}")
+    return ControlRecordKey(int(version), int(ctype))
+
