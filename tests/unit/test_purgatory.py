@@ -1,0 +1,107 @@
+"""broker.purgatory: each delayed operation completes exactly once, by try, timer or shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from broker.purgatory import DelayedOperation, Purgatory
+
+pytestmark = pytest.mark.timeout(10)
+
+
+class Counter(DelayedOperation):
+    """Completes when ``state['n'] >= target``; records every callback."""
+
+    def __init__(self, delay_ms: int, state: dict[str, int], target: int) -> None:
+        super().__init__(delay_ms)
+        self.state = state
+        self.target = target
+        self.completions = 0
+        self.expirations = 0
+
+    def try_complete(self) -> bool:
+        return self.state["n"] >= self.target
+
+    def on_complete(self) -> None:
+        self.completions += 1
+
+    def on_expiration(self) -> None:
+        self.expirations += 1
+
+
+async def test_completes_at_once_when_ready() -> None:
+    p: Purgatory[str] = Purgatory("t")
+    op = Counter(1000, {"n": 5}, 1)
+    assert p.try_complete_else_watch(op, ["a"]) is True
+    assert (op.completions, op.expirations, len(p)) == (1, 0, 0)
+
+
+async def test_check_and_complete_completes_watchers_of_that_key_once() -> None:
+    p: Purgatory[str] = Purgatory("t")
+    state = {"n": 0}
+    op = Counter(5000, state, 1)
+    other = Counter(5000, {"n": 0}, 1)
+    assert p.try_complete_else_watch(op, ["a", "b"]) is False
+    assert p.try_complete_else_watch(other, ["c"]) is False
+    assert len(p) == 2 and p.watcher_count("a") == 1
+    assert p.check_and_complete("a") == 0  # not ready yet
+    state["n"] = 1
+    assert p.check_and_complete("b") == 1
+    assert p.check_and_complete("a") == 0  # already done: not completed twice
+    await asyncio.wait_for(op.wait(), 1)
+    assert (op.completions, op.expirations) == (1, 0)
+    assert p.watcher_count("a") == 0 and p.watcher_count("b") == 0 and len(p) == 1
+    assert other.completions == 0
+
+
+async def test_expires_after_delay_exactly_once() -> None:
+    p: Purgatory[str] = Purgatory("t")
+    op = Counter(50, {"n": 0}, 1)
+    start = time.monotonic()
+    p.try_complete_else_watch(op, ["a"])
+    await asyncio.wait_for(op.wait(), 2)
+    waited = time.monotonic() - start
+    assert 0.04 <= waited < 1.0
+    assert (op.completions, op.expirations, op.expired) == (1, 1, True)
+    assert len(p) == 0 and p.watcher_count("a") == 0
+    op.state["n"] = 5
+    assert p.check_and_complete("a") == 0
+    assert op.completions == 1
+
+
+async def test_completion_cancels_timer() -> None:
+    p: Purgatory[str] = Purgatory("t")
+    state = {"n": 0}
+    op = Counter(50, state, 1)
+    p.try_complete_else_watch(op, ["a"])
+    state["n"] = 1
+    p.check_and_complete("a")
+    await asyncio.sleep(0.1)  # past the delay: the timer must not fire again
+    assert (op.completions, op.expirations) == (1, 0)
+
+
+async def test_bounded_and_shutdown_expires_all() -> None:
+    p: Purgatory[int] = Purgatory("t", max_operations=3)
+    ops = [Counter(10_000, {"n": 0}, 1) for _ in range(4)]
+    results = [p.try_complete_else_watch(op, [i]) for i, op in enumerate(ops)]
+    assert results == [False, False, False, True]  # the 4th is over the bound: expired at once
+    assert ops[3].expired and len(p) == 3
+    assert p.shutdown() == 3
+    assert all(op.completions == 1 and op.expirations == 1 for op in ops)
+    late = Counter(10_000, {"n": 0}, 1)
+    assert p.try_complete_else_watch(late, [9]) is True and late.expired
+
+
+async def test_zero_delay_completes_immediately() -> None:
+    p: Purgatory[str] = Purgatory("t")
+    op = Counter(0, {"n": 0}, 1)
+    assert p.try_complete_else_watch(op, ["a"]) is True
+    assert op.expired and len(p) == 0
+
+
+def test_negative_delay_refused() -> None:
+    with pytest.raises(ValueError):
+        Counter(-1, {"n": 0}, 1)
