@@ -61,7 +61,8 @@ _XERIAL_HEADER_SIZE_BYTES = _XERIAL_HEADER.size  # 16
 _INT32 = struct.Struct(">i")
 XERIAL_BLOCK_SIZE_BYTES = 32 * 1024
 DEFAULT_MAX_DECOMPRESSED_BYTES = 64 * 1024 * 1024
-_CHUNK_BYTES = 256 * 1024
+_ZSTD_MAX_RATIO = 32 * 1024
+_ZSTD_MIN_STEP_BYTES = 64
 
 
 class CompressionType(enum.IntEnum):
@@ -141,8 +142,16 @@ def decompress(
             out = _zstd_decode(data, max_size_bytes)
     except ProtocolError:
         raise
-    except (zlib.error, zstandard.ZstdError, RuntimeError, ValueError, OSError, EOFError) as exc:
-        # lz4 raises RuntimeError, cramjam raises its DecompressionError (a ValueError subclass).
+    except (
+        zlib.error,
+        zstandard.ZstdError,
+        cramjam.DecompressionError,
+        RuntimeError,
+        ValueError,
+        OSError,
+        EOFError,
+    ) as exc:
+        # lz4 raises RuntimeError; cramjam its own DecompressionError.
         raise CorruptRecordError(f"{kind.name} data does not decompress: {exc}") from exc
     if len(out) > max_size_bytes:
         raise DecompressionBombError(
@@ -243,17 +252,24 @@ def _lz4_decode(data: bytes | bytearray | memoryview, max_size_bytes: int) -> by
 
 
 def _zstd_decode(data: bytes | bytearray | memoryview, max_size_bytes: int) -> bytes:
+    # python-zstandard's readers return a cut frame's partial output without an error, and
+    # its decompressobj has no output limit. So feed a decompressobj small input steps,
+    # sized so that even zstd's best ratio (~1:32768) cannot overshoot the budget by much.
+    view = memoryview(bytes(data))
+    if not view:
+        raise CorruptRecordError("ZSTD data is empty")
     out = bytearray()
-    dctx = zstandard.ZstdDecompressor()
-    with dctx.stream_reader(bytes(data), read_across_frames=True) as reader:
-        while True:  # every turn grows `out` or ends; bounded by max_size_bytes
-            chunk = reader.read(min(_CHUNK_BYTES, max_size_bytes + 1 - len(out)))
-            if not chunk:
-                break
-            out += chunk
+    pos = 0
+    while pos < len(view):  # one frame per turn; each turn consumes input
+        dobj = zstandard.ZstdDecompressor().decompressobj()
+        while not dobj.eof:  # each turn consumes >= 1 input byte
+            if pos >= len(view):
+                raise CorruptRecordError(f"ZSTD data ends inside a frame at byte {pos}")
+            step = max(_ZSTD_MIN_STEP_BYTES, (max_size_bytes + 1 - len(out)) // _ZSTD_MAX_RATIO)
+            chunk = view[pos : pos + step]
+            pos += len(chunk)
+            out += dobj.decompress(chunk)
             if len(out) > max_size_bytes:
                 raise _bomb("ZSTD", max_size_bytes)
-    if not out and data:
-        # A truncated frame reads as empty; make sure the input really was empty frames.
-        zstandard.ZstdDecompressor().decompressobj().decompress(bytes(data))
+        pos -= len(dobj.unused_data)
     return bytes(out)
