@@ -1,0 +1,166 @@
+"""Checks on the records of a client Produce, before they reach the log (Kafka's LogValidator).
+
+One partition's ``records`` in a v3+ Produce must be exactly one magic-2 batch. The checks,
+all on the 61-byte header plus one CRC32C over the batch (computed in C), so that no Python
+code runs per record for an ordinary batch:
+
+=========================================  ===============================================
+check                                      error (Kafka's)
+=========================================  ===============================================
+null or empty records                      INVALID_RECORD
+cut, garbled header, bad batchLength       CORRUPT_MESSAGE
+magic 0 or 1 (legacy message set)          INVALID_RECORD (ProduceRequest.validateRecords)
+more than one batch                        INVALID_RECORD
+CRC32C mismatch                            CORRUPT_MESSAGE
+batch larger than max.message.bytes        MESSAGE_TOO_LARGE
+unknown compression codec (5-7)            CORRUPT_MESSAGE
+zstd with Produce < v7                     UNSUPPORTED_COMPRESSION_TYPE
+records count != lastOffsetDelta + 1, <=0  INVALID_RECORD
+control batch from a client                INVALID_RECORD
+producer id set, base sequence < 0         INVALID_RECORD
+transactional batch                        INVALID_TXN_STATE (no transaction support)
+=========================================  ===============================================
+
+Per-record work happens only where Kafka's rules need it and the topic asks for it:
+a compacted topic (``cleanup.policy`` contains ``compact``) needs a key in every record, and
+``message.timestamp.before.max.ms`` / ``message.timestamp.after.max.ms`` below their
+(unbounded) defaults bound each CreateTime timestamp. Such failures are record errors
+(``record_errors``: batch index + message) with INVALID_RECORD or INVALID_TIMESTAMP, and the
+whole batch is dropped, as in Kafka (KIP-467).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from protocol.compression import CompressionType, CorruptRecordError
+from protocol.errors import ErrorCode, ProtocolError
+from protocol.records import RecordBatch, StopReason, TimestampType, scan_batches
+
+LONG_MAX = 2**63 - 1
+ZSTD_MIN_PRODUCE_VERSION = 7
+
+
+class RecordValidationError(Exception):
+    """The partition's records are refused; ``error_code`` goes in the partition response."""
+
+    def __init__(self, error_code: ErrorCode, message: str,
+                 record_errors: list[tuple[int, str | None]] | None = None) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+        self.message = message
+        self.record_errors = record_errors or []
+
+
+@dataclass(frozen=True, slots=True)
+class ValidationConfig:
+    """The topic settings validation needs (from the topic's LogConfig)."""
+
+    max_message_bytes: int = 1048588
+    compacted: bool = False
+    timestamp_before_max_ms: int = LONG_MAX
+    timestamp_after_max_ms: int = LONG_MAX
+
+
+def validate_client_batch(
+    records: memoryview | bytes | bytearray | None,
+    produce_version: int,
+    config: ValidationConfig,
+    now_ms: int,
+) -> RecordBatch:
+    """The single batch of a client's partition data, checked; raises RecordValidationError."""
+    if records is None or len(records) == 0:
+        raise RecordValidationError(
+            ErrorCode.INVALID_RECORD,
+            f"Produce requests with version {produce_version} must have at least one record batch",
+        )
+    scan = scan_batches(records, verify_crc=False)
+    if scan.stop_reason is StopReason.UNSUPPORTED_MAGIC:
+        raise RecordValidationError(
+            ErrorCode.INVALID_RECORD,
+            f"Produce requests with version {produce_version} are only allowed to contain "
+            f"record batches with magic version 2 ({scan.message})",
+        )
+    if scan.stop_reason is not None:
+        raise RecordValidationError(ErrorCode.CORRUPT_MESSAGE, scan.message)
+    if len(scan.batches) != 1:
+        raise RecordValidationError(
+            ErrorCode.INVALID_RECORD,
+            f"Produce requests with version {produce_version} are only allowed to contain "
+            f"exactly one record batch, got {len(scan.batches)}",
+        )
+    batch = scan.batches[0]
+    size = batch.size_bytes
+    if size > config.max_message_bytes:
+        raise RecordValidationError(
+            ErrorCode.MESSAGE_TOO_LARGE,
+            f"The record batch size in the append is {size} bytes which exceeds the maximum "
+            f"configured value of {config.max_message_bytes}.",
+        )
+    actual_crc = batch.compute_crc()
+    if actual_crc != batch.crc:
+        raise RecordValidationError(
+            ErrorCode.CORRUPT_MESSAGE,
+            f"Record batch is corrupt (stored crc = {batch.crc}, computed crc = {actual_crc})",
+        )
+    try:
+        codec = batch.compression
+    except ProtocolError as exc:
+        raise RecordValidationError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
+    if codec is CompressionType.ZSTD and produce_version < ZSTD_MIN_PRODUCE_VERSION:
+        raise RecordValidationError(
+            ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+            f"Produce requests with version {produce_version} are not allowed to use ZStandard "
+            "compression",
+        )
+    count = batch.records_count
+    if count <= 0 or batch.last_offset_delta + 1 != count:
+        raise RecordValidationError(
+            ErrorCode.INVALID_RECORD,
+            f"Inconsistent batch offset range [0, {batch.last_offset_delta}] and count of "
+            f"records {count}",
+        )
+    if batch.is_control:
+        raise RecordValidationError(ErrorCode.INVALID_RECORD,
+                                    "Clients are not allowed to write control records")
+    if batch.producer_id >= 0 and batch.base_sequence < 0:
+        raise RecordValidationError(
+            ErrorCode.INVALID_RECORD,
+            f"Invalid sequence number {batch.base_sequence} for producer {batch.producer_id}",
+        )
+    if batch.is_transactional:
+        raise RecordValidationError(
+            ErrorCode.INVALID_TXN_STATE,
+            "Transactional produce is not supported by this broker",
+        )
+    if config.compacted or (
+        config.timestamp_before_max_ms < LONG_MAX or config.timestamp_after_max_ms < LONG_MAX
+    ):
+        _validate_records(batch, config, now_ms)
+    return batch
+
+
+def _validate_records(batch: RecordBatch, config: ValidationConfig, now_ms: int) -> None:
+    """Per-record checks (compacted topics, bounded timestamps): KIP-467 record errors."""
+    check_ts = batch.timestamp_type is TimestampType.CREATE_TIME and (
+        config.timestamp_before_max_ms < LONG_MAX or config.timestamp_after_max_ms < LONG_MAX
+    )
+    errors: list[tuple[int, str | None]] = []
+    code = ErrorCode.INVALID_RECORD
+    try:
+        for index, record in enumerate(batch.records()):
+            if config.compacted and record.key is None:
+                errors.append((index, "Compacted topic cannot accept message without key in "
+                               "topic partition"))
+                code = ErrorCode.INVALID_RECORD
+            elif check_ts and (
+                now_ms - record.timestamp > config.timestamp_before_max_ms
+                or record.timestamp - now_ms > config.timestamp_after_max_ms
+            ):
+                errors.append((index, f"Timestamp {record.timestamp} of message with offset "
+                               f"{record.offset} is out of range."))
+                code = ErrorCode.INVALID_TIMESTAMP
+    except CorruptRecordError as exc:
+        raise RecordValidationError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
+    if errors:
+        raise RecordValidationError(code, errors[0][1] or "invalid record", errors)
