@@ -115,12 +115,11 @@ ATTR_CONTROL = 0x20
 ATTR_DELETE_HORIZON = 0x40
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
-_OFFSET_AND_LENGTH = struct.Struct(">qi")
+_UP_TO_MAGIC = struct.Struct(">qiib")  # baseOffset, batchLength, epoch (or legacy crc), magic
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
 _INT16 = struct.Struct(">h")
-_INT8 = struct.Struct(">b")
 _CONTROL_KEY = struct.Struct(">hh")
 _CONTROL_VALUE = struct.Struct(">hi")
 
@@ -228,6 +227,13 @@ class RecordBatch:
                 f"the buffer holds {size}"
             )
         self._buf = view
+
+    @classmethod
+    def _checked(cls, view: memoryview) -> RecordBatch:
+        """Wrap a view whose header ``_check_at`` has already checked."""
+        batch = cls.__new__(cls)
+        batch._buf = view
+        return batch
 
     @property
     def buffer(self) -> memoryview:
@@ -397,6 +403,9 @@ class RecordBatch:
 
 def _read_varint(data: bytes, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
     """Read a zigzag varint (max_bytes 5) or varlong (max_bytes 10) at ``pos``, before ``end``."""
+    if pos < end and data[pos] < 0x80:  # fast path: one byte
+        b = data[pos]
+        return (b >> 1) ^ -(b & 1), pos + 1
     raw = 0
     shift = 0
     for _ in range(max_bytes):
@@ -481,35 +490,45 @@ def _write_bytes(out: bytearray, value: bytes | None) -> None:
 # ---------------------------------------------------------------- walking buffers
 
 
-def _check_at(
-    view: memoryview, pos: int, max_batch_bytes: int | None
-) -> tuple[StopReason, str] | tuple[None, int]:
-    """Check the batch header at ``pos``: (reason, message) on failure, (None, size) if whole."""
+class _Stop(NamedTuple):
+    reason: StopReason
+    message: str
+
+
+def _check_at(view: memoryview, pos: int, max_batch_bytes: int | None) -> int | _Stop:
+    """Check the batch header at ``pos``: the batch's size if it is whole, else why not."""
     remaining = len(view) - pos
     if remaining < _HEADER_UP_TO_MAGIC_BYTES:
-        return StopReason.TRUNCATED, f"{remaining} bytes at byte {pos} are less than a batch header"
-    _, batch_length = _OFFSET_AND_LENGTH.unpack_from(view, pos)
-    magic = _INT8.unpack_from(view, pos + 16)[0]
+        return _Stop(
+            StopReason.TRUNCATED, f"{remaining} bytes at byte {pos} are less than a batch header"
+        )
+    _, batch_length, _, magic = _UP_TO_MAGIC.unpack_from(view, pos)
+    if magic == MAGIC and HEADER_SIZE_BYTES <= batch_length + LOG_OVERHEAD_BYTES <= remaining:
+        size: int = batch_length + LOG_OVERHEAD_BYTES  # the common case: a whole v2 batch
+        if max_batch_bytes is None or size <= max_batch_bytes:
+            return size
     if batch_length < _LEGACY_MIN_SIZE_BYTES:
-        return StopReason.CORRUPT, f"batchLength {batch_length} at byte {pos + 8} is below the minimum"
+        return _Stop(
+            StopReason.CORRUPT, f"batchLength {batch_length} at byte {pos + 8} is below the minimum"
+        )
     size = batch_length + LOG_OVERHEAD_BYTES
     if max_batch_bytes is not None and size > max_batch_bytes:
-        return StopReason.TOO_LARGE, (
-            f"batch at byte {pos} is {size} bytes, above the {max_batch_bytes}-byte limit"
+        return _Stop(
+            StopReason.TOO_LARGE,
+            f"batch at byte {pos} is {size} bytes, above the {max_batch_bytes}-byte limit",
         )
     if magic in (0, 1):
-        return StopReason.UNSUPPORTED_MAGIC, f"magic {magic} message set at byte {pos + 16}"
+        return _Stop(StopReason.UNSUPPORTED_MAGIC, f"magic {magic} message set at byte {pos + 16}")
     if magic != MAGIC:
-        return StopReason.BAD_MAGIC, f"invalid magic {magic} at byte {pos + 16}"
+        return _Stop(StopReason.BAD_MAGIC, f"invalid magic {magic} at byte {pos + 16}")
     if size < HEADER_SIZE_BYTES:
-        return StopReason.CORRUPT, (
-            f"batchLength {batch_length} at byte {pos + 8} is shorter than the batch header"
+        return _Stop(
+            StopReason.CORRUPT,
+            f"batchLength {batch_length} at byte {pos + 8} is shorter than the batch header",
         )
     if size > remaining:
-        return StopReason.TRUNCATED, (
-            f"batch at byte {pos} needs {size} bytes, {remaining} remain"
-        )
-    return None, size
+        return _Stop(StopReason.TRUNCATED, f"batch at byte {pos} needs {size} bytes, {remaining} remain")
+    return size
 
 
 def _error_for(reason: StopReason, message: str) -> CorruptRecordError | UnsupportedMagicError:
@@ -533,12 +552,11 @@ def iter_batches(
     pos = 0
     end = len(view)
     while pos < end:  # every turn advances pos by >= 61 bytes
-        reason, detail = _check_at(view, pos, max_batch_bytes)
-        if reason is not None:
-            raise _error_for(reason, str(detail))
-        assert isinstance(detail, int)
-        yield RecordBatch(view[pos : pos + detail])
-        pos += detail
+        size = _check_at(view, pos, max_batch_bytes)
+        if isinstance(size, _Stop):
+            raise _error_for(size.reason, size.message)
+        yield RecordBatch._checked(view[pos : pos + size])
+        pos += size
 
 
 @dataclass(frozen=True, slots=True)
@@ -580,11 +598,10 @@ def scan_batches(
     pos = 0
     end = len(view)
     while pos < end:  # every turn advances pos by >= 61 bytes
-        reason, detail = _check_at(view, pos, max_batch_bytes)
-        if reason is not None:
-            return ScanResult(batches, pos, reason, str(detail))
-        assert isinstance(detail, int)
-        batch = RecordBatch(view[pos : pos + detail])
+        size = _check_at(view, pos, max_batch_bytes)
+        if isinstance(size, _Stop):
+            return ScanResult(batches, pos, size.reason, size.message)
+        batch = RecordBatch._checked(view[pos : pos + size])
         if verify_crc:
             actual = batch.compute_crc()
             if actual != batch.crc:
@@ -595,7 +612,7 @@ def scan_batches(
                     f"batch at byte {pos}: stored CRC {batch.crc:#010x}, computed {actual:#010x}",
                 )
         batches.append(batch)
-        pos += detail
+        pos += size
     return ScanResult(batches, pos, None)
 
 
