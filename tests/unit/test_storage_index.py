@@ -1,0 +1,149 @@
+"""Offset and time indexes on real files: layout, lookups, truncation, trimming, sanity."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+
+from storage.errors import CorruptIndexError
+from storage.index import InvalidIndexAppendError, OffsetIndex, TimeIndex
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def test_offset_index_layout_is_kafkas(tmp_path: Path) -> None:
+    path = tmp_path / "00000000000000000100.index"
+    idx = OffsetIndex(path, 100, 1024, writable=True)
+    assert path.stat().st_size == 1024  # preallocated
+    idx.append(105, 4100)
+    idx.append(230, 9000)
+    idx.close()  # trims
+    raw = path.read_bytes()
+    assert raw == struct.pack(">ii", 5, 4100) + struct.pack(">ii", 130, 9000)
+
+
+def test_offset_index_lookup_floor(tmp_path: Path) -> None:
+    idx = OffsetIndex(tmp_path / "a.index", 1000, 8 * 1000, writable=True)
+    for i in range(1, 500):
+        idx.append(1000 + i * 10, i * 4096)
+    assert idx.lookup(999) == (1000, 0)  # before the first entry: base offset, position 0
+    assert idx.lookup(1005) == (1000, 0)
+    assert idx.lookup(1010) == (1010, 4096)
+    assert idx.lookup(1019) == (1010, 4096)
+    assert idx.lookup(1000 + 250 * 10 + 3) == (1000 + 2500, 250 * 4096)
+    assert idx.lookup(10**9) == (1000 + 4990, 499 * 4096)
+    assert idx.lookup_position(4095) == (1000, 0)
+    assert idx.lookup_position(4096 * 7 + 1) == (1070, 4096 * 7)
+    assert idx.lookup_position(2**31 - 1) == (5990, 499 * 4096)
+    idx.close()
+
+
+def test_offset_index_refuses_disorder_and_overflow(tmp_path: Path) -> None:
+    idx = OffsetIndex(tmp_path / "a.index", 0, 16, writable=True)
+    idx.append(5, 100)
+    with pytest.raises(InvalidIndexAppendError):
+        idx.append(5, 200)
+    idx.append(6, 200)
+    assert idx.is_full
+    with pytest.raises(InvalidIndexAppendError):
+        idx.append(7, 300)
+    idx.close()
+
+
+def test_offset_index_truncate_and_resize(tmp_path: Path) -> None:
+    path = tmp_path / "a.index"
+    idx = OffsetIndex(path, 0, 800, writable=True)
+    for i in range(1, 50):
+        idx.append(i * 2, i * 100)
+    idx.truncate_to(21)  # removes offsets >= 21: 22, 24, ...
+    assert idx.entries == 10
+    assert idx.last_entry() == (20, 1000)
+    idx.truncate_to(20)
+    assert idx.last_entry() == (18, 900)
+    idx.trim()
+    assert path.stat().st_size == 9 * 8
+    idx.resize(800)
+    assert path.stat().st_size == 800
+    idx.append(19, 950)
+    assert idx.entries == 10
+    idx.close()
+    assert path.stat().st_size == 80
+
+
+def test_reopen_reads_entries_and_readonly(tmp_path: Path) -> None:
+    path = tmp_path / "a.index"
+    idx = OffsetIndex(path, 0, 800, writable=True)
+    idx.append(3, 10)
+    idx.append(9, 20)
+    idx.close()
+    ro = OffsetIndex(path, 0, 800, writable=False)
+    assert ro.entries == 2 and ro.lookup(10) == (9, 20)
+    ro.sanity_check()
+    with pytest.raises(InvalidIndexAppendError):
+        ro.append(12, 30)
+    ro.close()
+    assert path.stat().st_size == 16  # read-only open never resizes
+
+
+def test_untrimmed_index_fails_sanity_check(tmp_path: Path) -> None:
+    path = tmp_path / "a.index"
+    idx = OffsetIndex(path, 0, 800, writable=True)
+    idx.append(3, 10)
+    idx.append(9, 20)
+    idx.flush()
+    # Simulate an unclean stop: the file stays preallocated with a zero tail.
+    idx._mm.close()  # type: ignore[union-attr]
+    idx._mm = None
+    idx._file.close()
+    reopened = OffsetIndex(path, 0, 800, writable=False)
+    assert reopened.entries == 100
+    with pytest.raises(CorruptIndexError):
+        reopened.sanity_check()
+    reopened.close()
+
+
+def test_wrong_size_index_fails_sanity_check(tmp_path: Path) -> None:
+    path = tmp_path / "a.index"
+    path.write_bytes(struct.pack(">ii", 1, 10) + b"\x00\x01\x02")
+    idx = OffsetIndex(path, 0, 800, writable=False)
+    with pytest.raises(CorruptIndexError, match="multiple of 8"):
+        idx.sanity_check()
+    idx.close()
+    tpath = tmp_path / "a.timeindex"
+    tpath.write_bytes(b"\x00" * 13)
+    tidx = TimeIndex(tpath, 0, 1200, writable=False)
+    with pytest.raises(CorruptIndexError, match="multiple of 12"):
+        tidx.sanity_check()
+    tidx.close()
+
+
+def test_time_index_layout_lookup_and_monotonic(tmp_path: Path) -> None:
+    path = tmp_path / "00000000000000000050.timeindex"
+    idx = TimeIndex(path, 50, 12 * 10, writable=True)
+    assert idx.maybe_append(1000, 55)
+    assert not idx.maybe_append(1000, 60)  # not above the last timestamp: skipped
+    assert not idx.maybe_append(900, 61)
+    assert idx.maybe_append(2000, 70)
+    with pytest.raises(InvalidIndexAppendError):
+        idx.maybe_append(3000, 65)  # offset going backwards
+    assert idx.lookup(999) == (-1, 50)
+    assert idx.lookup(1500) == (1000, 55)
+    assert idx.lookup(2000) == (2000, 70)
+    assert idx.last_entry() == (2000, 70)
+    idx.close()
+    assert path.read_bytes() == struct.pack(">qi", 1000, 5) + struct.pack(">qi", 2000, 20)
+
+
+def test_time_index_keeps_a_slot_for_the_roll_entry(tmp_path: Path) -> None:
+    idx = TimeIndex(tmp_path / "a.timeindex", 0, 12 * 3, writable=True)
+    idx.maybe_append(1, 1)
+    idx.maybe_append(2, 2)
+    assert idx.is_full
+    with pytest.raises(InvalidIndexAppendError):
+        idx.maybe_append(3, 3)
+    assert idx.maybe_append(3, 3, skip_full_check=True)
+    idx.truncate_to(2)
+    assert idx.entries == 1 and idx.last_entry() == (1, 1)
+    idx.close()
