@@ -8,7 +8,8 @@
   kafka-python's protocol classes, an independent implementation) and keeps the records
   bytes of each Produce request.
 - The reverse: batches built by ``build_batch`` are read and CRC-checked by kafka-python's
-  and aiokafka's readers (``MemoryRecords``).
+  and aiokafka's readers (``MemoryRecords``), and by a librdkafka consumer (check.crcs)
+  that the same stand-in serves with Fetch answers.
 """
 
 from __future__ import annotations
@@ -24,8 +25,11 @@ import confluent_kafka
 import pytest
 from aiokafka.record.default_records import DefaultRecordBatchBuilder as AioBuilder
 from aiokafka.record.memory_records import MemoryRecords as AioMemoryRecords
+from kafka.protocol.consumer import FetchRequest, FetchResponse
 from kafka.protocol.metadata import (
     ApiVersionsResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
     MetadataRequest,
     MetadataResponse,
 )
@@ -33,12 +37,15 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from kafka.record.default_records import DefaultRecordBatchBuilder as KpBuilder
 from kafka.record.memory_records import MemoryRecords as KpMemoryRecords
 
+from protocol.compression import XERIAL_MAGIC
 from protocol.records import (
+    HEADER_SIZE_BYTES,
     CompressionType,
     NewRecord,
     Record,
     RecordBatch,
     build_batch,
+    iter_batches,
     scan_batches,
 )
 
@@ -128,8 +135,9 @@ def test_aiokafka_reads_our_batches(codec: CompressionType) -> None:
 MAX_FRAME_BYTES = 16 << 20
 # Produce, Fetch, Metadata, FindCoordinator, ApiVersions. librdkafka derives features from
 # what is advertised: magic 2 needs Produce >= 3 and Fetch >= 4, zstd Produce >= 7 and
-# Fetch >= 10, lz4 FindCoordinator. Only Produce and Metadata are sent by this producer.
+# Fetch >= 10, lz4 FindCoordinator.
 ADVERTISED = {0: (3, 9), 1: (4, 12), 3: (0, 12), 10: (0, 4), 18: (0, 3)}
+EMPTY_FETCH_WAIT_S = 0.05  # an empty Fetch answer waits a little, as a broker's max.wait does
 
 
 class CaptureBroker:
@@ -140,6 +148,7 @@ class CaptureBroker:
         self.port: int = self.sock.getsockname()[1]
         self.captured: queue.Queue[bytes] = queue.Queue(maxsize=100)
         self.produce_versions: list[int] = []
+        self.fetch_data: dict[str, bytes] = {}  # topic -> its whole log, served to any Fetch
         self.errors: list[BaseException] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._accept, daemon=True)
@@ -174,6 +183,8 @@ class CaptureBroker:
                     reply = self._answer(frame)
                     if reply is not None:
                         conn.sendall(reply)
+            except ConnectionError:
+                return  # the client went away mid-answer (e.g. closed during a fetch wait)
             except Exception as exc:  # a stand-in: record anything, the test asserts none
                 if not self._stop.is_set():
                     self.errors.append(exc)
@@ -237,11 +248,46 @@ class CaptureBroker:
             if req.acks == 0:
                 return None
             resp = ProduceResponse(responses=out, throttle_time_ms=0)
+        elif api_key == 1:
+            req = FetchRequest.decode(frame, version=version, header=True)
+            resp = _fetch_response(self, req)
+        elif api_key == 10:
+            req = FindCoordinatorRequest.decode(frame, version=version, header=True)
+            if version >= 4:
+                resp = FindCoordinatorResponse(throttle_time_ms=0, coordinators=[
+                    FindCoordinatorResponse.Coordinator(
+                        key=k, node_id=1, host="127.0.0.1", port=self.port, error_code=0
+                    )
+                    for k in req.coordinator_keys
+                ])
+            else:
+                resp = FindCoordinatorResponse(
+                    throttle_time_ms=0, error_code=0, node_id=1, host="127.0.0.1", port=self.port
+                )
         else:
             raise ValueError(f"unexpected api key {api_key}")
         resp.API_VERSION = version  # set before the header: kafka-python wants that order
         resp.with_header(correlation_id=req.header.correlation_id)
         return bytes(resp.encode(header=True, framed=True))
+
+
+def _fetch_response(broker: CaptureBroker, req: Any) -> Any:
+    P = FetchResponse.FetchableTopicResponse.PartitionData
+    topics = []
+    served = False
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            data = broker.fetch_data.get(t.topic, b"")
+            end = max((b.next_offset for b in iter_batches(data)), default=0)
+            records = data if p.fetch_offset < end else b""
+            served = served or bool(records)
+            parts.append(P(partition_index=p.partition, error_code=0, high_watermark=end,
+                           last_stable_offset=end, log_start_offset=0, records=records))
+        topics.append(FetchResponse.FetchableTopicResponse(topic=t.topic, partitions=parts))
+    if not served:
+        broker._stop.wait(EMPTY_FETCH_WAIT_S)
+    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
 
 
 @pytest.fixture(scope="module")
@@ -272,3 +318,39 @@ def test_librdkafka_produced_batches_decode(capture_broker: CaptureBroker, codec
     check_batch(raw, codec)
     batch = RecordBatch(raw)
     assert batch.producer_id == -1 and not batch.is_transactional
+    if codec is CompressionType.SNAPPY:  # librdkafka writes raw snappy, not xerial framing
+        assert not bytes(batch.buffer[HEADER_SIZE_BYTES:]).startswith(XERIAL_MAGIC)
+
+
+@pytest.mark.parametrize("codec", CODECS, ids=[c.name for c in CODECS])
+def test_librdkafka_consumer_reads_our_batches(capture_broker: CaptureBroker, codec: CompressionType) -> None:
+    topic = f"serve-{codec.name.lower()}"
+    capture_broker.fetch_data[topic] = our_batches(codec)
+    consumer = confluent_kafka.Consumer({
+        "bootstrap.servers": f"127.0.0.1:{capture_broker.port}",
+        "group.id": "records-test",
+        "enable.auto.commit": False,
+        "check.crcs": True,  # librdkafka verifies each batch's CRC32C
+        "broker.address.family": "v4",
+    })
+    try:
+        consumer.assign([confluent_kafka.TopicPartition(topic, 0, 10)])
+        got: list[Record] = []
+        for _ in range(100):  # bounded: 100 polls of at most 0.1 s
+            msg = consumer.poll(0.1)
+            if msg is None:
+                if len(got) == 2 * len(SENT):
+                    break
+                continue
+            assert msg.error() is None, msg.error()
+            ts_type, ts = msg.timestamp()
+            assert ts_type == confluent_kafka.TIMESTAMP_CREATE_TIME
+            offset = msg.offset()
+            assert offset is not None
+            headers = msg.headers() or []
+            assert isinstance(headers, list)
+            got.append(Record(offset, ts, msg.key(), msg.value(), [(k, v) for k, v in headers if not isinstance(v, str)]))
+    finally:
+        consumer.close()
+    assert not capture_broker.errors, capture_broker.errors
+    assert got == expected(10) + expected(14)
