@@ -30,10 +30,15 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from broker import topic_config
 from protocol.errors import ErrorCode
+from storage.config import LogConfig
+from storage.errors import LogConfigError
+
+if TYPE_CHECKING:
+    from broker.config import BrokerConfig
 
 REGISTRY_FILE: Final = "minikafka-topics.json"
 FORMAT_VERSION: Final = 1
@@ -119,10 +124,24 @@ def validate_replication_factor(replication_factor: int, live_brokers: int = 1) 
 
 
 def validate_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
+    """Kafka's checks (names, types, ranges), then storage's LogConfig: INVALID_CONFIG."""
     try:
-        return topic_config.validate_all(configs)
-    except topic_config.TopicConfigError as exc:
+        clean = topic_config.validate_all(configs)
+        LogConfig.from_properties(clean)
+    except (topic_config.TopicConfigError, LogConfigError) as exc:
         raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+    return clean
+
+
+def log_config_for(broker_config: BrokerConfig, info: TopicInfo) -> LogConfig:
+    """The topic's LogConfig: its overrides over the broker's log.* properties over
+    Kafka's defaults (the same resolution DescribeConfigs reports)."""
+    explicit = dict(broker_config.explicit)
+    props = {
+        name: topic_config.resolve(name, info.configs, explicit).value
+        for name in topic_config.TOPIC_CONFIGS
+    }
+    return LogConfig.from_properties(props)
 
 
 class TopicRegistry:
