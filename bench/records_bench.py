@@ -61,7 +61,9 @@ def main() -> None:
     buf = small * (MIB // len(small))
     count = len(buf) // len(small)
     print(f"{count} batches of {len(small)} bytes ({len(buf)} bytes)")
-    report("iter_batches, 1 MiB of 1 KiB batches", lambda: sum(1 for _ in iter_batches(buf)), repeats)
+    report(
+        "iter_batches, 1 MiB of 1 KiB batches", lambda: sum(1 for _ in iter_batches(buf)), repeats
+    )
     report("scan_batches (CRC), 1 MiB of 1 KiB batches", lambda: scan_batches(buf), repeats)
     report(
         "iter_batches + last_offset, 1 MiB of 1 KiB batches",
@@ -69,9 +71,15 @@ def main() -> None:
         repeats,
     )
 
-    records = [NewRecord(b"key-%d" % i, os.urandom(50) * 2, (), 1_700_000_000_000 + i) for i in range(1000)]
+    records = [
+        NewRecord(b"key-%d" % i, os.urandom(50) * 2, (), 1_700_000_000_000 + i) for i in range(1000)
+    ]
     for codec in CompressionType:
-        report(f"build_batch, 1000 records, {codec.name}", partial(build_batch, records, compression=codec), repeats)
+        report(
+            f"build_batch, 1000 records, {codec.name}",
+            partial(build_batch, records, compression=codec),
+            repeats,
+        )
     built = RecordBatch(build_batch(records))
     report("records() decode, 1000 records, NONE", lambda: list(built.records()), repeats)
     zbuilt = RecordBatch(build_batch(records, compression=CompressionType.ZSTD))

@@ -22,22 +22,8 @@ Layout of one batch (Kafka's ``DefaultRecordBatch``; big-endian; offsets in byte
 baseOffset and partitionLeaderEpoch lie outside the CRC: the broker assigns them by
 patching the header in place (``set_base_offset``, ``set_partition_leader_epoch``).
 
-One record (all varints are zigzag, protobuf-style; varint <= 5 bytes, varlong <= 10)::
-
-    length          varint   bytes that follow
-    attributes      int8     unused, 0
-    timestampDelta  varlong  from baseTimestamp
-    offsetDelta     varint   from baseOffset
-    keyLength       varint   -1 = null
-    key             bytes
-    valueLength     varint   -1 = null
-    value           bytes
-    headersCount    varint
-    headers         headerKeyLength varint, headerKey (UTF-8), headerValueLength varint
-                    (-1 = null), headerValue
-
-Control batches (isControl) hold one record whose key is ``version int16, type int16``
-(type 0 ABORT, 1 COMMIT) and whose value is ``version int16, coordinatorEpoch int32``.
+The records themselves (layout, control records) are decoded and encoded by
+``protocol.record_codec``; this module re-exports its types.
 
 The legacy message formats share the first 17 bytes (offset int64, size int32, crc int32,
 magic int8): they are recognised and refused with ``UnsupportedMagicError``
@@ -52,8 +38,8 @@ from __future__ import annotations
 import enum
 import struct
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import ClassVar, NamedTuple
 
 import crc32c
@@ -68,6 +54,18 @@ from protocol.compression import (
     decompress,
 )
 from protocol.errors import ErrorCode, ProtocolError
+from protocol.record_codec import (
+    MIN_RECORD_SIZE_BYTES,
+    ControlRecordKey,
+    ControlType,
+    NewRecord,
+    Record,
+    decode_control_key,
+    decode_record,
+    encode_control_key,
+    encode_control_value,
+    encode_record,
+)
 
 __all__ = [
     "ATTR_COMPRESSION_MASK",
@@ -105,7 +103,6 @@ LOG_OVERHEAD_BYTES = 12  # baseOffset + batchLength
 HEADER_SIZE_BYTES = 61
 _HEADER_UP_TO_MAGIC_BYTES = 17
 _LEGACY_MIN_SIZE_BYTES = 14  # smallest legacy v0 message after the 12-byte log overhead
-_MIN_RECORD_SIZE_BYTES = 7  # length, attributes, ts, offset, key, value, headers: 1 byte each
 _CRC_START = 21
 
 ATTR_COMPRESSION_MASK = 0x07
@@ -120,8 +117,6 @@ _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
 _INT16 = struct.Struct(">h")
-_CONTROL_KEY = struct.Struct(">hh")
-_CONTROL_VALUE = struct.Struct(">hi")
 
 _INT32_MAX = 2**31 - 1
 
@@ -131,13 +126,6 @@ class TimestampType(enum.IntEnum):
 
     CREATE_TIME = 0
     LOG_APPEND_TIME = 1
-
-
-class ControlType(enum.IntEnum):
-    """The ``type`` in a control record's key (Kafka's ``ControlRecordType``)."""
-
-    ABORT = 0
-    COMMIT = 1
 
 
 class UnsupportedMagicError(ProtocolError):
@@ -163,36 +151,6 @@ class StopReason(enum.Enum):
     UNSUPPORTED_MAGIC = "unsupported_magic"
     CRC_MISMATCH = "crc_mismatch"
     TOO_LARGE = "too_large"
-
-
-@dataclass(frozen=True, slots=True)
-class Record:
-    """One decoded record. ``offset`` and ``timestamp`` are absolute (ms for timestamp)."""
-
-    offset: int
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
-    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
-
-
-class NewRecord(NamedTuple):
-    """A record to write with ``build_batch``.
-
-    ``timestamp_ms`` None means now; ``offset_delta`` None means its index in the batch
-    (give it to keep the offsets of a compacted batch).
-    """
-
-    key: bytes | None
-    value: bytes | None
-    headers: Sequence[tuple[str, bytes | None]] = ()
-    timestamp_ms: int | None = None
-    offset_delta: int | None = None
-
-
-class ControlRecordKey(NamedTuple):
-    version: int
-    type: int
 
 
 def _as_bytes_view(buf: bytes | bytearray | memoryview) -> memoryview:
@@ -370,7 +328,7 @@ class RecordBatch:
         data = bytes(body) if codec is CompressionType.NONE else decompress(
             codec, body, max_decompressed_bytes
         )
-        if count < 0 or count * _MIN_RECORD_SIZE_BYTES > len(data):
+        if count < 0 or count * MIN_RECORD_SIZE_BYTES > len(data):
             raise CorruptRecordError(
                 f"recordsCount {count} at byte 57 does not fit {len(data)} bytes of records"
             )
@@ -381,7 +339,7 @@ class RecordBatch:
         )
         pos = 0
         for index in range(count):
-            record, pos = _decode_record(data, pos, base_offset, base_timestamp, index)
+            record, pos = decode_record(data, pos, base_offset, base_timestamp, index)
             if log_append is not None:
                 record = Record(record.offset, log_append, record.key, record.value, record.headers)
             yield record
@@ -396,95 +354,6 @@ class RecordBatch:
             f"count={self.records_count}, size_bytes={len(self._buf)}, "
             f"compression={self.compression.name})"
         )
-
-
-# ---------------------------------------------------------------- varints
-
-
-def _read_varint(data: bytes, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
-    """Read a zigzag varint (max_bytes 5) or varlong (max_bytes 10) at ``pos``, before ``end``."""
-    if pos < end and data[pos] < 0x80:  # fast path: one byte
-        b = data[pos]
-        return (b >> 1) ^ -(b & 1), pos + 1
-    raw = 0
-    shift = 0
-    for _ in range(max_bytes):
-        if pos >= end:
-            raise CorruptRecordError(f"varint cut at byte {pos} of the records")
-        b = data[pos]
-        pos += 1
-        raw |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (raw >> 1) ^ -(raw & 1), pos
-        shift += 7
-    raise CorruptRecordError(f"varint longer than {max_bytes} bytes before byte {pos}")
-
-
-def _decode_record(
-    data: bytes, pos: int, base_offset: int, base_timestamp: int, index: int
-) -> tuple[Record, int]:
-    start = pos
-    length, pos = _read_varint(data, pos, len(data), 5)
-    if length < _MIN_RECORD_SIZE_BYTES - 1 or length > len(data) - pos:
-        raise CorruptRecordError(
-            f"record {index} at byte {start} claims {length} bytes, {len(data) - pos} remain"
-        )
-    end = pos + length  # nothing below reads past `end`
-    pos += 1  # attributes, unused
-    ts_delta, pos = _read_varint(data, pos, end, 10)
-    offset_delta, pos = _read_varint(data, pos, end, 5)
-    key, pos = _read_bytes(data, pos, end, index, "key")
-    value, pos = _read_bytes(data, pos, end, index, "value")
-    header_count, pos = _read_varint(data, pos, end, 5)
-    if header_count < 0 or header_count * 2 > end - pos:
-        raise CorruptRecordError(
-            f"record {index} at byte {start} claims {header_count} headers in {end - pos} bytes"
-        )
-    headers: list[tuple[str, bytes | None]] = []
-    for _ in range(header_count):
-        hkey, pos = _read_bytes(data, pos, end, index, "header key")
-        if hkey is None:
-            raise CorruptRecordError(f"record {index} has a null header key")
-        try:
-            hkey_str = hkey.decode("utf-8")
-        except UnicodeDecodeError:
-            raise CorruptRecordError(f"record {index} has a header key that is not UTF-8") from None
-        hvalue, pos = _read_bytes(data, pos, end, index, "header value")
-        headers.append((hkey_str, hvalue))
-    if pos != end:
-        raise CorruptRecordError(
-            f"record {index} at byte {start} declares {length} bytes but uses {pos - start}"
-        )
-    return Record(base_offset + offset_delta, base_timestamp + ts_delta, key, value, headers), end
-
-
-def _read_bytes(
-    data: bytes, pos: int, end: int, index: int, what: str
-) -> tuple[bytes | None, int]:
-    length, pos = _read_varint(data, pos, end, 5)
-    if length == -1:
-        return None, pos
-    if length < 0 or length > end - pos:
-        raise CorruptRecordError(
-            f"record {index}: {what} length {length} at byte {pos} does not fit the record"
-        )
-    return data[pos : pos + length], pos + length
-
-
-def _write_varint(out: bytearray, value: int) -> None:
-    raw = (value << 1) ^ (value >> 63)
-    while raw & ~0x7F:
-        out.append((raw & 0x7F) | 0x80)
-        raw >>= 7
-    out.append(raw)
-
-
-def _write_bytes(out: bytearray, value: bytes | None) -> None:
-    if value is None:
-        _write_varint(out, -1)
-    else:
-        _write_varint(out, len(value))
-        out += value
 
 
 # ---------------------------------------------------------------- walking buffers
@@ -619,20 +488,6 @@ def scan_batches(
 # ---------------------------------------------------------------- building
 
 
-def _encode_record(out: bytearray, rec: NewRecord, ts_delta: int, offset_delta: int) -> None:
-    body = bytearray(b"\x00")  # attributes
-    _write_varint(body, ts_delta)
-    _write_varint(body, offset_delta)
-    _write_bytes(body, rec.key)
-    _write_bytes(body, rec.value)
-    _write_varint(body, len(rec.headers))
-    for hkey, hvalue in rec.headers:
-        _write_bytes(body, hkey.encode("utf-8"))
-        _write_bytes(body, hvalue)
-    _write_varint(out, len(body))
-    out += body
-
-
 def build_batch(
     records: Iterable[NewRecord],
     *,
@@ -667,7 +522,7 @@ def build_batch(
     last_delta = max(deltas) if last_offset_delta is None else last_offset_delta
     body = bytearray()
     for rec, ts, delta in zip(recs, timestamps, deltas, strict=True):
-        _encode_record(body, rec, ts - base_ts, delta)
+        encode_record(body, rec, ts - base_ts, delta)
     payload = bytes(body) if compression == CompressionType.NONE else compress(compression, body)
     attributes = (
         int(compression)
@@ -710,8 +565,8 @@ def build_control_batch(
     timestamp_ms: int | None = None,
 ) -> bytes:
     """A transaction marker: a control batch with one record (key: version 0, type)."""
-    key = _CONTROL_KEY.pack(0, int(control_type))
-    value = _CONTROL_VALUE.pack(0, coordinator_epoch)
+    key = encode_control_key(control_type)
+    value = encode_control_value(coordinator_epoch)
     return build_batch(
         [NewRecord(key, value, (), timestamp_ms)],
         base_offset=base_offset,
@@ -721,14 +576,3 @@ def build_control_batch(
         is_transactional=True,
         is_control=True,
     )
-
-
-def decode_control_key(key: bytes | None) -> ControlRecordKey:
-    """Decode a control record's key (version int16, type int16)."""
-    if key is None or len(key) < _CONTROL_KEY.size:
-        raise CorruptRecordError(f"control record key {key!r} is shorter than 4 bytes")
-    version, ctype = _CONTROL_KEY.unpack_from(key, 0)
-    if version < 0:
-        raise CorruptRecordError(f"control record key has negative version {version}")
-    return ControlRecordKey(int(version), int(ctype))
-
