@@ -432,7 +432,8 @@ def iter_batches(
 class ScanResult:
     """What ``scan_batches`` found: the whole valid batches, and why it stopped.
 
-    ``valid_bytes`` is the length of the prefix made of whole valid batches;
+    ``valid_bytes`` is the length of the prefix made of whole valid batches, ``count`` how
+    many batches it holds (``batches`` lists them unless ``keep_batches=False``);
     ``stop_reason`` is None when that prefix is the whole buffer.
     """
 
@@ -440,6 +441,7 @@ class ScanResult:
     valid_bytes: int
     stop_reason: StopReason | None
     message: str = ""
+    count: int = 0
 
     @property
     def error(self) -> CorruptRecordError | UnsupportedMagicError | None:
@@ -454,6 +456,7 @@ def scan_batches(
     verify_crc: bool = True,
     *,
     max_batch_bytes: int | None = None,
+    keep_batches: bool = True,
 ) -> ScanResult:
     """Find the prefix of ``buf`` made of whole, valid batches (recovery, produce checks).
 
@@ -461,15 +464,18 @@ def scan_batches(
     batchLength below the header or the legacy minimum (CORRUPT), is larger than
     ``max_batch_bytes`` (TOO_LARGE), has magic 0/1 (UNSUPPORTED_MAGIC) or another magic
     (BAD_MAGIC), or a CRC that does not match (CRC_MISMATCH).
+    ``keep_batches=False`` keeps no views (a recovery scan of a large segment needs only
+    ``valid_bytes`` and ``count``).
     """
     view = _as_bytes_view(buf)
     batches: list[RecordBatch] = []
+    count = 0
     pos = 0
     end = len(view)
     while pos < end:  # every turn advances pos by >= 61 bytes
         size = _check_at(view, pos, max_batch_bytes)
         if isinstance(size, _Stop):
-            return ScanResult(batches, pos, size.reason, size.message)
+            return ScanResult(batches, pos, size.reason, size.message, count)
         batch = RecordBatch._checked(view[pos : pos + size])
         if verify_crc:
             actual = batch.compute_crc()
@@ -479,10 +485,13 @@ def scan_batches(
                     pos,
                     StopReason.CRC_MISMATCH,
                     f"batch at byte {pos}: stored CRC {batch.crc:#010x}, computed {actual:#010x}",
+                    count,
                 )
-        batches.append(batch)
+        if keep_batches:
+            batches.append(batch)
+        count += 1
         pos += size
-    return ScanResult(batches, pos, None)
+    return ScanResult(batches, pos, None, "", count)
 
 
 # ---------------------------------------------------------------- building

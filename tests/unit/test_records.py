@@ -156,6 +156,9 @@ def test_every_truncation_point_is_reported_truncated() -> None:
         whole = max(x for x in boundaries if x <= cut)
         assert result.valid_bytes == whole, cut
         assert sum(b.size_bytes for b in result.batches) == whole
+        assert result.count == boundaries.index(whole) == len(result.batches)
+        lean = scan_batches(raw[:cut], keep_batches=False)
+        assert (lean.valid_bytes, lean.count, lean.batches) == (whole, result.count, [])
         if cut == whole:
             assert result.stop_reason is None
         else:
