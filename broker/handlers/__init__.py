@@ -1,0 +1,27 @@
+"""API handlers, one module per API key; importing this package registers them all.
+
+``HANDLER_MODULES`` lists every handler module; importing each runs its ``@api``
+registration into ``base.REGISTRY``, which ApiVersions answers from. A new handler module
+is added to the list when it lands (one line).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from broker.handlers.base import REGISTRY
+
+__all__ = ["HANDLER_MODULES", "REGISTRY", "load_all"]
+
+HANDLER_MODULES: tuple[str, ...] = (
+    "api_versions",
+)
+
+
+def load_all() -> None:
+    """Import every handler module (idempotent)."""
+    for name in HANDLER_MODULES:
+        importlib.import_module(f"{__name__}.{name}")
+
+
+load_all()

@@ -1,0 +1,67 @@
+"""The ``minikafka`` command line.
+
+    minikafka broker [--config server.properties] [--override KEY=VALUE ...]
+    minikafka dump-log FILE... [options]        (storage.dump.main)
+    minikafka topics --bootstrap-server H:P ... (broker.tools.topics.main)
+
+``broker`` runs one broker in the foreground until SIGTERM/SIGINT (then exits 0 after an
+ordered shutdown). An unknown or invalid property exits 1 with a message naming it.
+The two tool subcommands import their modules only when used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+USAGE = """usage: minikafka {broker,dump-log,topics} ...
+
+  broker     run a broker: [--config server.properties] [--override KEY=VALUE ...]
+  dump-log   print log segments and indexes (like kafka-dump-log.sh)
+  topics     create, list, describe, alter, delete topics (like kafka-topics.sh)
+"""
+
+
+def _broker_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="minikafka broker",
+                                     description="Run a Kafka-protocol broker in the foreground.")
+    parser.add_argument("--config", type=Path, default=None,
+                        help="a server.properties file (Kafka property names)")
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                        help="set a property, overriding the file (repeatable)")
+    args = parser.parse_args(argv)
+    from broker.config import BrokerConfig, ConfigError
+    from broker.server import configure_logging, run_broker
+
+    configure_logging()
+    try:
+        config = BrokerConfig.load(args.config, args.override)
+    except ConfigError as exc:
+        print(f"minikafka: error: {exc}", file=sys.stderr)
+        return 1
+    return run_broker(config)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help"):
+        print(USAGE, end="", file=sys.stdout if args else sys.stderr)
+        return 0 if args else 2
+    command, rest = args[0], args[1:]
+    if command == "broker":
+        return _broker_main(rest)
+    if command == "dump-log":
+        from storage.dump import main as dump_main  # type: ignore[import-not-found,unused-ignore]
+
+        return int(dump_main(rest))
+    if command == "topics":
+        from broker.tools.topics import main as topics_main  # type: ignore[import-not-found,unused-ignore]
+
+        return int(topics_main(rest))
+    print(f"minikafka: unknown command {command!r}\n{USAGE}", end="", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

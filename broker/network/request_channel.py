@@ -1,0 +1,174 @@
+"""The bounded request queue and the IO workers (Kafka's ``RequestChannel`` and
+``KafkaRequestHandlerPool``).
+
+A connection puts each request it reads on the queue (``queued.max.requests``, Kafka's
+default 500) and waits for its response; ``put`` waits while the queue is full, so load
+turns into backpressure on the sockets instead of memory growth. ``num.io.threads`` worker
+tasks take requests off the queue, decode the body with the generated class for the
+request's version, and start the handler.
+
+Each handler runs as its own task so that a handler parked in the purgatory (a long-poll
+fetch, acks=all) does not hold a worker: that is Kafka's model too (a handler thread hands
+a delayed operation to the purgatory and moves on). Handler tasks are bounded by the number
+of connections (``max.connections``): a connection is muted while its request is in
+flight, so it has at most one.
+
+The outcome of every request is one of a closed set (``Outcome``): frame parts to write,
+nothing (acks=0), or close the connection. A body that does not decode, a handler that
+raises, or a response that does not encode closes that connection with a log line (with a
+traceback for handler bugs); other connections are not affected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeAlias
+
+from broker.handlers.base import REGISTRY, CloseConnection, RequestContext, Respond
+from protocol.errors import ProtocolError
+from protocol.fileslice import ResponseParts
+from protocol.frames import API_VERSIONS_KEY, RequestHeader, encode_response
+
+if TYPE_CHECKING:
+    from broker.services import Broker
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class SendResponse:
+    parts: ResponseParts
+
+
+@dataclass(frozen=True, slots=True)
+class NoOp:
+    pass
+
+
+Outcome: TypeAlias = "SendResponse | NoOp | CloseConnection"
+
+
+@dataclass(eq=False, slots=True)
+class Request:
+    """A request read from a connection, waiting for its outcome."""
+
+    header: RequestHeader
+    frame: bytes  # the whole frame after the size prefix
+    body_offset: int
+    connection_id: str
+    client_host: str
+    client_port: int
+    outcome: asyncio.Future[Outcome] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future())
+
+    def finish(self, outcome: Outcome) -> None:
+        if not self.outcome.done():
+            self.outcome.set_result(outcome)
+
+
+class RequestChannel:
+    def __init__(self, broker: Broker, *, queued_max_requests: int, num_workers: int) -> None:
+        self._broker = broker
+        self.queue: asyncio.Queue[Request] = asyncio.Queue(maxsize=queued_max_requests)
+        self._num_workers = num_workers
+        self._workers: list[asyncio.Task[None]] = []
+        self._handler_tasks: set[asyncio.Task[None]] = set()
+
+    def start(self) -> None:
+        for i in range(self._num_workers):
+            self._workers.append(asyncio.create_task(self._worker(), name=f"io-worker-{i}"))
+
+    async def send_request(self, request: Request) -> None:
+        """Queue ``request`` (waits while the queue is full)."""
+        await self.queue.put(request)
+
+    @property
+    def in_flight(self) -> int:
+        return self.queue.qsize() + len(self._handler_tasks)
+
+    async def drain(self) -> None:
+        """Wait until the queue is empty and every started handler has finished."""
+        await self.queue.join()
+        while self._handler_tasks:
+            await asyncio.wait(set(self._handler_tasks))
+
+    async def stop(self) -> None:
+        """Cancel the workers and any handler still running (after ``drain`` timed out)."""
+        tasks = [*self._workers, *self._handler_tasks]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._workers.clear()
+        # Requests still queued are answered by closing their connections.
+        while not self.queue.empty():
+            self.queue.get_nowait().finish(CloseConnection("broker shutting down"))
+            self.queue.task_done()
+
+    async def _worker(self) -> None:
+        while True:
+            request = await self.queue.get()
+            try:
+                self._dispatch(request)
+            finally:
+                self.queue.task_done()
+
+    def _dispatch(self, request: Request) -> None:
+        header = request.header
+        spec = REGISTRY.get(header.api_key)
+        if spec is None:  # the connection checks this first; kept for safety
+            request.finish(CloseConnection(f"unknown api key {header.api_key}"))
+            return
+        if header.api_key == API_VERSIONS_KEY and header.api_version > spec.max_version:
+            # KIP-511: answer a too-new ApiVersions with the v0 error response.
+            from broker.handlers.api_versions import unsupported_version_response
+
+            request.finish(_encode(header.correlation_id, API_VERSIONS_KEY, 0,
+                                   unsupported_version_response()))
+            return
+        try:
+            body, _end = spec.request.decode_at(request.frame, header.api_version,
+                                                request.body_offset)
+        except ProtocolError as exc:
+            request.finish(CloseConnection(
+                f"malformed {spec.request.__name__} v{header.api_version} body: {exc}"))
+            return
+        ctx = RequestContext(
+            broker=self._broker, api_key=header.api_key, api_version=header.api_version,
+            correlation_id=header.correlation_id, client_id=header.client_id,
+            client_host=request.client_host, client_port=request.client_port,
+            connection_id=request.connection_id,
+        )
+        task = asyncio.create_task(self._run_handler(ctx, body, request))
+        self._handler_tasks.add(task)
+        task.add_done_callback(self._handler_tasks.discard)
+
+    async def _run_handler(self, ctx: RequestContext, body: object, request: Request) -> None:
+        spec = REGISTRY[ctx.api_key]
+        try:
+            result = await spec.handler(ctx, body)
+        except asyncio.CancelledError:
+            request.finish(CloseConnection("handler cancelled (broker shutting down)"))
+            raise
+        except Exception:
+            log.exception("Handler for api key %d v%d (correlation id %d, client %s) failed; "
+                          "closing connection %s", ctx.api_key, ctx.api_version,
+                          ctx.correlation_id, ctx.client_id, ctx.connection_id)
+            request.finish(CloseConnection("handler error"))
+            return
+        if isinstance(result, Respond):
+            request.finish(_encode(ctx.correlation_id, ctx.api_key, ctx.api_version, result.body))
+        elif isinstance(result, CloseConnection):
+            request.finish(result)
+        else:
+            request.finish(NoOp())
+
+
+def _encode(correlation_id: int, api_key: int, api_version: int, body: object) -> Outcome:
+    try:
+        parts = encode_response(correlation_id, api_key, api_version, body)  # type: ignore[arg-type]
+    except (ProtocolError, ValueError, TypeError) as exc:
+        log.exception("Cannot encode the response to api key %d v%d", api_key, api_version)
+        return CloseConnection(f"response does not encode: {exc}")
+    return SendResponse(parts)

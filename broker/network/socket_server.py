@@ -1,0 +1,179 @@
+"""The socket server: listening sockets, acceptors, connections, IO workers.
+
+Life cycle (Kafka's SocketServer: bind at start-up, ``enableRequestProcessing`` last):
+
+- ``bind()``: create and bind every listener's socket (port 0 binds an ephemeral port; the
+  bound endpoints are then known for advertising), listen with
+  ``socket.listen.backlog.size``. Nothing is accepted yet: clients wait in the backlog.
+- ``start()``: start the IO workers, one acceptor per listener, and the idle sweeper.
+- ``stop_accepting()``, then ``drain(timeout)``: no new connections; every connection
+  finishes the request in flight and reads nothing more; returns when all are closed or
+  the timeout passed. ``close()`` then cancels whatever is left.
+
+Pool members are asyncio tasks on the broker's one (uvloop) event loop: acceptors, one
+task per connection (Kafka's processors multiplex connections the same way), and
+``num.io.threads`` workers. ``num.network.threads`` is accepted but unused: see the
+README's measurement of one loop against threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import time
+from typing import TYPE_CHECKING
+
+from broker.config import BrokerConfig, Endpoint
+from broker.network.connection import Connection
+from broker.network.quotas import ConnectionQuotas, TooManyConnectionsError
+from broker.network.request_channel import RequestChannel
+from broker.network.sendfile import copy_mode_from_env
+
+if TYPE_CHECKING:
+    from broker.services import Broker
+
+log = logging.getLogger(__name__)
+
+# The StreamReader's buffer limit; reading pauses at twice this while a connection is muted.
+READ_LIMIT_BYTES = 64 * 1024
+# Idle connections are looked for this often at most (and at least every idle-time / 4).
+MAX_SWEEP_INTERVAL_S = 10.0
+
+
+class SocketServer:
+    def __init__(self, config: BrokerConfig) -> None:
+        self._config = config
+        self._sockets: list[tuple[Endpoint, socket.socket]] = []
+        self._channel: RequestChannel | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._connection_tasks: dict[Connection, asyncio.Task[None]] = {}
+        self._copy = copy_mode_from_env()
+        self.quotas = ConnectionQuotas(config.max_connections, config.max_connections_for)
+        self._accepting = False
+
+    # -- start-up ----------------------------------------------------------------------
+
+    def bind(self) -> list[Endpoint]:
+        """Bind every listener; returns the bound endpoints (actual ports)."""
+        bound: list[Endpoint] = []
+        for endpoint in self._config.listeners:
+            host = endpoint.host or None
+            sock = socket.create_server(
+                (host or "", endpoint.port),
+                family=socket.AF_INET6 if host and ":" in host else socket.AF_INET,
+                backlog=self._config.socket_listen_backlog_size, reuse_port=False)
+            sock.setblocking(False)
+            port = sock.getsockname()[1]
+            actual = Endpoint(endpoint.listener_name, endpoint.host, port)
+            self._sockets.append((actual, sock))
+            bound.append(actual)
+            log.info("Bound listener %s", actual)
+        return bound
+
+    def start(self, broker: Broker) -> None:
+        self._channel = RequestChannel(broker, queued_max_requests=self._config.queued_max_requests,
+                                       num_workers=self._config.num_io_threads)
+        self._channel.start()
+        self._accepting = True
+        for endpoint, sock in self._sockets:
+            self._tasks.append(asyncio.create_task(self._accept_loop(endpoint, sock),
+                                                   name=f"acceptor-{endpoint.listener_name}"))
+        self._tasks.append(asyncio.create_task(self._idle_sweeper(), name="idle-sweeper"))
+        if self._copy:
+            log.info("Fetch data is sent by copying (MINIKAFKA_FETCH_COPY=1), not sendfile")
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._connection_tasks)
+
+    # -- accepting ---------------------------------------------------------------------
+
+    async def _accept_loop(self, endpoint: Endpoint, listener: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while self._accepting:
+            await self.quotas.wait_for_slot()
+            try:
+                sock, addr = await loop.sock_accept(listener)
+            except OSError as exc:  # EMFILE and friends: log, back off, keep accepting
+                log.error("Accept on %s failed: %s", endpoint, exc)
+                await asyncio.sleep(0.1)
+                continue
+            host = str(addr[0])
+            try:
+                self.quotas.inc(host)
+            except TooManyConnectionsError as exc:
+                log.warning("Rejected connection from %s:%s on %s: %s", host, addr[1], endpoint, exc)
+                sock.close()
+                continue
+            try:
+                await self._open(sock, host)
+            except OSError as exc:
+                log.warning("Connection from %s:%s failed at set-up: %s", host, addr[1], exc)
+                self.quotas.dec(host)
+                sock.close()
+
+    async def _open(self, sock: socket.socket, host: str) -> None:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        reader, writer = await asyncio.open_connection(sock=sock, limit=READ_LIMIT_BYTES)
+        assert self._channel is not None
+        connection = Connection(reader, writer, self._channel,
+                                max_frame_bytes=self._config.socket_request_max_bytes,
+                                copy_fetch_data=self._copy)
+        task = asyncio.create_task(connection.serve(), name=f"conn-{connection.id}")
+        self._connection_tasks[connection] = task
+
+        def forget(_: asyncio.Task[None]) -> None:
+            self._connection_tasks.pop(connection, None)
+            self.quotas.dec(host)
+
+        task.add_done_callback(forget)
+
+    async def _idle_sweeper(self) -> None:
+        idle_ms = self._config.connections_max_idle_ms
+        if idle_ms < 0:
+            return
+        interval_s = min(max(idle_ms / 4000, 0.01), MAX_SWEEP_INTERVAL_S)
+        while True:
+            await asyncio.sleep(interval_s)
+            deadline_ns = time.monotonic_ns() - idle_ms * 1_000_000
+            for connection in list(self._connection_tasks):
+                if connection.idle and connection.last_active_ns < deadline_ns:
+                    log.info("Closing idle connection %s (connections.max.idle.ms=%d)",
+                             connection.id, idle_ms)
+                    connection.close()
+
+    # -- shutdown ----------------------------------------------------------------------
+
+    def stop_accepting(self) -> None:
+        """Close the listening sockets: new connections are refused from now on."""
+        self._accepting = False
+        for task in self._tasks:
+            task.cancel()
+        for _endpoint, sock in self._sockets:
+            sock.close()
+        self._sockets.clear()
+
+    async def drain(self, timeout_s: float) -> bool:
+        """Finish the requests in flight, then close every connection. True if all closed
+        within ``timeout_s``."""
+        for connection in list(self._connection_tasks):
+            connection.stop_reading()
+        tasks = list(self._connection_tasks.values())
+        if not tasks:
+            return True
+        _done, pending = await asyncio.wait(tasks, timeout=timeout_s)
+        return not pending
+
+    async def close(self) -> None:
+        """Cancel whatever is still running (connections, handlers, workers)."""
+        tasks = [*self._tasks, *self._connection_tasks.values()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self._channel is not None:
+            await self._channel.stop()
+        with contextlib.suppress(Exception):
+            for connection in list(self._connection_tasks):
+                connection.close()

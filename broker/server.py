@@ -1,0 +1,187 @@
+"""Start-up and ordered shutdown of one broker (Kafka's ``KafkaServer.startup``/``shutdown``).
+
+Start-up, in order:
+
+1. bind the listeners (port 0 binds an ephemeral port); nothing is accepted yet;
+2. lock the log dir (``<log.dirs>/.lock``, ``flock``: a second broker on the same dir fails
+   start-up, as in Kafka) and read or create ``meta.properties`` (cluster id, broker id);
+3. the log manager loads and recovers every partition log; the topic registry loads; the
+   replica manager opens a partition for every registered topic partition;
+4. start the network: IO workers, acceptors. A line ``minikafka: started ... listening on
+   NAME://host:port`` goes to stdout (tests and scripts wait for it).
+
+Shutdown (SIGTERM or SIGINT), in order, bounded by ``SHUTDOWN_TIMEOUT_S``:
+
+1. stop accepting (close the listening sockets);
+2. let every connection finish its in-flight request (at most ``DRAIN_TIMEOUT_S``), then
+   close them, cancelling what is left;
+3. stop the replica manager (completes parked operations), flush logs, write checkpoints,
+   close files (log manager);
+4. release the log dir lock; exit 0. A second signal during shutdown exits at once (1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import fcntl
+import logging
+import os
+import signal
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+from broker.config import BrokerConfig, ConfigError, Endpoint
+from broker.network.socket_server import SocketServer
+from broker.producer_ids import ProducerIdManager
+from broker.services import Broker
+from broker.topics import TopicRegistry
+from storage.checkpoints import read_properties, write_meta_properties
+
+log = logging.getLogger(__name__)
+
+SHUTDOWN_TIMEOUT_S = 30.0
+DRAIN_TIMEOUT_S = 10.0
+LOCK_FILE = ".lock"
+META_PROPERTIES = "meta.properties"
+
+
+class StartupError(RuntimeError):
+    """The broker cannot start: log dir locked or inconsistent, listener cannot bind, ..."""
+
+
+def new_cluster_id() -> str:
+    """Kafka's ``Uuid.randomUuid().toString()``: 22 characters of URL-safe base64."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+
+
+def load_or_create_cluster_id(log_dir: Path, broker_id: int) -> str:
+    """The cluster id in ``meta.properties``, created on first start; the broker id stored
+    there must match (Kafka's InconsistentBrokerIdException)."""
+    path = log_dir / META_PROPERTIES
+    if path.exists():
+        try:
+            props = read_properties(path)
+        except (OSError, ValueError) as exc:
+            raise StartupError(f"{path}: unreadable: {exc}") from None
+        stored = props.get("broker.id")
+        if stored is not None and stored != str(broker_id):
+            raise StartupError(f"{path}: broker.id {stored} does not match the configured "
+                               f"broker.id {broker_id}")
+        cluster_id = props.get("cluster.id")
+        if cluster_id:
+            return cluster_id
+    cluster_id = new_cluster_id()
+    write_meta_properties(path, broker_id, cluster_id)
+    return cluster_id
+
+
+@contextlib.contextmanager
+def locked_log_dir(log_dir: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``<log_dir>/.lock`` (Kafka's FileLock)."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(log_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise StartupError(f"Failed to acquire lock on file .lock in {log_dir}. A Kafka "
+                               "instance in another process or thread is using this directory.") from None
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+class BrokerServer:
+    def __init__(self, config: BrokerConfig, *, ready_stream: IO[str] | None = None) -> None:
+        self.config = config
+        self._ready_stream = ready_stream
+        self._stop = asyncio.Event()
+        self._signals = 0
+        self.network = SocketServer(config)
+        self.broker: Broker | None = None
+
+    def request_stop(self, signum: int | None = None) -> None:
+        self._signals += 1
+        if self._signals > 1:
+            log.error("Second signal during shutdown: exiting at once")
+            os._exit(1)
+        if signum is not None:
+            log.info("Received %s: shutting down", signal.Signals(signum).name)
+        self._stop.set()
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, self.request_stop, signum)
+        try:
+            bound = self.network.bind()
+        except OSError as exc:
+            raise StartupError(f"cannot bind listeners {list(map(str, self.config.listeners))}: {exc}") from None
+        with locked_log_dir(self.config.log_dir):
+            self.broker = self._build_services(bound)
+            self.network.start(self.broker)
+            endpoints = ",".join(str(e) for e in self.broker.advertised_listeners)
+            log.info("[KafkaServer id=%d] started (cluster id %s, listening on %s)",
+                     self.broker.broker_id, self.broker.cluster_id, endpoints)
+            if self._ready_stream is not None:
+                print(f"minikafka: started broker {self.broker.broker_id} listening on "
+                      f"{endpoints}", file=self._ready_stream, flush=True)
+            await self._stop.wait()
+            await asyncio.wait_for(self._shutdown(), SHUTDOWN_TIMEOUT_S)
+        log.info("[KafkaServer id=%d] shut down completed", self.config.broker_id)
+        return 0
+
+    def _build_services(self, bound: list[Endpoint]) -> Broker:
+        config = self.config
+        log_dir = config.log_dir
+        cluster_id = load_or_create_cluster_id(log_dir, config.broker_id)
+        topics = TopicRegistry.load(log_dir)
+        producer_ids = ProducerIdManager(log_dir)
+        # Bound ports replace port 0 when advertised.listeners is not set.
+        advertised = list(config.advertised_listeners if "advertised.listeners" in config.explicit
+                          else bound)
+        return Broker(
+            config=config, cluster_id=cluster_id, log_manager=None, topics=topics,
+            replica_manager=None, producer_ids=producer_ids,
+            started_at_ms=int(time.time() * 1000), advertised_listeners=advertised,
+        )
+
+    async def _shutdown(self) -> None:
+        # 1. No new connections.
+        self.network.stop_accepting()
+        # 2. Finish in-flight requests, close the connections.
+        if not await self.network.drain(DRAIN_TIMEOUT_S):
+            log.warning("Requests still in flight after %.0f s: closing their connections",
+                        DRAIN_TIMEOUT_S)
+        await self.network.close()
+        # 3. Flush and checkpoint the logs (log manager), close files.
+        assert self.broker is not None
+        if self.broker.replica_manager is not None:
+            self.broker.replica_manager.shutdown()
+
+
+def configure_logging(stream: IO[str] = sys.stderr) -> None:
+    level = os.environ.get("MINIKAFKA_LOG_LEVEL", "INFO").upper()
+    logging.basicConfig(
+        stream=stream, level=getattr(logging, level, logging.INFO),
+        format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)",
+    )
+
+
+def run_broker(config: BrokerConfig) -> int:
+    """Run a broker in the foreground until SIGTERM/SIGINT; the process exit code."""
+    import uvloop
+
+    server = BrokerServer(config, ready_stream=sys.stdout)
+    try:
+        return uvloop.run(server.run())
+    except (StartupError, ConfigError) as exc:
+        log.error("Start-up failed: %s", exc)
+        print(f"minikafka: error: {exc}", file=sys.stderr)
+        return 1

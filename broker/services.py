@@ -1,0 +1,43 @@
+"""The broker's services: everything a handler reaches through ``ctx.broker``.
+
+Built once by ``broker.server`` at start-up, in this order: config -> log manager (loads and
+recovers every partition log) -> topic registry -> replica manager (a partition per
+registered topic partition) -> producer ids -> network. Handlers never build services of
+their own; they read and change state through these objects, on the broker's event loop.
+
+``log_manager`` and ``replica_manager`` are typed ``Any`` until storage's ``LogManager``
+and ``broker.replica_manager.ReplicaManager`` land in the tree; their owners tighten the
+types then (see /work/notes/broker-contract.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from broker.config import BrokerConfig, Endpoint
+from broker.producer_ids import ProducerIdManager
+from broker.topics import TopicRegistry
+
+
+@dataclass(slots=True)
+class Broker:
+    config: BrokerConfig
+    cluster_id: str
+    log_manager: Any  # storage's LogManager
+    topics: TopicRegistry
+    replica_manager: Any  # broker.replica_manager.ReplicaManager
+    producer_ids: ProducerIdManager
+    started_at_ms: int
+    # The endpoints clients are told to use (advertised.listeners, else the bound
+    # listeners with the ports actually bound: port 0 in listeners binds an ephemeral one).
+    advertised_listeners: list[Endpoint] = field(default_factory=list)
+
+    @property
+    def broker_id(self) -> int:
+        return self.config.broker_id
+
+    @property
+    def advertised(self) -> Endpoint:
+        """The first advertised endpoint: the host and port Metadata answers with."""
+        return self.advertised_listeners[0] if self.advertised_listeners else self.config.advertised_listeners[0]

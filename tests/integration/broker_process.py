@@ -1,0 +1,195 @@
+"""A real ``minikafka broker`` subprocess for integration tests.
+
+``BrokerProcess(tmp_dir, overrides).start()`` runs ``python -m broker.cli broker`` on
+127.0.0.1 with an ephemeral port (``listeners=PLAINTEXT://127.0.0.1:0``) and a log dir
+under ``tmp_dir``; it waits for the broker's ready line on stdout (no polling), which
+names the bound port, so ``.bootstrap`` is "127.0.0.1:PORT". Stderr goes to a file in
+``tmp_dir`` (``.stderr_text()``); the fixtures print it when a test fails.
+
+``stop()`` sends SIGTERM and waits (bounded) for exit code 0; ``restart()`` stops and starts
+again on the same log dir (a new port unless ``same_port``); ``kill9_and_restart()``
+kills with SIGKILL first. Every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import IO
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+START_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 40.0
+_READY = re.compile(r"minikafka: started broker (\d+) listening on (\S+)")
+
+
+class BrokerStartError(RuntimeError):
+    pass
+
+
+class BrokerProcess:
+    def __init__(self, tmp_dir: Path, overrides: dict[str, str] | None = None, *,
+                 env: dict[str, str] | None = None, name: str = "broker") -> None:
+        self.tmp_dir = Path(tmp_dir)
+        self.name = name
+        self.log_dir = self.tmp_dir / f"{name}-data"
+        self.stderr_path = self.tmp_dir / f"{name}-stderr.log"
+        self.overrides: dict[str, str] = {
+            "listeners": "PLAINTEXT://127.0.0.1:0",
+            "log.dirs": str(self.log_dir),
+            **(overrides or {}),
+        }
+        self.env = env or {}
+        self.proc: subprocess.Popen[str] | None = None
+        self.host = "127.0.0.1"
+        self.port = 0
+        self.exit_codes: list[int] = []
+        self._stderr: IO[bytes] | None = None
+
+    # -- addresses ---------------------------------------------------------------------
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def command(self) -> list[str]:
+        cmd = [sys.executable, "-m", "broker.cli", "broker"]
+        for key, value in self.overrides.items():
+            cmd += ["--override", f"{key}={value}"]
+        return cmd
+
+    # -- life cycle --------------------------------------------------------------------
+
+    def start(self, timeout_s: float = START_TIMEOUT_S) -> BrokerProcess:
+        if self.proc is not None and self.proc.poll() is None:
+            raise BrokerStartError("already running")
+        self.tmp_dir.mkdir(parents=True, exist_ok=True)
+        self._stderr = open(self.stderr_path, "ab")  # noqa: SIM115 - closed in _reap
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+        self.proc = subprocess.Popen(self.command(), cwd=REPO_ROOT, stdout=subprocess.PIPE,
+                                     stderr=self._stderr, stdin=subprocess.DEVNULL, env=env,
+                                     text=True)
+        line = self._read_ready_line(timeout_s)
+        match = _READY.search(line)
+        if match is None:
+            self._kill()
+            raise BrokerStartError(f"broker did not start: {line!r}\n{self.stderr_text()}")
+        endpoint = match.group(2).split(",")[0]
+        hostport = endpoint.split("://", 1)[1]
+        self.host, port = hostport.rsplit(":", 1)
+        self.port = int(port)
+        return self
+
+    def _read_ready_line(self, timeout_s: float) -> str:
+        assert self.proc is not None and self.proc.stdout is not None
+        deadline = time.monotonic() + timeout_s
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.proc.stdout, selectors.EVENT_READ)
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    self._kill()
+                    raise BrokerStartError(f"broker not ready after {timeout_s} s\n{self.stderr_text()}")
+                if sel.select(remaining):
+                    line = self.proc.stdout.readline()
+                    if not line:  # EOF: the process exited
+                        code = self.proc.wait(timeout=STOP_TIMEOUT_S)
+                        self._reap(code)
+                        raise BrokerStartError(f"broker exited with {code} before it was ready\n"
+                                               f"{self.stderr_text()}")
+                    if _READY.search(line):
+                        return line
+
+    def signal(self, signum: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signum)
+
+    def wait(self, timeout_s: float = STOP_TIMEOUT_S) -> int:
+        assert self.proc is not None
+        code = self.proc.wait(timeout=timeout_s)
+        self._reap(code)
+        return code
+
+    def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> int:
+        """SIGTERM, wait for exit; returns the exit code (0 after an ordered shutdown)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc is not None else 0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self._kill()
+            raise
+
+    def kill9(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.wait()
+
+    def restart(self, *, same_port: bool = False) -> BrokerProcess:
+        code = self.stop()
+        if code != 0:
+            raise BrokerStartError(f"broker exited with {code} on SIGTERM\n{self.stderr_text()}")
+        return self._start_again(same_port)
+
+    def kill9_and_restart(self, *, same_port: bool = False) -> BrokerProcess:
+        self.kill9()
+        return self._start_again(same_port)
+
+    def _start_again(self, same_port: bool) -> BrokerProcess:
+        if same_port and self.port:
+            self.overrides["listeners"] = f"PLAINTEXT://127.0.0.1:{self.port}"
+        return self.start()
+
+    def _kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=STOP_TIMEOUT_S)
+        if self.proc is not None:
+            self._reap(self.proc.returncode)
+
+    def _reap(self, code: int) -> None:
+        self.exit_codes.append(code)
+        if self.proc is not None and self.proc.stdout is not None:
+            self.proc.stdout.close()
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+
+    def is_running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stderr_text(self) -> str:
+        try:
+            return self.stderr_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def rss_kib(self) -> int:
+        """Resident set size from /proc/<pid>/status (VmRSS, KiB)."""
+        with open(f"/proc/{self.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        raise RuntimeError("no VmRSS")
+
+    def __enter__(self) -> BrokerProcess:
+        return self.start() if not self.is_running() else self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.is_running():
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.stop()

@@ -1,0 +1,83 @@
+"""Fixtures that run real brokers (``minikafka broker`` subprocesses) for integration tests.
+
+- ``broker``: a fresh broker for one test (``.bootstrap``, ``.log_dir``, ``.restart()``,
+  ``.kill9_and_restart()``, ``.stop()``, ``.pid``, ``.stderr_text()``);
+- ``module_broker``: one broker shared by a test module (faster; tests must not depend on
+  each other's state);
+- ``broker_factory(overrides=None, **props)``: start brokers with properties set; keyword
+  names use ``_`` for ``.`` (``auto_create_topics_enable="false"``), or pass a dict with
+  Kafka's names. ``env=`` sets environment variables for the process.
+
+Every broker started is stopped with SIGTERM at teardown; when the test failed, its
+stderr (the broker's log) is printed so the failure can be read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.broker_process import BrokerProcess
+
+BrokerFactory = Callable[..., BrokerProcess]
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    setattr(item, f"rep_{report.when}", report)
+    return report
+
+
+def _failed(node: Any) -> bool:
+    return any(getattr(node, f"rep_{when}", None) is not None and getattr(node, f"rep_{when}").failed
+               for when in ("setup", "call"))
+
+
+def _props(overrides: dict[str, Any] | None, kwargs: dict[str, Any]) -> dict[str, str]:
+    props = {k: str(v) for k, v in (overrides or {}).items()}
+    props.update({k.replace("_", "."): str(v) for k, v in kwargs.items()})
+    return props
+
+
+def _teardown(brokers: list[BrokerProcess], failed: bool) -> None:
+    for proc in brokers:
+        try:
+            proc.stop()
+        finally:
+            if failed:
+                print(f"\n----- {proc.name} stderr ({proc.stderr_path}) -----\n{proc.stderr_text()}")
+
+
+@pytest.fixture
+def broker_factory(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[BrokerFactory]:
+    started: list[BrokerProcess] = []
+
+    def make(overrides: dict[str, Any] | None = None, *, env: dict[str, str] | None = None,
+             **props: Any) -> BrokerProcess:
+        proc = BrokerProcess(tmp_path, _props(overrides, props), env=env,
+                             name=f"broker{len(started)}")
+        started.append(proc)
+        return proc.start()
+
+    yield make
+    _teardown(started, _failed(request.node))
+
+
+@pytest.fixture
+def broker(broker_factory: BrokerFactory) -> BrokerProcess:
+    return broker_factory()
+
+
+@pytest.fixture(scope="module")
+def module_broker(tmp_path_factory: pytest.TempPathFactory,
+                  request: pytest.FixtureRequest) -> Iterator[BrokerProcess]:
+    proc = BrokerProcess(tmp_path_factory.mktemp("module-broker"), name="module-broker")
+    proc.start()
+    yield proc
+    failed = any(_failed(item) for item in request.session.items
+                 if getattr(item, "module", None) is request.module)
+    _teardown([proc], failed)
