@@ -564,7 +564,10 @@ class _MessageGen:
         flush()
         if flexible:
             if not tagged:
-                body.append("    p = _p.skip_tagged_fields(b, p)")
+                body += ["    if b[p]:",
+                         "        p = _p.skip_tagged_fields(b, p)",
+                         "    else:",
+                         "        p += 1"]
             else:
                 for f in tagged:
                     body.append(f"    f_{f.py_name}: {self.py_type(f)} = {self.default_expr(f)}")
@@ -605,14 +608,22 @@ class _MessageGen:
         nullable = v in f.nullable
         c = "True" if compact else "False"
         if f.is_array:
-            lenfn = "write_compact_array_len" if compact else "write_array_len"
             a = "a_" + f.py_name
             e = "e_" + f.py_name
-            lines = [f"{ind}{a} = {expr}", f"{ind}_p.{lenfn}({out}, {a}, {nullable})"]
+            lines = [f"{ind}{a} = {expr}"]
             body = ind
+            count = f"_p.uvarint(len({a}) + 1)" if compact else f"{self.mod.st('>i')}.pack(len({a}))"
             if f.any_nullable:
-                lines.append(f"{ind}if {a} is not None:")
+                null = "b'\\x00'" if compact else "b'\\xff\\xff\\xff\\xff'"
+                lines.append(f"{ind}if {a} is None:")
+                if nullable:
+                    lines.append(f"{ind}    {out} += {null}")
+                else:
+                    lines.append(f"{ind}    raise _p.ProtocolError('null array in non-nullable "
+                                 f"{f.name}')")
+                lines.append(f"{ind}else:")
                 body = ind + "    "
+            lines.append(f"{body}{out} += {count}")
             t = f.elem
             if t in INT_ARRAY_READERS:
                 lines.append(f"{body}{out} += _p.pack_{t}_array({a})")
@@ -698,13 +709,13 @@ class _MessageGen:
             if not tagged:
                 body.append("    b.append(0)")
             else:
-                body.append("    n_tags = 0")
                 for f in tagged:
-                    body.append(f"    if not ({self.is_default(f, 'o.' + f.py_name)}):")
-                    body.append("        n_tags += 1")
-                body.append("    b += _p.uvarint(n_tags)")
+                    body.append(f"    w_{f.py_name} = not ({self.is_default(f, 'o.' + f.py_name)})")
+                total = " + ".join(f"w_{f.py_name}" for f in tagged)
+                body.append(f"    b += _p.uvarint({total})" if len(tagged) > 1
+                            else f"    b += _p.uvarint(int({total}))")
                 for f in tagged:
-                    body.append(f"    if not ({self.is_default(f, 'o.' + f.py_name)}):")
+                    body.append(f"    if w_{f.py_name}:")
                     body.append("        t = bytearray()")
                     body.extend(self.write_value(f, v, "o." + f.py_name, "t", "        ", False))
                     body.append(f"        _p.write_tagged(b, {f.tag}, t)")

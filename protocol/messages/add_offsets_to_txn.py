@@ -108,7 +108,10 @@ def _d_AddOffsetsToTxnRequest_v3(b: memoryview, p: int) -> tuple[AddOffsetsToTxn
     f_producer_id, f_producer_epoch = _S_qh.unpack_from(b, p)
     p += 10
     f_group_id, p = _p.read_compact_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AddOffsetsToTxnRequest(f_transactional_id, f_producer_id, f_producer_epoch, f_group_id), p
 
 
@@ -146,7 +149,10 @@ def _d_AddOffsetsToTxnResponse_v0(b: memoryview, p: int) -> tuple[AddOffsetsToTx
 def _d_AddOffsetsToTxnResponse_v3(b: memoryview, p: int) -> tuple[AddOffsetsToTxnResponse, int]:
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(b, p)
     p += 6
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AddOffsetsToTxnResponse(f_throttle_time_ms, f_error_code), p
 
 

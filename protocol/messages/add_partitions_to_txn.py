@@ -165,21 +165,24 @@ def _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(b: memoryview, p: in
     f_name, p = _p.read_compact_string(b, p)
     n, p = _p.read_compact_array_len(b, p, False)
     f_partitions, p = _p.read_int32_array(b, p, n)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(f_name, f_partitions), p
 
 
 def _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(o: AddPartitionsToTxnRequest.AddPartitionsToTxnTopic, b: bytearray) -> None:
     _p.write_string(b, o.name)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     b += _p.pack_int32_array(a_partitions)
 
 
 def _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(o: AddPartitionsToTxnRequest.AddPartitionsToTxnTopic, b: bytearray) -> None:
     _p.write_compact_string(b, o.name)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     b += _p.pack_int32_array(a_partitions)
     b.append(0)
 
@@ -194,7 +197,10 @@ def _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(b: memoryview,
         e_f_topics, p = _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction(f_transactional_id, f_producer_id, f_producer_epoch, f_verify_only, f_topics), p
 
 
@@ -202,7 +208,7 @@ def _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(o: AddPartitio
     _p.write_compact_string(b, o.transactional_id)
     b += _S_qho.pack(o.producer_id, o.producer_epoch, o.verify_only)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(e_topics, b)
     b.append(0)
@@ -231,7 +237,10 @@ def _d_AddPartitionsToTxnRequest_v3(b: memoryview, p: int) -> tuple[AddPartition
         e_f_v3_and_below_topics, p = _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(b, p)
         a_f_v3_and_below_topics.append(e_f_v3_and_below_topics)
     f_v3_and_below_topics = a_f_v3_and_below_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AddPartitionsToTxnRequest([], f_v3_and_below_transactional_id, f_v3_and_below_producer_id, f_v3_and_below_producer_epoch, f_v3_and_below_topics), p
 
 
@@ -242,7 +251,10 @@ def _d_AddPartitionsToTxnRequest_v4(b: memoryview, p: int) -> tuple[AddPartition
         e_f_transactions, p = _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(b, p)
         a_f_transactions.append(e_f_transactions)
     f_transactions = a_f_transactions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AddPartitionsToTxnRequest(f_transactions, '', 0, 0, []), p
 
 
@@ -252,7 +264,7 @@ def _e_AddPartitionsToTxnRequest_v0(o: AddPartitionsToTxnRequest, b: bytearray, 
     _p.write_string(b, o.v3_and_below_transactional_id)
     b += _S_qh.pack(o.v3_and_below_producer_id, o.v3_and_below_producer_epoch)
     a_v3_and_below_topics = o.v3_and_below_topics
-    _p.write_array_len(b, a_v3_and_below_topics, False)
+    b += _S_i.pack(len(a_v3_and_below_topics))
     for e_v3_and_below_topics in a_v3_and_below_topics:
         _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(e_v3_and_below_topics, b)
 
@@ -263,7 +275,7 @@ def _e_AddPartitionsToTxnRequest_v3(o: AddPartitionsToTxnRequest, b: bytearray, 
     _p.write_compact_string(b, o.v3_and_below_transactional_id)
     b += _S_qh.pack(o.v3_and_below_producer_id, o.v3_and_below_producer_epoch)
     a_v3_and_below_topics = o.v3_and_below_topics
-    _p.write_compact_array_len(b, a_v3_and_below_topics, False)
+    b += _p.uvarint(len(a_v3_and_below_topics) + 1)
     for e_v3_and_below_topics in a_v3_and_below_topics:
         _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(e_v3_and_below_topics, b)
     b.append(0)
@@ -279,7 +291,7 @@ def _e_AddPartitionsToTxnRequest_v4(o: AddPartitionsToTxnRequest, b: bytearray, 
     if not (not o.v3_and_below_topics):
         raise _p.UnsupportedVersionError('non-default V3AndBelowTopics cannot be encoded at this version')
     a_transactions = o.transactions
-    _p.write_compact_array_len(b, a_transactions, False)
+    b += _p.uvarint(len(a_transactions) + 1)
     for e_transactions in a_transactions:
         _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(e_transactions, b)
     b.append(0)
@@ -306,7 +318,10 @@ def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v0(b: memory
 def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v3(b: memoryview, p: int) -> tuple[AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult, int]:
     f_partition_index, f_partition_error_code = _S_ih.unpack_from(b, p)
     p += 6
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult(f_partition_index, f_partition_error_code), p
 
 
@@ -338,14 +353,17 @@ def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(b: memoryview
         e_f_results_by_partition, p = _d_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v3(b, p)
         a_f_results_by_partition.append(e_f_results_by_partition)
     f_results_by_partition = a_f_results_by_partition
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult(f_name, f_results_by_partition), p
 
 
 def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(o: AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult, b: bytearray) -> None:
     _p.write_string(b, o.name)
     a_results_by_partition = o.results_by_partition
-    _p.write_array_len(b, a_results_by_partition, False)
+    b += _S_i.pack(len(a_results_by_partition))
     for e_results_by_partition in a_results_by_partition:
         _e_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v0(e_results_by_partition, b)
 
@@ -353,7 +371,7 @@ def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(o: AddPartiti
 def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(o: AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult, b: bytearray) -> None:
     _p.write_compact_string(b, o.name)
     a_results_by_partition = o.results_by_partition
-    _p.write_compact_array_len(b, a_results_by_partition, False)
+    b += _p.uvarint(len(a_results_by_partition) + 1)
     for e_results_by_partition in a_results_by_partition:
         _e_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v3(e_results_by_partition, b)
     b.append(0)
@@ -367,14 +385,17 @@ def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(b: memoryview, p: 
         e_f_topic_results, p = _d_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(b, p)
         a_f_topic_results.append(e_f_topic_results)
     f_topic_results = a_f_topic_results
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AddPartitionsToTxnResponse.AddPartitionsToTxnResult(f_transactional_id, f_topic_results), p
 
 
 def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(o: AddPartitionsToTxnResponse.AddPartitionsToTxnResult, b: bytearray) -> None:
     _p.write_compact_string(b, o.transactional_id)
     a_topic_results = o.topic_results
-    _p.write_compact_array_len(b, a_topic_results, False)
+    b += _p.uvarint(len(a_topic_results) + 1)
     for e_topic_results in a_topic_results:
         _e_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(e_topic_results, b)
     b.append(0)
@@ -401,7 +422,10 @@ def _d_AddPartitionsToTxnResponse_v3(b: memoryview, p: int) -> tuple[AddPartitio
         e_f_results_by_topic_v3_and_below, p = _d_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(b, p)
         a_f_results_by_topic_v3_and_below.append(e_f_results_by_topic_v3_and_below)
     f_results_by_topic_v3_and_below = a_f_results_by_topic_v3_and_below
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AddPartitionsToTxnResponse(f_throttle_time_ms, 0, [], f_results_by_topic_v3_and_below), p
 
 
@@ -414,7 +438,10 @@ def _d_AddPartitionsToTxnResponse_v4(b: memoryview, p: int) -> tuple[AddPartitio
         e_f_results_by_transaction, p = _d_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(b, p)
         a_f_results_by_transaction.append(e_f_results_by_transaction)
     f_results_by_transaction = a_f_results_by_transaction
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AddPartitionsToTxnResponse(f_throttle_time_ms, f_error_code, f_results_by_transaction, []), p
 
 
@@ -423,7 +450,7 @@ def _e_AddPartitionsToTxnResponse_v0(o: AddPartitionsToTxnResponse, b: bytearray
         raise _p.UnsupportedVersionError('non-default ResultsByTransaction cannot be encoded at this version')
     b += _S_i.pack(o.throttle_time_ms)
     a_results_by_topic_v3_and_below = o.results_by_topic_v3_and_below
-    _p.write_array_len(b, a_results_by_topic_v3_and_below, False)
+    b += _S_i.pack(len(a_results_by_topic_v3_and_below))
     for e_results_by_topic_v3_and_below in a_results_by_topic_v3_and_below:
         _e_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(e_results_by_topic_v3_and_below, b)
 
@@ -433,7 +460,7 @@ def _e_AddPartitionsToTxnResponse_v3(o: AddPartitionsToTxnResponse, b: bytearray
         raise _p.UnsupportedVersionError('non-default ResultsByTransaction cannot be encoded at this version')
     b += _S_i.pack(o.throttle_time_ms)
     a_results_by_topic_v3_and_below = o.results_by_topic_v3_and_below
-    _p.write_compact_array_len(b, a_results_by_topic_v3_and_below, False)
+    b += _p.uvarint(len(a_results_by_topic_v3_and_below) + 1)
     for e_results_by_topic_v3_and_below in a_results_by_topic_v3_and_below:
         _e_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(e_results_by_topic_v3_and_below, b)
     b.append(0)
@@ -444,7 +471,7 @@ def _e_AddPartitionsToTxnResponse_v4(o: AddPartitionsToTxnResponse, b: bytearray
         raise _p.UnsupportedVersionError('non-default ResultsByTopicV3AndBelow cannot be encoded at this version')
     b += _S_ih.pack(o.throttle_time_ms, o.error_code)
     a_results_by_transaction = o.results_by_transaction
-    _p.write_compact_array_len(b, a_results_by_transaction, False)
+    b += _p.uvarint(len(a_results_by_transaction) + 1)
     for e_results_by_transaction in a_results_by_transaction:
         _e_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(e_results_by_transaction, b)
     b.append(0)

@@ -116,7 +116,10 @@ def _d_AddRaftVoterRequest_Listener_v0(b: memoryview, p: int) -> tuple[AddRaftVo
     f_host, p = _p.read_compact_string(b, p)
     f_port = _S_H.unpack_from(b, p)[0]
     p += 2
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AddRaftVoterRequest.Listener(f_name, f_host, f_port), p
 
 
@@ -138,7 +141,10 @@ def _d_AddRaftVoterRequest_v0(b: memoryview, p: int) -> tuple[AddRaftVoterReques
         e_f_listeners, p = _d_AddRaftVoterRequest_Listener_v0(b, p)
         a_f_listeners.append(e_f_listeners)
     f_listeners = a_f_listeners
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AddRaftVoterRequest(f_cluster_id, f_timeout_ms, f_voter_id, f_voter_directory_id, f_listeners), p
 
 
@@ -147,7 +153,7 @@ def _e_AddRaftVoterRequest_v0(o: AddRaftVoterRequest, b: bytearray, parts: list[
     b += _S_ii.pack(o.timeout_ms, o.voter_id)
     b += o.voter_directory_id.bytes
     a_listeners = o.listeners
-    _p.write_compact_array_len(b, a_listeners, False)
+    b += _p.uvarint(len(a_listeners) + 1)
     for e_listeners in a_listeners:
         _e_AddRaftVoterRequest_Listener_v0(e_listeners, b)
     b.append(0)
@@ -165,7 +171,10 @@ def _d_AddRaftVoterResponse_v0(b: memoryview, p: int) -> tuple[AddRaftVoterRespo
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(b, p)
     p += 6
     f_error_message, p = _p.read_compact_nullable_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AddRaftVoterResponse(f_throttle_time_ms, f_error_code, f_error_message), p
 
 

@@ -98,7 +98,10 @@ class AllocateProducerIdsResponse:
 def _d_AllocateProducerIdsRequest_v0(b: memoryview, p: int) -> tuple[AllocateProducerIdsRequest, int]:
     f_broker_id, f_broker_epoch = _S_iq.unpack_from(b, p)
     p += 12
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AllocateProducerIdsRequest(f_broker_id, f_broker_epoch), p
 
 
@@ -118,7 +121,10 @@ _ENCODERS_AllocateProducerIdsRequest: dict[int, Callable[[AllocateProducerIdsReq
 def _d_AllocateProducerIdsResponse_v0(b: memoryview, p: int) -> tuple[AllocateProducerIdsResponse, int]:
     f_throttle_time_ms, f_error_code, f_producer_id_start, f_producer_id_len = _S_ihqi.unpack_from(b, p)
     p += 18
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AllocateProducerIdsResponse(f_throttle_time_ms, f_error_code, f_producer_id_start, f_producer_id_len), p
 
 

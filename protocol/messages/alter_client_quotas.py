@@ -151,7 +151,10 @@ def _d_AlterClientQuotasRequest_EntityData_v0(b: memoryview, p: int) -> tuple[Al
 def _d_AlterClientQuotasRequest_EntityData_v1(b: memoryview, p: int) -> tuple[AlterClientQuotasRequest.EntityData, int]:
     f_entity_type, p = _p.read_compact_string(b, p)
     f_entity_name, p = _p.read_compact_nullable_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterClientQuotasRequest.EntityData(f_entity_type, f_entity_name), p
 
 
@@ -177,7 +180,10 @@ def _d_AlterClientQuotasRequest_OpData_v1(b: memoryview, p: int) -> tuple[AlterC
     f_key, p = _p.read_compact_string(b, p)
     f_value, f_remove = _S_do.unpack_from(b, p)
     p += 9
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterClientQuotasRequest.OpData(f_key, f_value, f_remove), p
 
 
@@ -221,28 +227,31 @@ def _d_AlterClientQuotasRequest_EntryData_v1(b: memoryview, p: int) -> tuple[Alt
         e_f_ops, p = _d_AlterClientQuotasRequest_OpData_v1(b, p)
         a_f_ops.append(e_f_ops)
     f_ops = a_f_ops
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterClientQuotasRequest.EntryData(f_entity, f_ops), p
 
 
 def _e_AlterClientQuotasRequest_EntryData_v0(o: AlterClientQuotasRequest.EntryData, b: bytearray) -> None:
     a_entity = o.entity
-    _p.write_array_len(b, a_entity, False)
+    b += _S_i.pack(len(a_entity))
     for e_entity in a_entity:
         _e_AlterClientQuotasRequest_EntityData_v0(e_entity, b)
     a_ops = o.ops
-    _p.write_array_len(b, a_ops, False)
+    b += _S_i.pack(len(a_ops))
     for e_ops in a_ops:
         _e_AlterClientQuotasRequest_OpData_v0(e_ops, b)
 
 
 def _e_AlterClientQuotasRequest_EntryData_v1(o: AlterClientQuotasRequest.EntryData, b: bytearray) -> None:
     a_entity = o.entity
-    _p.write_compact_array_len(b, a_entity, False)
+    b += _p.uvarint(len(a_entity) + 1)
     for e_entity in a_entity:
         _e_AlterClientQuotasRequest_EntityData_v1(e_entity, b)
     a_ops = o.ops
-    _p.write_compact_array_len(b, a_ops, False)
+    b += _p.uvarint(len(a_ops) + 1)
     for e_ops in a_ops:
         _e_AlterClientQuotasRequest_OpData_v1(e_ops, b)
     b.append(0)
@@ -269,13 +278,16 @@ def _d_AlterClientQuotasRequest_v1(b: memoryview, p: int) -> tuple[AlterClientQu
     f_entries = a_f_entries
     f_validate_only = _S_o.unpack_from(b, p)[0]
     p += 1
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterClientQuotasRequest(f_entries, f_validate_only), p
 
 
 def _e_AlterClientQuotasRequest_v0(o: AlterClientQuotasRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_entries = o.entries
-    _p.write_array_len(b, a_entries, False)
+    b += _S_i.pack(len(a_entries))
     for e_entries in a_entries:
         _e_AlterClientQuotasRequest_EntryData_v0(e_entries, b)
     b += _S_o.pack(o.validate_only)
@@ -283,7 +295,7 @@ def _e_AlterClientQuotasRequest_v0(o: AlterClientQuotasRequest, b: bytearray, pa
 
 def _e_AlterClientQuotasRequest_v1(o: AlterClientQuotasRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_entries = o.entries
-    _p.write_compact_array_len(b, a_entries, False)
+    b += _p.uvarint(len(a_entries) + 1)
     for e_entries in a_entries:
         _e_AlterClientQuotasRequest_EntryData_v1(e_entries, b)
     b += _S_o.pack(o.validate_only)
@@ -307,7 +319,10 @@ def _d_AlterClientQuotasResponse_EntityData_v0(b: memoryview, p: int) -> tuple[A
 def _d_AlterClientQuotasResponse_EntityData_v1(b: memoryview, p: int) -> tuple[AlterClientQuotasResponse.EntityData, int]:
     f_entity_type, p = _p.read_compact_string(b, p)
     f_entity_name, p = _p.read_compact_nullable_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterClientQuotasResponse.EntityData(f_entity_type, f_entity_name), p
 
 
@@ -345,7 +360,10 @@ def _d_AlterClientQuotasResponse_EntryData_v1(b: memoryview, p: int) -> tuple[Al
         e_f_entity, p = _d_AlterClientQuotasResponse_EntityData_v1(b, p)
         a_f_entity.append(e_f_entity)
     f_entity = a_f_entity
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterClientQuotasResponse.EntryData(f_error_code, f_error_message, f_entity), p
 
 
@@ -353,7 +371,7 @@ def _e_AlterClientQuotasResponse_EntryData_v0(o: AlterClientQuotasResponse.Entry
     b += _S_h.pack(o.error_code)
     _p.write_nullable_string(b, o.error_message)
     a_entity = o.entity
-    _p.write_array_len(b, a_entity, False)
+    b += _S_i.pack(len(a_entity))
     for e_entity in a_entity:
         _e_AlterClientQuotasResponse_EntityData_v0(e_entity, b)
 
@@ -362,7 +380,7 @@ def _e_AlterClientQuotasResponse_EntryData_v1(o: AlterClientQuotasResponse.Entry
     b += _S_h.pack(o.error_code)
     _p.write_compact_nullable_string(b, o.error_message)
     a_entity = o.entity
-    _p.write_compact_array_len(b, a_entity, False)
+    b += _p.uvarint(len(a_entity) + 1)
     for e_entity in a_entity:
         _e_AlterClientQuotasResponse_EntityData_v1(e_entity, b)
     b.append(0)
@@ -389,14 +407,17 @@ def _d_AlterClientQuotasResponse_v1(b: memoryview, p: int) -> tuple[AlterClientQ
         e_f_entries, p = _d_AlterClientQuotasResponse_EntryData_v1(b, p)
         a_f_entries.append(e_f_entries)
     f_entries = a_f_entries
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterClientQuotasResponse(f_throttle_time_ms, f_entries), p
 
 
 def _e_AlterClientQuotasResponse_v0(o: AlterClientQuotasResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_entries = o.entries
-    _p.write_array_len(b, a_entries, False)
+    b += _S_i.pack(len(a_entries))
     for e_entries in a_entries:
         _e_AlterClientQuotasResponse_EntryData_v0(e_entries, b)
 
@@ -404,7 +425,7 @@ def _e_AlterClientQuotasResponse_v0(o: AlterClientQuotasResponse, b: bytearray, 
 def _e_AlterClientQuotasResponse_v1(o: AlterClientQuotasResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_entries = o.entries
-    _p.write_compact_array_len(b, a_entries, False)
+    b += _p.uvarint(len(a_entries) + 1)
     for e_entries in a_entries:
         _e_AlterClientQuotasResponse_EntryData_v1(e_entries, b)
     b.append(0)

@@ -135,7 +135,10 @@ def _d_AlterConfigsRequest_AlterableConfig_v0(b: memoryview, p: int) -> tuple[Al
 def _d_AlterConfigsRequest_AlterableConfig_v2(b: memoryview, p: int) -> tuple[AlterConfigsRequest.AlterableConfig, int]:
     f_name, p = _p.read_compact_string(b, p)
     f_value, p = _p.read_compact_nullable_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterConfigsRequest.AlterableConfig(f_name, f_value), p
 
 
@@ -173,7 +176,10 @@ def _d_AlterConfigsRequest_AlterConfigsResource_v2(b: memoryview, p: int) -> tup
         e_f_configs, p = _d_AlterConfigsRequest_AlterableConfig_v2(b, p)
         a_f_configs.append(e_f_configs)
     f_configs = a_f_configs
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterConfigsRequest.AlterConfigsResource(f_resource_type, f_resource_name, f_configs), p
 
 
@@ -181,7 +187,7 @@ def _e_AlterConfigsRequest_AlterConfigsResource_v0(o: AlterConfigsRequest.AlterC
     b += _S_b.pack(o.resource_type)
     _p.write_string(b, o.resource_name)
     a_configs = o.configs
-    _p.write_array_len(b, a_configs, False)
+    b += _S_i.pack(len(a_configs))
     for e_configs in a_configs:
         _e_AlterConfigsRequest_AlterableConfig_v0(e_configs, b)
 
@@ -190,7 +196,7 @@ def _e_AlterConfigsRequest_AlterConfigsResource_v2(o: AlterConfigsRequest.AlterC
     b += _S_b.pack(o.resource_type)
     _p.write_compact_string(b, o.resource_name)
     a_configs = o.configs
-    _p.write_compact_array_len(b, a_configs, False)
+    b += _p.uvarint(len(a_configs) + 1)
     for e_configs in a_configs:
         _e_AlterConfigsRequest_AlterableConfig_v2(e_configs, b)
     b.append(0)
@@ -217,13 +223,16 @@ def _d_AlterConfigsRequest_v2(b: memoryview, p: int) -> tuple[AlterConfigsReques
     f_resources = a_f_resources
     f_validate_only = _S_o.unpack_from(b, p)[0]
     p += 1
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterConfigsRequest(f_resources, f_validate_only), p
 
 
 def _e_AlterConfigsRequest_v0(o: AlterConfigsRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_resources = o.resources
-    _p.write_array_len(b, a_resources, False)
+    b += _S_i.pack(len(a_resources))
     for e_resources in a_resources:
         _e_AlterConfigsRequest_AlterConfigsResource_v0(e_resources, b)
     b += _S_o.pack(o.validate_only)
@@ -231,7 +240,7 @@ def _e_AlterConfigsRequest_v0(o: AlterConfigsRequest, b: bytearray, parts: list[
 
 def _e_AlterConfigsRequest_v2(o: AlterConfigsRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_resources = o.resources
-    _p.write_compact_array_len(b, a_resources, False)
+    b += _p.uvarint(len(a_resources) + 1)
     for e_resources in a_resources:
         _e_AlterConfigsRequest_AlterConfigsResource_v2(e_resources, b)
     b += _S_o.pack(o.validate_only)
@@ -263,7 +272,10 @@ def _d_AlterConfigsResponse_AlterConfigsResourceResponse_v2(b: memoryview, p: in
     f_resource_type = _S_b.unpack_from(b, p)[0]
     p += 1
     f_resource_name, p = _p.read_compact_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterConfigsResponse.AlterConfigsResourceResponse(f_error_code, f_error_message, f_resource_type, f_resource_name), p
 
 
@@ -303,14 +315,17 @@ def _d_AlterConfigsResponse_v2(b: memoryview, p: int) -> tuple[AlterConfigsRespo
         e_f_responses, p = _d_AlterConfigsResponse_AlterConfigsResourceResponse_v2(b, p)
         a_f_responses.append(e_f_responses)
     f_responses = a_f_responses
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterConfigsResponse(f_throttle_time_ms, f_responses), p
 
 
 def _e_AlterConfigsResponse_v0(o: AlterConfigsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_responses = o.responses
-    _p.write_array_len(b, a_responses, False)
+    b += _S_i.pack(len(a_responses))
     for e_responses in a_responses:
         _e_AlterConfigsResponse_AlterConfigsResourceResponse_v0(e_responses, b)
 
@@ -318,7 +333,7 @@ def _e_AlterConfigsResponse_v0(o: AlterConfigsResponse, b: bytearray, parts: lis
 def _e_AlterConfigsResponse_v2(o: AlterConfigsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_responses = o.responses
-    _p.write_compact_array_len(b, a_responses, False)
+    b += _p.uvarint(len(a_responses) + 1)
     for e_responses in a_responses:
         _e_AlterConfigsResponse_AlterConfigsResourceResponse_v2(e_responses, b)
     b.append(0)

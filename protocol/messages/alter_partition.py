@@ -169,7 +169,10 @@ class AlterPartitionResponse:
 def _d_AlterPartitionRequest_BrokerState_v3(b: memoryview, p: int) -> tuple[AlterPartitionRequest.BrokerState, int]:
     f_broker_id, f_broker_epoch = _S_iq.unpack_from(b, p)
     p += 12
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterPartitionRequest.BrokerState(f_broker_id, f_broker_epoch), p
 
 
@@ -185,7 +188,10 @@ def _d_AlterPartitionRequest_PartitionData_v0(b: memoryview, p: int) -> tuple[Al
     f_new_isr, p = _p.read_int32_array(b, p, n)
     f_partition_epoch = _S_i.unpack_from(b, p)[0]
     p += 4
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterPartitionRequest.PartitionData(f_partition_index, f_leader_epoch, f_new_isr, [], 0, f_partition_epoch), p
 
 
@@ -196,7 +202,10 @@ def _d_AlterPartitionRequest_PartitionData_v1(b: memoryview, p: int) -> tuple[Al
     f_new_isr, p = _p.read_int32_array(b, p, n)
     f_leader_recovery_state, f_partition_epoch = _S_bi.unpack_from(b, p)
     p += 5
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterPartitionRequest.PartitionData(f_partition_index, f_leader_epoch, f_new_isr, [], f_leader_recovery_state, f_partition_epoch), p
 
 
@@ -211,7 +220,10 @@ def _d_AlterPartitionRequest_PartitionData_v3(b: memoryview, p: int) -> tuple[Al
     f_new_isr_with_epochs = a_f_new_isr_with_epochs
     f_leader_recovery_state, f_partition_epoch = _S_bi.unpack_from(b, p)
     p += 5
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterPartitionRequest.PartitionData(f_partition_index, f_leader_epoch, [], f_new_isr_with_epochs, f_leader_recovery_state, f_partition_epoch), p
 
 
@@ -222,7 +234,7 @@ def _e_AlterPartitionRequest_PartitionData_v0(o: AlterPartitionRequest.Partition
         raise _p.UnsupportedVersionError('non-default LeaderRecoveryState cannot be encoded at this version')
     b += _S_ii.pack(o.partition_index, o.leader_epoch)
     a_new_isr = o.new_isr
-    _p.write_compact_array_len(b, a_new_isr, False)
+    b += _p.uvarint(len(a_new_isr) + 1)
     b += _p.pack_int32_array(a_new_isr)
     b += _S_i.pack(o.partition_epoch)
     b.append(0)
@@ -233,7 +245,7 @@ def _e_AlterPartitionRequest_PartitionData_v1(o: AlterPartitionRequest.Partition
         raise _p.UnsupportedVersionError('non-default NewIsrWithEpochs cannot be encoded at this version')
     b += _S_ii.pack(o.partition_index, o.leader_epoch)
     a_new_isr = o.new_isr
-    _p.write_compact_array_len(b, a_new_isr, False)
+    b += _p.uvarint(len(a_new_isr) + 1)
     b += _p.pack_int32_array(a_new_isr)
     b += _S_bi.pack(o.leader_recovery_state, o.partition_epoch)
     b.append(0)
@@ -244,7 +256,7 @@ def _e_AlterPartitionRequest_PartitionData_v3(o: AlterPartitionRequest.Partition
         raise _p.UnsupportedVersionError('non-default NewIsr cannot be encoded at this version')
     b += _S_ii.pack(o.partition_index, o.leader_epoch)
     a_new_isr_with_epochs = o.new_isr_with_epochs
-    _p.write_compact_array_len(b, a_new_isr_with_epochs, False)
+    b += _p.uvarint(len(a_new_isr_with_epochs) + 1)
     for e_new_isr_with_epochs in a_new_isr_with_epochs:
         _e_AlterPartitionRequest_BrokerState_v3(e_new_isr_with_epochs, b)
     b += _S_bi.pack(o.leader_recovery_state, o.partition_epoch)
@@ -259,7 +271,10 @@ def _d_AlterPartitionRequest_TopicData_v0(b: memoryview, p: int) -> tuple[AlterP
         e_f_partitions, p = _d_AlterPartitionRequest_PartitionData_v0(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterPartitionRequest.TopicData(f_topic_name, _p.ZERO_UUID, f_partitions), p
 
 
@@ -271,7 +286,10 @@ def _d_AlterPartitionRequest_TopicData_v1(b: memoryview, p: int) -> tuple[AlterP
         e_f_partitions, p = _d_AlterPartitionRequest_PartitionData_v1(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterPartitionRequest.TopicData(f_topic_name, _p.ZERO_UUID, f_partitions), p
 
 
@@ -283,7 +301,10 @@ def _d_AlterPartitionRequest_TopicData_v2(b: memoryview, p: int) -> tuple[AlterP
         e_f_partitions, p = _d_AlterPartitionRequest_PartitionData_v1(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterPartitionRequest.TopicData('', f_topic_id, f_partitions), p
 
 
@@ -295,14 +316,17 @@ def _d_AlterPartitionRequest_TopicData_v3(b: memoryview, p: int) -> tuple[AlterP
         e_f_partitions, p = _d_AlterPartitionRequest_PartitionData_v3(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterPartitionRequest.TopicData('', f_topic_id, f_partitions), p
 
 
 def _e_AlterPartitionRequest_TopicData_v0(o: AlterPartitionRequest.TopicData, b: bytearray) -> None:
     _p.write_compact_string(b, o.topic_name)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_AlterPartitionRequest_PartitionData_v0(e_partitions, b)
     b.append(0)
@@ -311,7 +335,7 @@ def _e_AlterPartitionRequest_TopicData_v0(o: AlterPartitionRequest.TopicData, b:
 def _e_AlterPartitionRequest_TopicData_v1(o: AlterPartitionRequest.TopicData, b: bytearray) -> None:
     _p.write_compact_string(b, o.topic_name)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_AlterPartitionRequest_PartitionData_v1(e_partitions, b)
     b.append(0)
@@ -320,7 +344,7 @@ def _e_AlterPartitionRequest_TopicData_v1(o: AlterPartitionRequest.TopicData, b:
 def _e_AlterPartitionRequest_TopicData_v2(o: AlterPartitionRequest.TopicData, b: bytearray) -> None:
     b += o.topic_id.bytes
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_AlterPartitionRequest_PartitionData_v1(e_partitions, b)
     b.append(0)
@@ -329,7 +353,7 @@ def _e_AlterPartitionRequest_TopicData_v2(o: AlterPartitionRequest.TopicData, b:
 def _e_AlterPartitionRequest_TopicData_v3(o: AlterPartitionRequest.TopicData, b: bytearray) -> None:
     b += o.topic_id.bytes
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_AlterPartitionRequest_PartitionData_v3(e_partitions, b)
     b.append(0)
@@ -344,7 +368,10 @@ def _d_AlterPartitionRequest_v0(b: memoryview, p: int) -> tuple[AlterPartitionRe
         e_f_topics, p = _d_AlterPartitionRequest_TopicData_v0(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterPartitionRequest(f_broker_id, f_broker_epoch, f_topics), p
 
 
@@ -357,7 +384,10 @@ def _d_AlterPartitionRequest_v1(b: memoryview, p: int) -> tuple[AlterPartitionRe
         e_f_topics, p = _d_AlterPartitionRequest_TopicData_v1(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterPartitionRequest(f_broker_id, f_broker_epoch, f_topics), p
 
 
@@ -370,7 +400,10 @@ def _d_AlterPartitionRequest_v2(b: memoryview, p: int) -> tuple[AlterPartitionRe
         e_f_topics, p = _d_AlterPartitionRequest_TopicData_v2(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterPartitionRequest(f_broker_id, f_broker_epoch, f_topics), p
 
 
@@ -383,14 +416,17 @@ def _d_AlterPartitionRequest_v3(b: memoryview, p: int) -> tuple[AlterPartitionRe
         e_f_topics, p = _d_AlterPartitionRequest_TopicData_v3(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterPartitionRequest(f_broker_id, f_broker_epoch, f_topics), p
 
 
 def _e_AlterPartitionRequest_v0(o: AlterPartitionRequest, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_iq.pack(o.broker_id, o.broker_epoch)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_AlterPartitionRequest_TopicData_v0(e_topics, b)
     b.append(0)
@@ -399,7 +435,7 @@ def _e_AlterPartitionRequest_v0(o: AlterPartitionRequest, b: bytearray, parts: l
 def _e_AlterPartitionRequest_v1(o: AlterPartitionRequest, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_iq.pack(o.broker_id, o.broker_epoch)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_AlterPartitionRequest_TopicData_v1(e_topics, b)
     b.append(0)
@@ -408,7 +444,7 @@ def _e_AlterPartitionRequest_v1(o: AlterPartitionRequest, b: bytearray, parts: l
 def _e_AlterPartitionRequest_v2(o: AlterPartitionRequest, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_iq.pack(o.broker_id, o.broker_epoch)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_AlterPartitionRequest_TopicData_v2(e_topics, b)
     b.append(0)
@@ -417,7 +453,7 @@ def _e_AlterPartitionRequest_v2(o: AlterPartitionRequest, b: bytearray, parts: l
 def _e_AlterPartitionRequest_v3(o: AlterPartitionRequest, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_iq.pack(o.broker_id, o.broker_epoch)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_AlterPartitionRequest_TopicData_v3(e_topics, b)
     b.append(0)
@@ -440,7 +476,10 @@ def _d_AlterPartitionResponse_PartitionData_v0(b: memoryview, p: int) -> tuple[A
     f_isr, p = _p.read_int32_array(b, p, n)
     f_partition_epoch = _S_i.unpack_from(b, p)[0]
     p += 4
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterPartitionResponse.PartitionData(f_partition_index, f_error_code, f_leader_id, f_leader_epoch, f_isr, 0, f_partition_epoch), p
 
 
@@ -451,14 +490,17 @@ def _d_AlterPartitionResponse_PartitionData_v1(b: memoryview, p: int) -> tuple[A
     f_isr, p = _p.read_int32_array(b, p, n)
     f_leader_recovery_state, f_partition_epoch = _S_bi.unpack_from(b, p)
     p += 5
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterPartitionResponse.PartitionData(f_partition_index, f_error_code, f_leader_id, f_leader_epoch, f_isr, f_leader_recovery_state, f_partition_epoch), p
 
 
 def _e_AlterPartitionResponse_PartitionData_v0(o: AlterPartitionResponse.PartitionData, b: bytearray) -> None:
     b += _S_ihii.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch)
     a_isr = o.isr
-    _p.write_compact_array_len(b, a_isr, False)
+    b += _p.uvarint(len(a_isr) + 1)
     b += _p.pack_int32_array(a_isr)
     b += _S_i.pack(o.partition_epoch)
     b.append(0)
@@ -467,7 +509,7 @@ def _e_AlterPartitionResponse_PartitionData_v0(o: AlterPartitionResponse.Partiti
 def _e_AlterPartitionResponse_PartitionData_v1(o: AlterPartitionResponse.PartitionData, b: bytearray) -> None:
     b += _S_ihii.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch)
     a_isr = o.isr
-    _p.write_compact_array_len(b, a_isr, False)
+    b += _p.uvarint(len(a_isr) + 1)
     b += _p.pack_int32_array(a_isr)
     b += _S_bi.pack(o.leader_recovery_state, o.partition_epoch)
     b.append(0)
@@ -481,7 +523,10 @@ def _d_AlterPartitionResponse_TopicData_v0(b: memoryview, p: int) -> tuple[Alter
         e_f_partitions, p = _d_AlterPartitionResponse_PartitionData_v0(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterPartitionResponse.TopicData(f_topic_name, _p.ZERO_UUID, f_partitions), p
 
 
@@ -493,7 +538,10 @@ def _d_AlterPartitionResponse_TopicData_v1(b: memoryview, p: int) -> tuple[Alter
         e_f_partitions, p = _d_AlterPartitionResponse_PartitionData_v1(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterPartitionResponse.TopicData(f_topic_name, _p.ZERO_UUID, f_partitions), p
 
 
@@ -505,14 +553,17 @@ def _d_AlterPartitionResponse_TopicData_v2(b: memoryview, p: int) -> tuple[Alter
         e_f_partitions, p = _d_AlterPartitionResponse_PartitionData_v1(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterPartitionResponse.TopicData('', f_topic_id, f_partitions), p
 
 
 def _e_AlterPartitionResponse_TopicData_v0(o: AlterPartitionResponse.TopicData, b: bytearray) -> None:
     _p.write_compact_string(b, o.topic_name)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_AlterPartitionResponse_PartitionData_v0(e_partitions, b)
     b.append(0)
@@ -521,7 +572,7 @@ def _e_AlterPartitionResponse_TopicData_v0(o: AlterPartitionResponse.TopicData, 
 def _e_AlterPartitionResponse_TopicData_v1(o: AlterPartitionResponse.TopicData, b: bytearray) -> None:
     _p.write_compact_string(b, o.topic_name)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_AlterPartitionResponse_PartitionData_v1(e_partitions, b)
     b.append(0)
@@ -530,7 +581,7 @@ def _e_AlterPartitionResponse_TopicData_v1(o: AlterPartitionResponse.TopicData, 
 def _e_AlterPartitionResponse_TopicData_v2(o: AlterPartitionResponse.TopicData, b: bytearray) -> None:
     b += o.topic_id.bytes
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_AlterPartitionResponse_PartitionData_v1(e_partitions, b)
     b.append(0)
@@ -545,7 +596,10 @@ def _d_AlterPartitionResponse_v0(b: memoryview, p: int) -> tuple[AlterPartitionR
         e_f_topics, p = _d_AlterPartitionResponse_TopicData_v0(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterPartitionResponse(f_throttle_time_ms, f_error_code, f_topics), p
 
 
@@ -558,7 +612,10 @@ def _d_AlterPartitionResponse_v1(b: memoryview, p: int) -> tuple[AlterPartitionR
         e_f_topics, p = _d_AlterPartitionResponse_TopicData_v1(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterPartitionResponse(f_throttle_time_ms, f_error_code, f_topics), p
 
 
@@ -571,14 +628,17 @@ def _d_AlterPartitionResponse_v2(b: memoryview, p: int) -> tuple[AlterPartitionR
         e_f_topics, p = _d_AlterPartitionResponse_TopicData_v2(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterPartitionResponse(f_throttle_time_ms, f_error_code, f_topics), p
 
 
 def _e_AlterPartitionResponse_v0(o: AlterPartitionResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_ih.pack(o.throttle_time_ms, o.error_code)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_AlterPartitionResponse_TopicData_v0(e_topics, b)
     b.append(0)
@@ -587,7 +647,7 @@ def _e_AlterPartitionResponse_v0(o: AlterPartitionResponse, b: bytearray, parts:
 def _e_AlterPartitionResponse_v1(o: AlterPartitionResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_ih.pack(o.throttle_time_ms, o.error_code)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_AlterPartitionResponse_TopicData_v1(e_topics, b)
     b.append(0)
@@ -596,7 +656,7 @@ def _e_AlterPartitionResponse_v1(o: AlterPartitionResponse, b: bytearray, parts:
 def _e_AlterPartitionResponse_v2(o: AlterPartitionResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_ih.pack(o.throttle_time_ms, o.error_code)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_AlterPartitionResponse_TopicData_v2(e_topics, b)
     b.append(0)

@@ -141,15 +141,20 @@ def _d_AlterPartitionReassignmentsRequest_ReassignablePartition_v0(b: memoryview
         f_replicas = None
     else:
         f_replicas, p = _p.read_int32_array(b, p, n)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterPartitionReassignmentsRequest.ReassignablePartition(f_partition_index, f_replicas), p
 
 
 def _e_AlterPartitionReassignmentsRequest_ReassignablePartition_v0(o: AlterPartitionReassignmentsRequest.ReassignablePartition, b: bytearray) -> None:
     b += _S_i.pack(o.partition_index)
     a_replicas = o.replicas
-    _p.write_compact_array_len(b, a_replicas, True)
-    if a_replicas is not None:
+    if a_replicas is None:
+        b += b'\x00'
+    else:
+        b += _p.uvarint(len(a_replicas) + 1)
         b += _p.pack_int32_array(a_replicas)
     b.append(0)
 
@@ -162,14 +167,17 @@ def _d_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(b: memoryview, p:
         e_f_partitions, p = _d_AlterPartitionReassignmentsRequest_ReassignablePartition_v0(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterPartitionReassignmentsRequest.ReassignableTopic(f_name, f_partitions), p
 
 
 def _e_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(o: AlterPartitionReassignmentsRequest.ReassignableTopic, b: bytearray) -> None:
     _p.write_compact_string(b, o.name)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_AlterPartitionReassignmentsRequest_ReassignablePartition_v0(e_partitions, b)
     b.append(0)
@@ -184,14 +192,17 @@ def _d_AlterPartitionReassignmentsRequest_v0(b: memoryview, p: int) -> tuple[Alt
         e_f_topics, p = _d_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterPartitionReassignmentsRequest(f_timeout_ms, f_topics), p
 
 
 def _e_AlterPartitionReassignmentsRequest_v0(o: AlterPartitionReassignmentsRequest, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.timeout_ms)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(e_topics, b)
     b.append(0)
@@ -209,7 +220,10 @@ def _d_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_v0(b: m
     f_partition_index, f_error_code = _S_ih.unpack_from(b, p)
     p += 6
     f_error_message, p = _p.read_compact_nullable_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterPartitionReassignmentsResponse.ReassignablePartitionResponse(f_partition_index, f_error_code, f_error_message), p
 
 
@@ -227,14 +241,17 @@ def _d_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(b: memor
         e_f_partitions, p = _d_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_v0(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterPartitionReassignmentsResponse.ReassignableTopicResponse(f_name, f_partitions), p
 
 
 def _e_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(o: AlterPartitionReassignmentsResponse.ReassignableTopicResponse, b: bytearray) -> None:
     _p.write_compact_string(b, o.name)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_v0(e_partitions, b)
     b.append(0)
@@ -250,7 +267,10 @@ def _d_AlterPartitionReassignmentsResponse_v0(b: memoryview, p: int) -> tuple[Al
         e_f_responses, p = _d_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(b, p)
         a_f_responses.append(e_f_responses)
     f_responses = a_f_responses
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterPartitionReassignmentsResponse(f_throttle_time_ms, f_error_code, f_error_message, f_responses), p
 
 
@@ -258,7 +278,7 @@ def _e_AlterPartitionReassignmentsResponse_v0(o: AlterPartitionReassignmentsResp
     b += _S_ih.pack(o.throttle_time_ms, o.error_code)
     _p.write_compact_nullable_string(b, o.error_message)
     a_responses = o.responses
-    _p.write_compact_array_len(b, a_responses, False)
+    b += _p.uvarint(len(a_responses) + 1)
     for e_responses in a_responses:
         _e_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(e_responses, b)
     b.append(0)

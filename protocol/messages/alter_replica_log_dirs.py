@@ -136,21 +136,24 @@ def _d_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(b: memoryview, p: i
     f_name, p = _p.read_compact_string(b, p)
     n, p = _p.read_compact_array_len(b, p, False)
     f_partitions, p = _p.read_int32_array(b, p, n)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic(f_name, f_partitions), p
 
 
 def _e_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v0(o: AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic, b: bytearray) -> None:
     _p.write_string(b, o.name)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     b += _p.pack_int32_array(a_partitions)
 
 
 def _e_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(o: AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic, b: bytearray) -> None:
     _p.write_compact_string(b, o.name)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     b += _p.pack_int32_array(a_partitions)
     b.append(0)
 
@@ -174,14 +177,17 @@ def _d_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(b: memoryview, p: int) -
         e_f_topics, p = _d_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterReplicaLogDirsRequest.AlterReplicaLogDir(f_path, f_topics), p
 
 
 def _e_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0(o: AlterReplicaLogDirsRequest.AlterReplicaLogDir, b: bytearray) -> None:
     _p.write_string(b, o.path)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v0(e_topics, b)
 
@@ -189,7 +195,7 @@ def _e_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0(o: AlterReplicaLogDirsRe
 def _e_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(o: AlterReplicaLogDirsRequest.AlterReplicaLogDir, b: bytearray) -> None:
     _p.write_compact_string(b, o.path)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(e_topics, b)
     b.append(0)
@@ -212,20 +218,23 @@ def _d_AlterReplicaLogDirsRequest_v2(b: memoryview, p: int) -> tuple[AlterReplic
         e_f_dirs, p = _d_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(b, p)
         a_f_dirs.append(e_f_dirs)
     f_dirs = a_f_dirs
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterReplicaLogDirsRequest(f_dirs), p
 
 
 def _e_AlterReplicaLogDirsRequest_v0(o: AlterReplicaLogDirsRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_dirs = o.dirs
-    _p.write_array_len(b, a_dirs, False)
+    b += _S_i.pack(len(a_dirs))
     for e_dirs in a_dirs:
         _e_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0(e_dirs, b)
 
 
 def _e_AlterReplicaLogDirsRequest_v2(o: AlterReplicaLogDirsRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_dirs = o.dirs
-    _p.write_compact_array_len(b, a_dirs, False)
+    b += _p.uvarint(len(a_dirs) + 1)
     for e_dirs in a_dirs:
         _e_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(e_dirs, b)
     b.append(0)
@@ -250,7 +259,10 @@ def _d_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v0(b: memor
 def _d_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v2(b: memoryview, p: int) -> tuple[AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult, int]:
     f_partition_index, f_error_code = _S_ih.unpack_from(b, p)
     p += 6
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult(f_partition_index, f_error_code), p
 
 
@@ -282,14 +294,17 @@ def _d_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(b: memoryvie
         e_f_partitions, p = _d_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v2(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult(f_topic_name, f_partitions), p
 
 
 def _e_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0(o: AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult, b: bytearray) -> None:
     _p.write_string(b, o.topic_name)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     for e_partitions in a_partitions:
         _e_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v0(e_partitions, b)
 
@@ -297,7 +312,7 @@ def _e_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0(o: AlterRepl
 def _e_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(o: AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult, b: bytearray) -> None:
     _p.write_compact_string(b, o.topic_name)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v2(e_partitions, b)
     b.append(0)
@@ -324,14 +339,17 @@ def _d_AlterReplicaLogDirsResponse_v2(b: memoryview, p: int) -> tuple[AlterRepli
         e_f_results, p = _d_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(b, p)
         a_f_results.append(e_f_results)
     f_results = a_f_results
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterReplicaLogDirsResponse(f_throttle_time_ms, f_results), p
 
 
 def _e_AlterReplicaLogDirsResponse_v0(o: AlterReplicaLogDirsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_results = o.results
-    _p.write_array_len(b, a_results, False)
+    b += _S_i.pack(len(a_results))
     for e_results in a_results:
         _e_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0(e_results, b)
 
@@ -339,7 +357,7 @@ def _e_AlterReplicaLogDirsResponse_v0(o: AlterReplicaLogDirsResponse, b: bytearr
 def _e_AlterReplicaLogDirsResponse_v2(o: AlterReplicaLogDirsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_results = o.results
-    _p.write_compact_array_len(b, a_results, False)
+    b += _p.uvarint(len(a_results) + 1)
     for e_results in a_results:
         _e_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(e_results, b)
     b.append(0)

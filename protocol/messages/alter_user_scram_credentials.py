@@ -132,7 +132,10 @@ def _d_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(b: memoryview
     f_name, p = _p.read_compact_string(b, p)
     f_mechanism = _S_b.unpack_from(b, p)[0]
     p += 1
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterUserScramCredentialsRequest.ScramCredentialDeletion(f_name, f_mechanism), p
 
 
@@ -148,7 +151,10 @@ def _d_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(b: memoryvie
     p += 5
     f_salt, p = _p.read_bytes(b, p, True)
     f_salted_password, p = _p.read_bytes(b, p, True)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterUserScramCredentialsRequest.ScramCredentialUpsertion(f_name, f_mechanism, f_iterations, f_salt, f_salted_password), p
 
 
@@ -173,17 +179,20 @@ def _d_AlterUserScramCredentialsRequest_v0(b: memoryview, p: int) -> tuple[Alter
         e_f_upsertions, p = _d_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(b, p)
         a_f_upsertions.append(e_f_upsertions)
     f_upsertions = a_f_upsertions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterUserScramCredentialsRequest(f_deletions, f_upsertions), p
 
 
 def _e_AlterUserScramCredentialsRequest_v0(o: AlterUserScramCredentialsRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_deletions = o.deletions
-    _p.write_compact_array_len(b, a_deletions, False)
+    b += _p.uvarint(len(a_deletions) + 1)
     for e_deletions in a_deletions:
         _e_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(e_deletions, b)
     a_upsertions = o.upsertions
-    _p.write_compact_array_len(b, a_upsertions, False)
+    b += _p.uvarint(len(a_upsertions) + 1)
     for e_upsertions in a_upsertions:
         _e_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(e_upsertions, b)
     b.append(0)
@@ -202,7 +211,10 @@ def _d_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(b: m
     f_error_code = _S_h.unpack_from(b, p)[0]
     p += 2
     f_error_message, p = _p.read_compact_nullable_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult(f_user, f_error_code, f_error_message), p
 
 
@@ -222,14 +234,17 @@ def _d_AlterUserScramCredentialsResponse_v0(b: memoryview, p: int) -> tuple[Alte
         e_f_results, p = _d_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(b, p)
         a_f_results.append(e_f_results)
     f_results = a_f_results
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AlterUserScramCredentialsResponse(f_throttle_time_ms, f_results), p
 
 
 def _e_AlterUserScramCredentialsResponse_v0(o: AlterUserScramCredentialsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_results = o.results
-    _p.write_compact_array_len(b, a_results, False)
+    b += _p.uvarint(len(a_results) + 1)
     for e_results in a_results:
         _e_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(e_results, b)
     b.append(0)

@@ -145,7 +145,10 @@ def _d_ApiVersionsRequest_v0(b: memoryview, p: int) -> tuple[ApiVersionsRequest,
 def _d_ApiVersionsRequest_v3(b: memoryview, p: int) -> tuple[ApiVersionsRequest, int]:
     f_client_software_name, p = _p.read_compact_string(b, p)
     f_client_software_version, p = _p.read_compact_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ApiVersionsRequest(f_client_software_name, f_client_software_version), p
 
 
@@ -178,7 +181,10 @@ def _d_ApiVersionsResponse_ApiVersion_v0(b: memoryview, p: int) -> tuple[ApiVers
 def _d_ApiVersionsResponse_ApiVersion_v3(b: memoryview, p: int) -> tuple[ApiVersionsResponse.ApiVersion, int]:
     f_api_key, f_min_version, f_max_version = _S_hhh.unpack_from(b, p)
     p += 6
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ApiVersionsResponse.ApiVersion(f_api_key, f_min_version, f_max_version), p
 
 
@@ -195,7 +201,10 @@ def _d_ApiVersionsResponse_SupportedFeatureKey_v3(b: memoryview, p: int) -> tupl
     f_name, p = _p.read_compact_string(b, p)
     f_min_version, f_max_version = _S_hh.unpack_from(b, p)
     p += 4
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ApiVersionsResponse.SupportedFeatureKey(f_name, f_min_version, f_max_version), p
 
 
@@ -209,7 +218,10 @@ def _d_ApiVersionsResponse_FinalizedFeatureKey_v3(b: memoryview, p: int) -> tupl
     f_name, p = _p.read_compact_string(b, p)
     f_max_version_level, f_min_version_level = _S_hh.unpack_from(b, p)
     p += 4
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ApiVersionsResponse.FinalizedFeatureKey(f_name, f_max_version_level, f_min_version_level), p
 
 
@@ -294,7 +306,7 @@ def _d_ApiVersionsResponse_v3(b: memoryview, p: int) -> tuple[ApiVersionsRespons
 def _e_ApiVersionsResponse_v0(o: ApiVersionsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_h.pack(o.error_code)
     a_api_keys = o.api_keys
-    _p.write_array_len(b, a_api_keys, False)
+    b += _S_i.pack(len(a_api_keys))
     for e_api_keys in a_api_keys:
         _e_ApiVersionsResponse_ApiVersion_v0(e_api_keys, b)
 
@@ -302,7 +314,7 @@ def _e_ApiVersionsResponse_v0(o: ApiVersionsResponse, b: bytearray, parts: list[
 def _e_ApiVersionsResponse_v1(o: ApiVersionsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_h.pack(o.error_code)
     a_api_keys = o.api_keys
-    _p.write_array_len(b, a_api_keys, False)
+    b += _S_i.pack(len(a_api_keys))
     for e_api_keys in a_api_keys:
         _e_ApiVersionsResponse_ApiVersion_v0(e_api_keys, b)
     b += _S_i.pack(o.throttle_time_ms)
@@ -311,39 +323,34 @@ def _e_ApiVersionsResponse_v1(o: ApiVersionsResponse, b: bytearray, parts: list[
 def _e_ApiVersionsResponse_v3(o: ApiVersionsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_h.pack(o.error_code)
     a_api_keys = o.api_keys
-    _p.write_compact_array_len(b, a_api_keys, False)
+    b += _p.uvarint(len(a_api_keys) + 1)
     for e_api_keys in a_api_keys:
         _e_ApiVersionsResponse_ApiVersion_v3(e_api_keys, b)
     b += _S_i.pack(o.throttle_time_ms)
-    n_tags = 0
-    if not (not o.supported_features):
-        n_tags += 1
-    if not (o.finalized_features_epoch == -1):
-        n_tags += 1
-    if not (not o.finalized_features):
-        n_tags += 1
-    if not (o.zk_migration_ready == False):
-        n_tags += 1
-    b += _p.uvarint(n_tags)
-    if not (not o.supported_features):
+    w_supported_features = not (not o.supported_features)
+    w_finalized_features_epoch = not (o.finalized_features_epoch == -1)
+    w_finalized_features = not (not o.finalized_features)
+    w_zk_migration_ready = not (o.zk_migration_ready == False)
+    b += _p.uvarint(w_supported_features + w_finalized_features_epoch + w_finalized_features + w_zk_migration_ready)
+    if w_supported_features:
         t = bytearray()
         a_supported_features = o.supported_features
-        _p.write_compact_array_len(t, a_supported_features, False)
+        t += _p.uvarint(len(a_supported_features) + 1)
         for e_supported_features in a_supported_features:
             _e_ApiVersionsResponse_SupportedFeatureKey_v3(e_supported_features, t)
         _p.write_tagged(b, 0, t)
-    if not (o.finalized_features_epoch == -1):
+    if w_finalized_features_epoch:
         t = bytearray()
         t += _S_q.pack(o.finalized_features_epoch)
         _p.write_tagged(b, 1, t)
-    if not (not o.finalized_features):
+    if w_finalized_features:
         t = bytearray()
         a_finalized_features = o.finalized_features
-        _p.write_compact_array_len(t, a_finalized_features, False)
+        t += _p.uvarint(len(a_finalized_features) + 1)
         for e_finalized_features in a_finalized_features:
             _e_ApiVersionsResponse_FinalizedFeatureKey_v3(e_finalized_features, t)
         _p.write_tagged(b, 2, t)
-    if not (o.zk_migration_ready == False):
+    if w_zk_migration_ready:
         t = bytearray()
         t += _S_o.pack(o.zk_migration_ready)
         _p.write_tagged(b, 3, t)

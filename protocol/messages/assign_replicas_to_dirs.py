@@ -151,7 +151,10 @@ class AssignReplicasToDirsResponse:
 def _d_AssignReplicasToDirsRequest_PartitionData_v0(b: memoryview, p: int) -> tuple[AssignReplicasToDirsRequest.PartitionData, int]:
     f_partition_index = _S_i.unpack_from(b, p)[0]
     p += 4
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AssignReplicasToDirsRequest.PartitionData(f_partition_index), p
 
 
@@ -168,14 +171,17 @@ def _d_AssignReplicasToDirsRequest_TopicData_v0(b: memoryview, p: int) -> tuple[
         e_f_partitions, p = _d_AssignReplicasToDirsRequest_PartitionData_v0(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AssignReplicasToDirsRequest.TopicData(f_topic_id, f_partitions), p
 
 
 def _e_AssignReplicasToDirsRequest_TopicData_v0(o: AssignReplicasToDirsRequest.TopicData, b: bytearray) -> None:
     b += o.topic_id.bytes
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_AssignReplicasToDirsRequest_PartitionData_v0(e_partitions, b)
     b.append(0)
@@ -189,14 +195,17 @@ def _d_AssignReplicasToDirsRequest_DirectoryData_v0(b: memoryview, p: int) -> tu
         e_f_topics, p = _d_AssignReplicasToDirsRequest_TopicData_v0(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AssignReplicasToDirsRequest.DirectoryData(f_id, f_topics), p
 
 
 def _e_AssignReplicasToDirsRequest_DirectoryData_v0(o: AssignReplicasToDirsRequest.DirectoryData, b: bytearray) -> None:
     b += o.id.bytes
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_AssignReplicasToDirsRequest_TopicData_v0(e_topics, b)
     b.append(0)
@@ -211,14 +220,17 @@ def _d_AssignReplicasToDirsRequest_v0(b: memoryview, p: int) -> tuple[AssignRepl
         e_f_directories, p = _d_AssignReplicasToDirsRequest_DirectoryData_v0(b, p)
         a_f_directories.append(e_f_directories)
     f_directories = a_f_directories
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AssignReplicasToDirsRequest(f_broker_id, f_broker_epoch, f_directories), p
 
 
 def _e_AssignReplicasToDirsRequest_v0(o: AssignReplicasToDirsRequest, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_iq.pack(o.broker_id, o.broker_epoch)
     a_directories = o.directories
-    _p.write_compact_array_len(b, a_directories, False)
+    b += _p.uvarint(len(a_directories) + 1)
     for e_directories in a_directories:
         _e_AssignReplicasToDirsRequest_DirectoryData_v0(e_directories, b)
     b.append(0)
@@ -235,7 +247,10 @@ _ENCODERS_AssignReplicasToDirsRequest: dict[int, Callable[[AssignReplicasToDirsR
 def _d_AssignReplicasToDirsResponse_PartitionData_v0(b: memoryview, p: int) -> tuple[AssignReplicasToDirsResponse.PartitionData, int]:
     f_partition_index, f_error_code = _S_ih.unpack_from(b, p)
     p += 6
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AssignReplicasToDirsResponse.PartitionData(f_partition_index, f_error_code), p
 
 
@@ -252,14 +267,17 @@ def _d_AssignReplicasToDirsResponse_TopicData_v0(b: memoryview, p: int) -> tuple
         e_f_partitions, p = _d_AssignReplicasToDirsResponse_PartitionData_v0(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AssignReplicasToDirsResponse.TopicData(f_topic_id, f_partitions), p
 
 
 def _e_AssignReplicasToDirsResponse_TopicData_v0(o: AssignReplicasToDirsResponse.TopicData, b: bytearray) -> None:
     b += o.topic_id.bytes
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_AssignReplicasToDirsResponse_PartitionData_v0(e_partitions, b)
     b.append(0)
@@ -273,14 +291,17 @@ def _d_AssignReplicasToDirsResponse_DirectoryData_v0(b: memoryview, p: int) -> t
         e_f_topics, p = _d_AssignReplicasToDirsResponse_TopicData_v0(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AssignReplicasToDirsResponse.DirectoryData(f_id, f_topics), p
 
 
 def _e_AssignReplicasToDirsResponse_DirectoryData_v0(o: AssignReplicasToDirsResponse.DirectoryData, b: bytearray) -> None:
     b += o.id.bytes
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_AssignReplicasToDirsResponse_TopicData_v0(e_topics, b)
     b.append(0)
@@ -295,14 +316,17 @@ def _d_AssignReplicasToDirsResponse_v0(b: memoryview, p: int) -> tuple[AssignRep
         e_f_directories, p = _d_AssignReplicasToDirsResponse_DirectoryData_v0(b, p)
         a_f_directories.append(e_f_directories)
     f_directories = a_f_directories
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return AssignReplicasToDirsResponse(f_throttle_time_ms, f_error_code, f_directories), p
 
 
 def _e_AssignReplicasToDirsResponse_v0(o: AssignReplicasToDirsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_ih.pack(o.throttle_time_ms, o.error_code)
     a_directories = o.directories
-    _p.write_compact_array_len(b, a_directories, False)
+    b += _p.uvarint(len(a_directories) + 1)
     for e_directories in a_directories:
         _e_AssignReplicasToDirsResponse_DirectoryData_v0(e_directories, b)
     b.append(0)

@@ -179,7 +179,10 @@ def _d_BeginQuorumEpochRequest_PartitionData_v1(b: memoryview, p: int) -> tuple[
     f_voter_directory_id, p = _p.read_uuid(b, p)
     f_leader_id, f_leader_epoch = _S_ii.unpack_from(b, p)
     p += 8
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return BeginQuorumEpochRequest.PartitionData(f_partition_index, f_voter_directory_id, f_leader_id, f_leader_epoch), p
 
 
@@ -213,14 +216,17 @@ def _d_BeginQuorumEpochRequest_TopicData_v1(b: memoryview, p: int) -> tuple[Begi
         e_f_partitions, p = _d_BeginQuorumEpochRequest_PartitionData_v1(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return BeginQuorumEpochRequest.TopicData(f_topic_name, f_partitions), p
 
 
 def _e_BeginQuorumEpochRequest_TopicData_v0(o: BeginQuorumEpochRequest.TopicData, b: bytearray) -> None:
     _p.write_string(b, o.topic_name)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     for e_partitions in a_partitions:
         _e_BeginQuorumEpochRequest_PartitionData_v0(e_partitions, b)
 
@@ -228,7 +234,7 @@ def _e_BeginQuorumEpochRequest_TopicData_v0(o: BeginQuorumEpochRequest.TopicData
 def _e_BeginQuorumEpochRequest_TopicData_v1(o: BeginQuorumEpochRequest.TopicData, b: bytearray) -> None:
     _p.write_compact_string(b, o.topic_name)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_BeginQuorumEpochRequest_PartitionData_v1(e_partitions, b)
     b.append(0)
@@ -239,7 +245,10 @@ def _d_BeginQuorumEpochRequest_LeaderEndpoint_v1(b: memoryview, p: int) -> tuple
     f_host, p = _p.read_compact_string(b, p)
     f_port = _S_H.unpack_from(b, p)[0]
     p += 2
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return BeginQuorumEpochRequest.LeaderEndpoint(f_name, f_host, f_port), p
 
 
@@ -277,14 +286,17 @@ def _d_BeginQuorumEpochRequest_v1(b: memoryview, p: int) -> tuple[BeginQuorumEpo
         e_f_leader_endpoints, p = _d_BeginQuorumEpochRequest_LeaderEndpoint_v1(b, p)
         a_f_leader_endpoints.append(e_f_leader_endpoints)
     f_leader_endpoints = a_f_leader_endpoints
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return BeginQuorumEpochRequest(f_cluster_id, f_voter_id, f_topics, f_leader_endpoints), p
 
 
 def _e_BeginQuorumEpochRequest_v0(o: BeginQuorumEpochRequest, b: bytearray, parts: list[_p.Part]) -> None:
     _p.write_nullable_string(b, o.cluster_id)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_BeginQuorumEpochRequest_TopicData_v0(e_topics, b)
 
@@ -293,11 +305,11 @@ def _e_BeginQuorumEpochRequest_v1(o: BeginQuorumEpochRequest, b: bytearray, part
     _p.write_compact_nullable_string(b, o.cluster_id)
     b += _S_i.pack(o.voter_id)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_BeginQuorumEpochRequest_TopicData_v1(e_topics, b)
     a_leader_endpoints = o.leader_endpoints
-    _p.write_compact_array_len(b, a_leader_endpoints, False)
+    b += _p.uvarint(len(a_leader_endpoints) + 1)
     for e_leader_endpoints in a_leader_endpoints:
         _e_BeginQuorumEpochRequest_LeaderEndpoint_v1(e_leader_endpoints, b)
     b.append(0)
@@ -320,7 +332,10 @@ def _d_BeginQuorumEpochResponse_PartitionData_v0(b: memoryview, p: int) -> tuple
 def _d_BeginQuorumEpochResponse_PartitionData_v1(b: memoryview, p: int) -> tuple[BeginQuorumEpochResponse.PartitionData, int]:
     f_partition_index, f_error_code, f_leader_id, f_leader_epoch = _S_ihii.unpack_from(b, p)
     p += 14
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return BeginQuorumEpochResponse.PartitionData(f_partition_index, f_error_code, f_leader_id, f_leader_epoch), p
 
 
@@ -352,14 +367,17 @@ def _d_BeginQuorumEpochResponse_TopicData_v1(b: memoryview, p: int) -> tuple[Beg
         e_f_partitions, p = _d_BeginQuorumEpochResponse_PartitionData_v1(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return BeginQuorumEpochResponse.TopicData(f_topic_name, f_partitions), p
 
 
 def _e_BeginQuorumEpochResponse_TopicData_v0(o: BeginQuorumEpochResponse.TopicData, b: bytearray) -> None:
     _p.write_string(b, o.topic_name)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     for e_partitions in a_partitions:
         _e_BeginQuorumEpochResponse_PartitionData_v0(e_partitions, b)
 
@@ -367,7 +385,7 @@ def _e_BeginQuorumEpochResponse_TopicData_v0(o: BeginQuorumEpochResponse.TopicDa
 def _e_BeginQuorumEpochResponse_TopicData_v1(o: BeginQuorumEpochResponse.TopicData, b: bytearray) -> None:
     _p.write_compact_string(b, o.topic_name)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_BeginQuorumEpochResponse_PartitionData_v1(e_partitions, b)
     b.append(0)
@@ -379,7 +397,10 @@ def _d_BeginQuorumEpochResponse_NodeEndpoint_v1(b: memoryview, p: int) -> tuple[
     f_host, p = _p.read_compact_string(b, p)
     f_port = _S_H.unpack_from(b, p)[0]
     p += 2
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return BeginQuorumEpochResponse.NodeEndpoint(f_node_id, f_host, f_port), p
 
 
@@ -432,7 +453,7 @@ def _e_BeginQuorumEpochResponse_v0(o: BeginQuorumEpochResponse, b: bytearray, pa
         raise _p.UnsupportedVersionError('non-default NodeEndpoints cannot be encoded at this version')
     b += _S_h.pack(o.error_code)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_BeginQuorumEpochResponse_TopicData_v0(e_topics, b)
 
@@ -440,17 +461,15 @@ def _e_BeginQuorumEpochResponse_v0(o: BeginQuorumEpochResponse, b: bytearray, pa
 def _e_BeginQuorumEpochResponse_v1(o: BeginQuorumEpochResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_h.pack(o.error_code)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_BeginQuorumEpochResponse_TopicData_v1(e_topics, b)
-    n_tags = 0
-    if not (not o.node_endpoints):
-        n_tags += 1
-    b += _p.uvarint(n_tags)
-    if not (not o.node_endpoints):
+    w_node_endpoints = not (not o.node_endpoints)
+    b += _p.uvarint(int(w_node_endpoints))
+    if w_node_endpoints:
         t = bytearray()
         a_node_endpoints = o.node_endpoints
-        _p.write_compact_array_len(t, a_node_endpoints, False)
+        t += _p.uvarint(len(a_node_endpoints) + 1)
         for e_node_endpoints in a_node_endpoints:
             _e_BeginQuorumEpochResponse_NodeEndpoint_v1(e_node_endpoints, t)
         _p.write_tagged(b, 0, t)

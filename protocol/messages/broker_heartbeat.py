@@ -108,7 +108,10 @@ class BrokerHeartbeatResponse:
 def _d_BrokerHeartbeatRequest_v0(b: memoryview, p: int) -> tuple[BrokerHeartbeatRequest, int]:
     f_broker_id, f_broker_epoch, f_current_metadata_offset, f_want_fence, f_want_shut_down = _S_iqqoo.unpack_from(b, p)
     p += 22
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return BrokerHeartbeatRequest(f_broker_id, f_broker_epoch, f_current_metadata_offset, f_want_fence, f_want_shut_down, []), p
 
 
@@ -136,14 +139,12 @@ def _e_BrokerHeartbeatRequest_v0(o: BrokerHeartbeatRequest, b: bytearray, parts:
 
 def _e_BrokerHeartbeatRequest_v1(o: BrokerHeartbeatRequest, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_iqqoo.pack(o.broker_id, o.broker_epoch, o.current_metadata_offset, o.want_fence, o.want_shut_down)
-    n_tags = 0
-    if not (not o.offline_log_dirs):
-        n_tags += 1
-    b += _p.uvarint(n_tags)
-    if not (not o.offline_log_dirs):
+    w_offline_log_dirs = not (not o.offline_log_dirs)
+    b += _p.uvarint(int(w_offline_log_dirs))
+    if w_offline_log_dirs:
         t = bytearray()
         a_offline_log_dirs = o.offline_log_dirs
-        _p.write_compact_array_len(t, a_offline_log_dirs, False)
+        t += _p.uvarint(len(a_offline_log_dirs) + 1)
         for e_offline_log_dirs in a_offline_log_dirs:
             t += e_offline_log_dirs.bytes
         _p.write_tagged(b, 0, t)
@@ -160,7 +161,10 @@ _ENCODERS_BrokerHeartbeatRequest: dict[int, Callable[[BrokerHeartbeatRequest, by
 def _d_BrokerHeartbeatResponse_v0(b: memoryview, p: int) -> tuple[BrokerHeartbeatResponse, int]:
     f_throttle_time_ms, f_error_code, f_is_caught_up, f_is_fenced, f_should_shut_down = _S_ihooo.unpack_from(b, p)
     p += 9
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return BrokerHeartbeatResponse(f_throttle_time_ms, f_error_code, f_is_caught_up, f_is_fenced, f_should_shut_down), p
 
 

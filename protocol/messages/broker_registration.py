@@ -140,7 +140,10 @@ def _d_BrokerRegistrationRequest_Listener_v0(b: memoryview, p: int) -> tuple[Bro
     f_host, p = _p.read_compact_string(b, p)
     f_port, f_security_protocol = _S_Hh.unpack_from(b, p)
     p += 4
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return BrokerRegistrationRequest.Listener(f_name, f_host, f_port, f_security_protocol), p
 
 
@@ -155,7 +158,10 @@ def _d_BrokerRegistrationRequest_Feature_v0(b: memoryview, p: int) -> tuple[Brok
     f_name, p = _p.read_compact_string(b, p)
     f_min_supported_version, f_max_supported_version = _S_hh.unpack_from(b, p)
     p += 4
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return BrokerRegistrationRequest.Feature(f_name, f_min_supported_version, f_max_supported_version), p
 
 
@@ -183,7 +189,10 @@ def _d_BrokerRegistrationRequest_v0(b: memoryview, p: int) -> tuple[BrokerRegist
         a_f_features.append(e_f_features)
     f_features = a_f_features
     f_rack, p = _p.read_compact_nullable_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return BrokerRegistrationRequest(f_broker_id, f_cluster_id, f_incarnation_id, f_listeners, f_features, f_rack, False, [], -1), p
 
 
@@ -207,7 +216,10 @@ def _d_BrokerRegistrationRequest_v1(b: memoryview, p: int) -> tuple[BrokerRegist
     f_rack, p = _p.read_compact_nullable_string(b, p)
     f_is_migrating_zk_broker = _S_o.unpack_from(b, p)[0]
     p += 1
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return BrokerRegistrationRequest(f_broker_id, f_cluster_id, f_incarnation_id, f_listeners, f_features, f_rack, f_is_migrating_zk_broker, [], -1), p
 
 
@@ -233,7 +245,10 @@ def _d_BrokerRegistrationRequest_v2(b: memoryview, p: int) -> tuple[BrokerRegist
     p += 1
     n, p = _p.read_compact_array_len(b, p, False)
     f_log_dirs, p = _p.read_uuid_array(b, p, n)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return BrokerRegistrationRequest(f_broker_id, f_cluster_id, f_incarnation_id, f_listeners, f_features, f_rack, f_is_migrating_zk_broker, f_log_dirs, -1), p
 
 
@@ -261,7 +276,10 @@ def _d_BrokerRegistrationRequest_v3(b: memoryview, p: int) -> tuple[BrokerRegist
     f_log_dirs, p = _p.read_uuid_array(b, p, n)
     f_previous_broker_epoch = _S_q.unpack_from(b, p)[0]
     p += 8
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return BrokerRegistrationRequest(f_broker_id, f_cluster_id, f_incarnation_id, f_listeners, f_features, f_rack, f_is_migrating_zk_broker, f_log_dirs, f_previous_broker_epoch), p
 
 
@@ -272,11 +290,11 @@ def _e_BrokerRegistrationRequest_v0(o: BrokerRegistrationRequest, b: bytearray, 
     _p.write_compact_string(b, o.cluster_id)
     b += o.incarnation_id.bytes
     a_listeners = o.listeners
-    _p.write_compact_array_len(b, a_listeners, False)
+    b += _p.uvarint(len(a_listeners) + 1)
     for e_listeners in a_listeners:
         _e_BrokerRegistrationRequest_Listener_v0(e_listeners, b)
     a_features = o.features
-    _p.write_compact_array_len(b, a_features, False)
+    b += _p.uvarint(len(a_features) + 1)
     for e_features in a_features:
         _e_BrokerRegistrationRequest_Feature_v0(e_features, b)
     _p.write_compact_nullable_string(b, o.rack)
@@ -288,11 +306,11 @@ def _e_BrokerRegistrationRequest_v1(o: BrokerRegistrationRequest, b: bytearray, 
     _p.write_compact_string(b, o.cluster_id)
     b += o.incarnation_id.bytes
     a_listeners = o.listeners
-    _p.write_compact_array_len(b, a_listeners, False)
+    b += _p.uvarint(len(a_listeners) + 1)
     for e_listeners in a_listeners:
         _e_BrokerRegistrationRequest_Listener_v0(e_listeners, b)
     a_features = o.features
-    _p.write_compact_array_len(b, a_features, False)
+    b += _p.uvarint(len(a_features) + 1)
     for e_features in a_features:
         _e_BrokerRegistrationRequest_Feature_v0(e_features, b)
     _p.write_compact_nullable_string(b, o.rack)
@@ -305,17 +323,17 @@ def _e_BrokerRegistrationRequest_v2(o: BrokerRegistrationRequest, b: bytearray, 
     _p.write_compact_string(b, o.cluster_id)
     b += o.incarnation_id.bytes
     a_listeners = o.listeners
-    _p.write_compact_array_len(b, a_listeners, False)
+    b += _p.uvarint(len(a_listeners) + 1)
     for e_listeners in a_listeners:
         _e_BrokerRegistrationRequest_Listener_v0(e_listeners, b)
     a_features = o.features
-    _p.write_compact_array_len(b, a_features, False)
+    b += _p.uvarint(len(a_features) + 1)
     for e_features in a_features:
         _e_BrokerRegistrationRequest_Feature_v0(e_features, b)
     _p.write_compact_nullable_string(b, o.rack)
     b += _S_o.pack(o.is_migrating_zk_broker)
     a_log_dirs = o.log_dirs
-    _p.write_compact_array_len(b, a_log_dirs, False)
+    b += _p.uvarint(len(a_log_dirs) + 1)
     for e_log_dirs in a_log_dirs:
         b += e_log_dirs.bytes
     b.append(0)
@@ -326,17 +344,17 @@ def _e_BrokerRegistrationRequest_v3(o: BrokerRegistrationRequest, b: bytearray, 
     _p.write_compact_string(b, o.cluster_id)
     b += o.incarnation_id.bytes
     a_listeners = o.listeners
-    _p.write_compact_array_len(b, a_listeners, False)
+    b += _p.uvarint(len(a_listeners) + 1)
     for e_listeners in a_listeners:
         _e_BrokerRegistrationRequest_Listener_v0(e_listeners, b)
     a_features = o.features
-    _p.write_compact_array_len(b, a_features, False)
+    b += _p.uvarint(len(a_features) + 1)
     for e_features in a_features:
         _e_BrokerRegistrationRequest_Feature_v0(e_features, b)
     _p.write_compact_nullable_string(b, o.rack)
     b += _S_o.pack(o.is_migrating_zk_broker)
     a_log_dirs = o.log_dirs
-    _p.write_compact_array_len(b, a_log_dirs, False)
+    b += _p.uvarint(len(a_log_dirs) + 1)
     for e_log_dirs in a_log_dirs:
         b += e_log_dirs.bytes
     b += _S_q.pack(o.previous_broker_epoch)
@@ -358,7 +376,10 @@ _ENCODERS_BrokerRegistrationRequest: dict[int, Callable[[BrokerRegistrationReque
 def _d_BrokerRegistrationResponse_v0(b: memoryview, p: int) -> tuple[BrokerRegistrationResponse, int]:
     f_throttle_time_ms, f_error_code, f_broker_epoch = _S_ihq.unpack_from(b, p)
     p += 14
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return BrokerRegistrationResponse(f_throttle_time_ms, f_error_code, f_broker_epoch), p
 
 

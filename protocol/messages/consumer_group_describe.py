@@ -168,13 +168,16 @@ def _d_ConsumerGroupDescribeRequest_v0(b: memoryview, p: int) -> tuple[ConsumerG
     f_group_ids = a_f_group_ids
     f_include_authorized_operations = _S_o.unpack_from(b, p)[0]
     p += 1
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ConsumerGroupDescribeRequest(f_group_ids, f_include_authorized_operations), p
 
 
 def _e_ConsumerGroupDescribeRequest_v0(o: ConsumerGroupDescribeRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_group_ids = o.group_ids
-    _p.write_compact_array_len(b, a_group_ids, False)
+    b += _p.uvarint(len(a_group_ids) + 1)
     for e_group_ids in a_group_ids:
         _p.write_compact_string(b, e_group_ids)
     b += _S_o.pack(o.include_authorized_operations)
@@ -194,7 +197,10 @@ def _d_ConsumerGroupDescribeResponse_TopicPartitions_v0(b: memoryview, p: int) -
     f_topic_name, p = _p.read_compact_string(b, p)
     n, p = _p.read_compact_array_len(b, p, False)
     f_partitions, p = _p.read_int32_array(b, p, n)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ConsumerGroupDescribeResponse.TopicPartitions(f_topic_id, f_topic_name, f_partitions), p
 
 
@@ -202,7 +208,7 @@ def _e_ConsumerGroupDescribeResponse_TopicPartitions_v0(o: ConsumerGroupDescribe
     b += o.topic_id.bytes
     _p.write_compact_string(b, o.topic_name)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     b += _p.pack_int32_array(a_partitions)
     b.append(0)
 
@@ -214,13 +220,16 @@ def _d_ConsumerGroupDescribeResponse_Assignment_v0(b: memoryview, p: int) -> tup
         e_f_topic_partitions, p = _d_ConsumerGroupDescribeResponse_TopicPartitions_v0(b, p)
         a_f_topic_partitions.append(e_f_topic_partitions)
     f_topic_partitions = a_f_topic_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ConsumerGroupDescribeResponse.Assignment(f_topic_partitions), p
 
 
 def _e_ConsumerGroupDescribeResponse_Assignment_v0(o: ConsumerGroupDescribeResponse.Assignment, b: bytearray) -> None:
     a_topic_partitions = o.topic_partitions
-    _p.write_compact_array_len(b, a_topic_partitions, False)
+    b += _p.uvarint(len(a_topic_partitions) + 1)
     for e_topic_partitions in a_topic_partitions:
         _e_ConsumerGroupDescribeResponse_TopicPartitions_v0(e_topic_partitions, b)
     b.append(0)
@@ -247,7 +256,10 @@ def _d_ConsumerGroupDescribeResponse_Member_v0(b: memoryview, p: int) -> tuple[C
     f_subscribed_topic_regex, p = _p.read_compact_nullable_string(b, p)
     f_assignment, p = _d_ConsumerGroupDescribeResponse_Assignment_v0(b, p)
     f_target_assignment, p = _d_ConsumerGroupDescribeResponse_Assignment_v0(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ConsumerGroupDescribeResponse.Member(f_member_id, f_instance_id, f_rack_id, f_member_epoch, f_client_id, f_client_host, f_subscribed_topic_names, f_subscribed_topic_regex, f_assignment, f_target_assignment), p
 
 
@@ -259,7 +271,7 @@ def _e_ConsumerGroupDescribeResponse_Member_v0(o: ConsumerGroupDescribeResponse.
     _p.write_compact_string(b, o.client_id)
     _p.write_compact_string(b, o.client_host)
     a_subscribed_topic_names = o.subscribed_topic_names
-    _p.write_compact_array_len(b, a_subscribed_topic_names, False)
+    b += _p.uvarint(len(a_subscribed_topic_names) + 1)
     for e_subscribed_topic_names in a_subscribed_topic_names:
         _p.write_compact_string(b, e_subscribed_topic_names)
     _p.write_compact_nullable_string(b, o.subscribed_topic_regex)
@@ -285,7 +297,10 @@ def _d_ConsumerGroupDescribeResponse_DescribedGroup_v0(b: memoryview, p: int) ->
     f_members = a_f_members
     f_authorized_operations = _S_i.unpack_from(b, p)[0]
     p += 4
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ConsumerGroupDescribeResponse.DescribedGroup(f_error_code, f_error_message, f_group_id, f_group_state, f_group_epoch, f_assignment_epoch, f_assignor_name, f_members, f_authorized_operations), p
 
 
@@ -297,7 +312,7 @@ def _e_ConsumerGroupDescribeResponse_DescribedGroup_v0(o: ConsumerGroupDescribeR
     b += _S_ii.pack(o.group_epoch, o.assignment_epoch)
     _p.write_compact_string(b, o.assignor_name)
     a_members = o.members
-    _p.write_compact_array_len(b, a_members, False)
+    b += _p.uvarint(len(a_members) + 1)
     for e_members in a_members:
         _e_ConsumerGroupDescribeResponse_Member_v0(e_members, b)
     b += _S_i.pack(o.authorized_operations)
@@ -313,14 +328,17 @@ def _d_ConsumerGroupDescribeResponse_v0(b: memoryview, p: int) -> tuple[Consumer
         e_f_groups, p = _d_ConsumerGroupDescribeResponse_DescribedGroup_v0(b, p)
         a_f_groups.append(e_f_groups)
     f_groups = a_f_groups
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ConsumerGroupDescribeResponse(f_throttle_time_ms, f_groups), p
 
 
 def _e_ConsumerGroupDescribeResponse_v0(o: ConsumerGroupDescribeResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_groups = o.groups
-    _p.write_compact_array_len(b, a_groups, False)
+    b += _p.uvarint(len(a_groups) + 1)
     for e_groups in a_groups:
         _e_ConsumerGroupDescribeResponse_DescribedGroup_v0(e_groups, b)
     b.append(0)

@@ -145,14 +145,17 @@ def _d_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(b: memoryview, p: int) -
     f_topic_id, p = _p.read_uuid(b, p)
     n, p = _p.read_compact_array_len(b, p, False)
     f_partitions, p = _p.read_int32_array(b, p, n)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ConsumerGroupHeartbeatRequest.TopicPartitions(f_topic_id, f_partitions), p
 
 
 def _e_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(o: ConsumerGroupHeartbeatRequest.TopicPartitions, b: bytearray) -> None:
     b += o.topic_id.bytes
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     b += _p.pack_int32_array(a_partitions)
     b.append(0)
 
@@ -185,7 +188,10 @@ def _d_ConsumerGroupHeartbeatRequest_v0(b: memoryview, p: int) -> tuple[Consumer
             e_f_topic_partitions, p = _d_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(b, p)
             a_f_topic_partitions.append(e_f_topic_partitions)
         f_topic_partitions = a_f_topic_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ConsumerGroupHeartbeatRequest(f_group_id, f_member_id, f_member_epoch, f_instance_id, f_rack_id, f_rebalance_timeout_ms, f_subscribed_topic_names, f_server_assignor, f_topic_partitions), p
 
 
@@ -197,14 +203,18 @@ def _e_ConsumerGroupHeartbeatRequest_v0(o: ConsumerGroupHeartbeatRequest, b: byt
     _p.write_compact_nullable_string(b, o.rack_id)
     b += _S_i.pack(o.rebalance_timeout_ms)
     a_subscribed_topic_names = o.subscribed_topic_names
-    _p.write_compact_array_len(b, a_subscribed_topic_names, True)
-    if a_subscribed_topic_names is not None:
+    if a_subscribed_topic_names is None:
+        b += b'\x00'
+    else:
+        b += _p.uvarint(len(a_subscribed_topic_names) + 1)
         for e_subscribed_topic_names in a_subscribed_topic_names:
             _p.write_compact_string(b, e_subscribed_topic_names)
     _p.write_compact_nullable_string(b, o.server_assignor)
     a_topic_partitions = o.topic_partitions
-    _p.write_compact_array_len(b, a_topic_partitions, True)
-    if a_topic_partitions is not None:
+    if a_topic_partitions is None:
+        b += b'\x00'
+    else:
+        b += _p.uvarint(len(a_topic_partitions) + 1)
         for e_topic_partitions in a_topic_partitions:
             _e_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(e_topic_partitions, b)
     b.append(0)
@@ -222,14 +232,17 @@ def _d_ConsumerGroupHeartbeatResponse_TopicPartitions_v0(b: memoryview, p: int) 
     f_topic_id, p = _p.read_uuid(b, p)
     n, p = _p.read_compact_array_len(b, p, False)
     f_partitions, p = _p.read_int32_array(b, p, n)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ConsumerGroupHeartbeatResponse.TopicPartitions(f_topic_id, f_partitions), p
 
 
 def _e_ConsumerGroupHeartbeatResponse_TopicPartitions_v0(o: ConsumerGroupHeartbeatResponse.TopicPartitions, b: bytearray) -> None:
     b += o.topic_id.bytes
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     b += _p.pack_int32_array(a_partitions)
     b.append(0)
 
@@ -241,13 +254,16 @@ def _d_ConsumerGroupHeartbeatResponse_Assignment_v0(b: memoryview, p: int) -> tu
         e_f_topic_partitions, p = _d_ConsumerGroupHeartbeatResponse_TopicPartitions_v0(b, p)
         a_f_topic_partitions.append(e_f_topic_partitions)
     f_topic_partitions = a_f_topic_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ConsumerGroupHeartbeatResponse.Assignment(f_topic_partitions), p
 
 
 def _e_ConsumerGroupHeartbeatResponse_Assignment_v0(o: ConsumerGroupHeartbeatResponse.Assignment, b: bytearray) -> None:
     a_topic_partitions = o.topic_partitions
-    _p.write_compact_array_len(b, a_topic_partitions, False)
+    b += _p.uvarint(len(a_topic_partitions) + 1)
     for e_topic_partitions in a_topic_partitions:
         _e_ConsumerGroupHeartbeatResponse_TopicPartitions_v0(e_topic_partitions, b)
     b.append(0)
@@ -265,7 +281,10 @@ def _d_ConsumerGroupHeartbeatResponse_v0(b: memoryview, p: int) -> tuple[Consume
         p += 1
     else:
         f_assignment, p = _d_ConsumerGroupHeartbeatResponse_Assignment_v0(b, p + 1)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ConsumerGroupHeartbeatResponse(f_throttle_time_ms, f_error_code, f_error_message, f_member_id, f_member_epoch, f_heartbeat_interval_ms, f_assignment), p
 
 

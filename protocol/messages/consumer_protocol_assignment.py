@@ -19,6 +19,7 @@ __all__ = ['ConsumerProtocolAssignment']
 
 _ = (uuid, field)  # keep imports used in every module
 
+_S_i = struct.Struct('>i')
 
 
 @dataclass(slots=True)
@@ -73,7 +74,7 @@ def _d_ConsumerProtocolAssignment_TopicPartition_v0(b: memoryview, p: int) -> tu
 def _e_ConsumerProtocolAssignment_TopicPartition_v0(o: ConsumerProtocolAssignment.TopicPartition, b: bytearray) -> None:
     _p.write_string(b, o.topic)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     b += _p.pack_int32_array(a_partitions)
 
 
@@ -90,7 +91,7 @@ def _d_ConsumerProtocolAssignment_v0(b: memoryview, p: int) -> tuple[ConsumerPro
 
 def _e_ConsumerProtocolAssignment_v0(o: ConsumerProtocolAssignment, b: bytearray, parts: list[_p.Part]) -> None:
     a_assigned_partitions = o.assigned_partitions
-    _p.write_array_len(b, a_assigned_partitions, False)
+    b += _S_i.pack(len(a_assigned_partitions))
     for e_assigned_partitions in a_assigned_partitions:
         _e_ConsumerProtocolAssignment_TopicPartition_v0(e_assigned_partitions, b)
     _p.write_nullable_bytes(b, o.user_data, False)

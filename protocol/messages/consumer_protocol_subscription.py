@@ -80,7 +80,7 @@ def _d_ConsumerProtocolSubscription_TopicPartition_v1(b: memoryview, p: int) -> 
 def _e_ConsumerProtocolSubscription_TopicPartition_v1(o: ConsumerProtocolSubscription.TopicPartition, b: bytearray) -> None:
     _p.write_string(b, o.topic)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     b += _p.pack_int32_array(a_partitions)
 
 
@@ -153,7 +153,7 @@ def _d_ConsumerProtocolSubscription_v3(b: memoryview, p: int) -> tuple[ConsumerP
 
 def _e_ConsumerProtocolSubscription_v0(o: ConsumerProtocolSubscription, b: bytearray, parts: list[_p.Part]) -> None:
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _p.write_string(b, e_topics)
     _p.write_nullable_bytes(b, o.user_data, False)
@@ -161,24 +161,24 @@ def _e_ConsumerProtocolSubscription_v0(o: ConsumerProtocolSubscription, b: bytea
 
 def _e_ConsumerProtocolSubscription_v1(o: ConsumerProtocolSubscription, b: bytearray, parts: list[_p.Part]) -> None:
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _p.write_string(b, e_topics)
     _p.write_nullable_bytes(b, o.user_data, False)
     a_owned_partitions = o.owned_partitions
-    _p.write_array_len(b, a_owned_partitions, False)
+    b += _S_i.pack(len(a_owned_partitions))
     for e_owned_partitions in a_owned_partitions:
         _e_ConsumerProtocolSubscription_TopicPartition_v1(e_owned_partitions, b)
 
 
 def _e_ConsumerProtocolSubscription_v2(o: ConsumerProtocolSubscription, b: bytearray, parts: list[_p.Part]) -> None:
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _p.write_string(b, e_topics)
     _p.write_nullable_bytes(b, o.user_data, False)
     a_owned_partitions = o.owned_partitions
-    _p.write_array_len(b, a_owned_partitions, False)
+    b += _S_i.pack(len(a_owned_partitions))
     for e_owned_partitions in a_owned_partitions:
         _e_ConsumerProtocolSubscription_TopicPartition_v1(e_owned_partitions, b)
     b += _S_i.pack(o.generation_id)
@@ -186,12 +186,12 @@ def _e_ConsumerProtocolSubscription_v2(o: ConsumerProtocolSubscription, b: bytea
 
 def _e_ConsumerProtocolSubscription_v3(o: ConsumerProtocolSubscription, b: bytearray, parts: list[_p.Part]) -> None:
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _p.write_string(b, e_topics)
     _p.write_nullable_bytes(b, o.user_data, False)
     a_owned_partitions = o.owned_partitions
-    _p.write_array_len(b, a_owned_partitions, False)
+    b += _S_i.pack(len(a_owned_partitions))
     for e_owned_partitions in a_owned_partitions:
         _e_ConsumerProtocolSubscription_TopicPartition_v1(e_owned_partitions, b)
     b += _S_i.pack(o.generation_id)

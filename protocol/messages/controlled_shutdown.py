@@ -116,7 +116,10 @@ def _d_ControlledShutdownRequest_v2(b: memoryview, p: int) -> tuple[ControlledSh
 def _d_ControlledShutdownRequest_v3(b: memoryview, p: int) -> tuple[ControlledShutdownRequest, int]:
     f_broker_id, f_broker_epoch = _S_iq.unpack_from(b, p)
     p += 12
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ControlledShutdownRequest(f_broker_id, f_broker_epoch), p
 
 
@@ -154,7 +157,10 @@ def _d_ControlledShutdownResponse_RemainingPartition_v3(b: memoryview, p: int) -
     f_topic_name, p = _p.read_compact_string(b, p)
     f_partition_index = _S_i.unpack_from(b, p)[0]
     p += 4
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ControlledShutdownResponse.RemainingPartition(f_topic_name, f_partition_index), p
 
 
@@ -190,14 +196,17 @@ def _d_ControlledShutdownResponse_v3(b: memoryview, p: int) -> tuple[ControlledS
         e_f_remaining_partitions, p = _d_ControlledShutdownResponse_RemainingPartition_v3(b, p)
         a_f_remaining_partitions.append(e_f_remaining_partitions)
     f_remaining_partitions = a_f_remaining_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ControlledShutdownResponse(f_error_code, f_remaining_partitions), p
 
 
 def _e_ControlledShutdownResponse_v0(o: ControlledShutdownResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_h.pack(o.error_code)
     a_remaining_partitions = o.remaining_partitions
-    _p.write_array_len(b, a_remaining_partitions, False)
+    b += _S_i.pack(len(a_remaining_partitions))
     for e_remaining_partitions in a_remaining_partitions:
         _e_ControlledShutdownResponse_RemainingPartition_v0(e_remaining_partitions, b)
 
@@ -205,7 +214,7 @@ def _e_ControlledShutdownResponse_v0(o: ControlledShutdownResponse, b: bytearray
 def _e_ControlledShutdownResponse_v3(o: ControlledShutdownResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_h.pack(o.error_code)
     a_remaining_partitions = o.remaining_partitions
-    _p.write_compact_array_len(b, a_remaining_partitions, False)
+    b += _p.uvarint(len(a_remaining_partitions) + 1)
     for e_remaining_partitions in a_remaining_partitions:
         _e_ControlledShutdownResponse_RemainingPartition_v3(e_remaining_partitions, b)
     b.append(0)

@@ -131,7 +131,10 @@ def _d_ControllerRegistrationRequest_Listener_v0(b: memoryview, p: int) -> tuple
     f_host, p = _p.read_compact_string(b, p)
     f_port, f_security_protocol = _S_Hh.unpack_from(b, p)
     p += 4
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ControllerRegistrationRequest.Listener(f_name, f_host, f_port, f_security_protocol), p
 
 
@@ -146,7 +149,10 @@ def _d_ControllerRegistrationRequest_Feature_v0(b: memoryview, p: int) -> tuple[
     f_name, p = _p.read_compact_string(b, p)
     f_min_supported_version, f_max_supported_version = _S_hh.unpack_from(b, p)
     p += 4
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ControllerRegistrationRequest.Feature(f_name, f_min_supported_version, f_max_supported_version), p
 
 
@@ -174,7 +180,10 @@ def _d_ControllerRegistrationRequest_v0(b: memoryview, p: int) -> tuple[Controll
         e_f_features, p = _d_ControllerRegistrationRequest_Feature_v0(b, p)
         a_f_features.append(e_f_features)
     f_features = a_f_features
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ControllerRegistrationRequest(f_controller_id, f_incarnation_id, f_zk_migration_ready, f_listeners, f_features), p
 
 
@@ -183,11 +192,11 @@ def _e_ControllerRegistrationRequest_v0(o: ControllerRegistrationRequest, b: byt
     b += o.incarnation_id.bytes
     b += _S_o.pack(o.zk_migration_ready)
     a_listeners = o.listeners
-    _p.write_compact_array_len(b, a_listeners, False)
+    b += _p.uvarint(len(a_listeners) + 1)
     for e_listeners in a_listeners:
         _e_ControllerRegistrationRequest_Listener_v0(e_listeners, b)
     a_features = o.features
-    _p.write_compact_array_len(b, a_features, False)
+    b += _p.uvarint(len(a_features) + 1)
     for e_features in a_features:
         _e_ControllerRegistrationRequest_Feature_v0(e_features, b)
     b.append(0)
@@ -205,7 +214,10 @@ def _d_ControllerRegistrationResponse_v0(b: memoryview, p: int) -> tuple[Control
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(b, p)
     p += 6
     f_error_message, p = _p.read_compact_nullable_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ControllerRegistrationResponse(f_throttle_time_ms, f_error_code, f_error_message), p
 
 

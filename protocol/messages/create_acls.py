@@ -153,7 +153,10 @@ def _d_CreateAclsRequest_AclCreation_v2(b: memoryview, p: int) -> tuple[CreateAc
     f_host, p = _p.read_compact_string(b, p)
     f_operation, f_permission_type = _S_bb.unpack_from(b, p)
     p += 2
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return CreateAclsRequest.AclCreation(f_resource_type, f_resource_name, f_resource_pattern_type, f_principal, f_host, f_operation, f_permission_type), p
 
 
@@ -213,27 +216,30 @@ def _d_CreateAclsRequest_v2(b: memoryview, p: int) -> tuple[CreateAclsRequest, i
         e_f_creations, p = _d_CreateAclsRequest_AclCreation_v2(b, p)
         a_f_creations.append(e_f_creations)
     f_creations = a_f_creations
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return CreateAclsRequest(f_creations), p
 
 
 def _e_CreateAclsRequest_v0(o: CreateAclsRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_creations = o.creations
-    _p.write_array_len(b, a_creations, False)
+    b += _S_i.pack(len(a_creations))
     for e_creations in a_creations:
         _e_CreateAclsRequest_AclCreation_v0(e_creations, b)
 
 
 def _e_CreateAclsRequest_v1(o: CreateAclsRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_creations = o.creations
-    _p.write_array_len(b, a_creations, False)
+    b += _S_i.pack(len(a_creations))
     for e_creations in a_creations:
         _e_CreateAclsRequest_AclCreation_v1(e_creations, b)
 
 
 def _e_CreateAclsRequest_v2(o: CreateAclsRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_creations = o.creations
-    _p.write_compact_array_len(b, a_creations, False)
+    b += _p.uvarint(len(a_creations) + 1)
     for e_creations in a_creations:
         _e_CreateAclsRequest_AclCreation_v2(e_creations, b)
     b.append(0)
@@ -260,7 +266,10 @@ def _d_CreateAclsResponse_AclCreationResult_v2(b: memoryview, p: int) -> tuple[C
     f_error_code = _S_h.unpack_from(b, p)[0]
     p += 2
     f_error_message, p = _p.read_compact_nullable_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return CreateAclsResponse.AclCreationResult(f_error_code, f_error_message), p
 
 
@@ -296,14 +305,17 @@ def _d_CreateAclsResponse_v2(b: memoryview, p: int) -> tuple[CreateAclsResponse,
         e_f_results, p = _d_CreateAclsResponse_AclCreationResult_v2(b, p)
         a_f_results.append(e_f_results)
     f_results = a_f_results
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return CreateAclsResponse(f_throttle_time_ms, f_results), p
 
 
 def _e_CreateAclsResponse_v0(o: CreateAclsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_results = o.results
-    _p.write_array_len(b, a_results, False)
+    b += _S_i.pack(len(a_results))
     for e_results in a_results:
         _e_CreateAclsResponse_AclCreationResult_v0(e_results, b)
 
@@ -311,7 +323,7 @@ def _e_CreateAclsResponse_v0(o: CreateAclsResponse, b: bytearray, parts: list[_p
 def _e_CreateAclsResponse_v2(o: CreateAclsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_results = o.results
-    _p.write_compact_array_len(b, a_results, False)
+    b += _p.uvarint(len(a_results) + 1)
     for e_results in a_results:
         _e_CreateAclsResponse_AclCreationResult_v2(e_results, b)
     b.append(0)

@@ -133,7 +133,10 @@ def _d_CreateDelegationTokenRequest_CreatableRenewers_v0(b: memoryview, p: int) 
 def _d_CreateDelegationTokenRequest_CreatableRenewers_v2(b: memoryview, p: int) -> tuple[CreateDelegationTokenRequest.CreatableRenewers, int]:
     f_principal_type, p = _p.read_compact_string(b, p)
     f_principal_name, p = _p.read_compact_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return CreateDelegationTokenRequest.CreatableRenewers(f_principal_type, f_principal_name), p
 
 
@@ -169,7 +172,10 @@ def _d_CreateDelegationTokenRequest_v2(b: memoryview, p: int) -> tuple[CreateDel
     f_renewers = a_f_renewers
     f_max_lifetime_ms = _S_q.unpack_from(b, p)[0]
     p += 8
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return CreateDelegationTokenRequest('', '', f_renewers, f_max_lifetime_ms), p
 
 
@@ -184,7 +190,10 @@ def _d_CreateDelegationTokenRequest_v3(b: memoryview, p: int) -> tuple[CreateDel
     f_renewers = a_f_renewers
     f_max_lifetime_ms = _S_q.unpack_from(b, p)[0]
     p += 8
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return CreateDelegationTokenRequest(f_owner_principal_type, f_owner_principal_name, f_renewers, f_max_lifetime_ms), p
 
 
@@ -194,7 +203,7 @@ def _e_CreateDelegationTokenRequest_v0(o: CreateDelegationTokenRequest, b: bytea
     if not (o.owner_principal_name == ''):
         raise _p.UnsupportedVersionError('non-default OwnerPrincipalName cannot be encoded at this version')
     a_renewers = o.renewers
-    _p.write_array_len(b, a_renewers, False)
+    b += _S_i.pack(len(a_renewers))
     for e_renewers in a_renewers:
         _e_CreateDelegationTokenRequest_CreatableRenewers_v0(e_renewers, b)
     b += _S_q.pack(o.max_lifetime_ms)
@@ -206,7 +215,7 @@ def _e_CreateDelegationTokenRequest_v2(o: CreateDelegationTokenRequest, b: bytea
     if not (o.owner_principal_name == ''):
         raise _p.UnsupportedVersionError('non-default OwnerPrincipalName cannot be encoded at this version')
     a_renewers = o.renewers
-    _p.write_compact_array_len(b, a_renewers, False)
+    b += _p.uvarint(len(a_renewers) + 1)
     for e_renewers in a_renewers:
         _e_CreateDelegationTokenRequest_CreatableRenewers_v2(e_renewers, b)
     b += _S_q.pack(o.max_lifetime_ms)
@@ -217,7 +226,7 @@ def _e_CreateDelegationTokenRequest_v3(o: CreateDelegationTokenRequest, b: bytea
     _p.write_compact_nullable_string(b, o.owner_principal_type)
     _p.write_compact_nullable_string(b, o.owner_principal_name)
     a_renewers = o.renewers
-    _p.write_compact_array_len(b, a_renewers, False)
+    b += _p.uvarint(len(a_renewers) + 1)
     for e_renewers in a_renewers:
         _e_CreateDelegationTokenRequest_CreatableRenewers_v2(e_renewers, b)
     b += _S_q.pack(o.max_lifetime_ms)
@@ -259,7 +268,10 @@ def _d_CreateDelegationTokenResponse_v2(b: memoryview, p: int) -> tuple[CreateDe
     f_hmac, p = _p.read_bytes(b, p, True)
     f_throttle_time_ms = _S_i.unpack_from(b, p)[0]
     p += 4
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return CreateDelegationTokenResponse(f_error_code, f_principal_type, f_principal_name, '', '', f_issue_timestamp_ms, f_expiry_timestamp_ms, f_max_timestamp_ms, f_token_id, f_hmac, f_throttle_time_ms), p
 
 
@@ -276,7 +288,10 @@ def _d_CreateDelegationTokenResponse_v3(b: memoryview, p: int) -> tuple[CreateDe
     f_hmac, p = _p.read_bytes(b, p, True)
     f_throttle_time_ms = _S_i.unpack_from(b, p)[0]
     p += 4
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return CreateDelegationTokenResponse(f_error_code, f_principal_type, f_principal_name, f_token_requester_principal_type, f_token_requester_principal_name, f_issue_timestamp_ms, f_expiry_timestamp_ms, f_max_timestamp_ms, f_token_id, f_hmac, f_throttle_time_ms), p
 
 

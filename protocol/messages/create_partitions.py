@@ -132,19 +132,22 @@ def _d_CreatePartitionsRequest_CreatePartitionsAssignment_v0(b: memoryview, p: i
 def _d_CreatePartitionsRequest_CreatePartitionsAssignment_v2(b: memoryview, p: int) -> tuple[CreatePartitionsRequest.CreatePartitionsAssignment, int]:
     n, p = _p.read_compact_array_len(b, p, False)
     f_broker_ids, p = _p.read_int32_array(b, p, n)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return CreatePartitionsRequest.CreatePartitionsAssignment(f_broker_ids), p
 
 
 def _e_CreatePartitionsRequest_CreatePartitionsAssignment_v0(o: CreatePartitionsRequest.CreatePartitionsAssignment, b: bytearray) -> None:
     a_broker_ids = o.broker_ids
-    _p.write_array_len(b, a_broker_ids, False)
+    b += _S_i.pack(len(a_broker_ids))
     b += _p.pack_int32_array(a_broker_ids)
 
 
 def _e_CreatePartitionsRequest_CreatePartitionsAssignment_v2(o: CreatePartitionsRequest.CreatePartitionsAssignment, b: bytearray) -> None:
     a_broker_ids = o.broker_ids
-    _p.write_compact_array_len(b, a_broker_ids, False)
+    b += _p.uvarint(len(a_broker_ids) + 1)
     b += _p.pack_int32_array(a_broker_ids)
     b.append(0)
 
@@ -178,7 +181,10 @@ def _d_CreatePartitionsRequest_CreatePartitionsTopic_v2(b: memoryview, p: int) -
             e_f_assignments, p = _d_CreatePartitionsRequest_CreatePartitionsAssignment_v2(b, p)
             a_f_assignments.append(e_f_assignments)
         f_assignments = a_f_assignments
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return CreatePartitionsRequest.CreatePartitionsTopic(f_name, f_count, f_assignments), p
 
 
@@ -186,8 +192,10 @@ def _e_CreatePartitionsRequest_CreatePartitionsTopic_v0(o: CreatePartitionsReque
     _p.write_string(b, o.name)
     b += _S_i.pack(o.count)
     a_assignments = o.assignments
-    _p.write_array_len(b, a_assignments, True)
-    if a_assignments is not None:
+    if a_assignments is None:
+        b += b'\xff\xff\xff\xff'
+    else:
+        b += _S_i.pack(len(a_assignments))
         for e_assignments in a_assignments:
             _e_CreatePartitionsRequest_CreatePartitionsAssignment_v0(e_assignments, b)
 
@@ -196,8 +204,10 @@ def _e_CreatePartitionsRequest_CreatePartitionsTopic_v2(o: CreatePartitionsReque
     _p.write_compact_string(b, o.name)
     b += _S_i.pack(o.count)
     a_assignments = o.assignments
-    _p.write_compact_array_len(b, a_assignments, True)
-    if a_assignments is not None:
+    if a_assignments is None:
+        b += b'\x00'
+    else:
+        b += _p.uvarint(len(a_assignments) + 1)
         for e_assignments in a_assignments:
             _e_CreatePartitionsRequest_CreatePartitionsAssignment_v2(e_assignments, b)
     b.append(0)
@@ -224,13 +234,16 @@ def _d_CreatePartitionsRequest_v2(b: memoryview, p: int) -> tuple[CreatePartitio
     f_topics = a_f_topics
     f_timeout_ms, f_validate_only = _S_io.unpack_from(b, p)
     p += 5
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return CreatePartitionsRequest(f_topics, f_timeout_ms, f_validate_only), p
 
 
 def _e_CreatePartitionsRequest_v0(o: CreatePartitionsRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_CreatePartitionsRequest_CreatePartitionsTopic_v0(e_topics, b)
     b += _S_io.pack(o.timeout_ms, o.validate_only)
@@ -238,7 +251,7 @@ def _e_CreatePartitionsRequest_v0(o: CreatePartitionsRequest, b: bytearray, part
 
 def _e_CreatePartitionsRequest_v2(o: CreatePartitionsRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_CreatePartitionsRequest_CreatePartitionsTopic_v2(e_topics, b)
     b += _S_io.pack(o.timeout_ms, o.validate_only)
@@ -268,7 +281,10 @@ def _d_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(b: memoryview, p:
     f_error_code = _S_h.unpack_from(b, p)[0]
     p += 2
     f_error_message, p = _p.read_compact_nullable_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return CreatePartitionsResponse.CreatePartitionsTopicResult(f_name, f_error_code, f_error_message), p
 
 
@@ -306,14 +322,17 @@ def _d_CreatePartitionsResponse_v2(b: memoryview, p: int) -> tuple[CreatePartiti
         e_f_results, p = _d_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(b, p)
         a_f_results.append(e_f_results)
     f_results = a_f_results
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return CreatePartitionsResponse(f_throttle_time_ms, f_results), p
 
 
 def _e_CreatePartitionsResponse_v0(o: CreatePartitionsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_results = o.results
-    _p.write_array_len(b, a_results, False)
+    b += _S_i.pack(len(a_results))
     for e_results in a_results:
         _e_CreatePartitionsResponse_CreatePartitionsTopicResult_v0(e_results, b)
 
@@ -321,7 +340,7 @@ def _e_CreatePartitionsResponse_v0(o: CreatePartitionsResponse, b: bytearray, pa
 def _e_CreatePartitionsResponse_v2(o: CreatePartitionsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_results = o.results
-    _p.write_compact_array_len(b, a_results, False)
+    b += _p.uvarint(len(a_results) + 1)
     for e_results in a_results:
         _e_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(e_results, b)
     b.append(0)

@@ -178,21 +178,24 @@ def _d_CreateTopicsRequest_CreatableReplicaAssignment_v5(b: memoryview, p: int) 
     p += 4
     n, p = _p.read_compact_array_len(b, p, False)
     f_broker_ids, p = _p.read_int32_array(b, p, n)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return CreateTopicsRequest.CreatableReplicaAssignment(f_partition_index, f_broker_ids), p
 
 
 def _e_CreateTopicsRequest_CreatableReplicaAssignment_v0(o: CreateTopicsRequest.CreatableReplicaAssignment, b: bytearray) -> None:
     b += _S_i.pack(o.partition_index)
     a_broker_ids = o.broker_ids
-    _p.write_array_len(b, a_broker_ids, False)
+    b += _S_i.pack(len(a_broker_ids))
     b += _p.pack_int32_array(a_broker_ids)
 
 
 def _e_CreateTopicsRequest_CreatableReplicaAssignment_v5(o: CreateTopicsRequest.CreatableReplicaAssignment, b: bytearray) -> None:
     b += _S_i.pack(o.partition_index)
     a_broker_ids = o.broker_ids
-    _p.write_compact_array_len(b, a_broker_ids, False)
+    b += _p.uvarint(len(a_broker_ids) + 1)
     b += _p.pack_int32_array(a_broker_ids)
     b.append(0)
 
@@ -206,7 +209,10 @@ def _d_CreateTopicsRequest_CreatableTopicConfig_v0(b: memoryview, p: int) -> tup
 def _d_CreateTopicsRequest_CreatableTopicConfig_v5(b: memoryview, p: int) -> tuple[CreateTopicsRequest.CreatableTopicConfig, int]:
     f_name, p = _p.read_compact_string(b, p)
     f_value, p = _p.read_compact_nullable_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return CreateTopicsRequest.CreatableTopicConfig(f_name, f_value), p
 
 
@@ -256,7 +262,10 @@ def _d_CreateTopicsRequest_CreatableTopic_v5(b: memoryview, p: int) -> tuple[Cre
         e_f_configs, p = _d_CreateTopicsRequest_CreatableTopicConfig_v5(b, p)
         a_f_configs.append(e_f_configs)
     f_configs = a_f_configs
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return CreateTopicsRequest.CreatableTopic(f_name, f_num_partitions, f_replication_factor, f_assignments, f_configs), p
 
 
@@ -264,11 +273,11 @@ def _e_CreateTopicsRequest_CreatableTopic_v0(o: CreateTopicsRequest.CreatableTop
     _p.write_string(b, o.name)
     b += _S_ih.pack(o.num_partitions, o.replication_factor)
     a_assignments = o.assignments
-    _p.write_array_len(b, a_assignments, False)
+    b += _S_i.pack(len(a_assignments))
     for e_assignments in a_assignments:
         _e_CreateTopicsRequest_CreatableReplicaAssignment_v0(e_assignments, b)
     a_configs = o.configs
-    _p.write_array_len(b, a_configs, False)
+    b += _S_i.pack(len(a_configs))
     for e_configs in a_configs:
         _e_CreateTopicsRequest_CreatableTopicConfig_v0(e_configs, b)
 
@@ -277,11 +286,11 @@ def _e_CreateTopicsRequest_CreatableTopic_v5(o: CreateTopicsRequest.CreatableTop
     _p.write_compact_string(b, o.name)
     b += _S_ih.pack(o.num_partitions, o.replication_factor)
     a_assignments = o.assignments
-    _p.write_compact_array_len(b, a_assignments, False)
+    b += _p.uvarint(len(a_assignments) + 1)
     for e_assignments in a_assignments:
         _e_CreateTopicsRequest_CreatableReplicaAssignment_v5(e_assignments, b)
     a_configs = o.configs
-    _p.write_compact_array_len(b, a_configs, False)
+    b += _p.uvarint(len(a_configs) + 1)
     for e_configs in a_configs:
         _e_CreateTopicsRequest_CreatableTopicConfig_v5(e_configs, b)
     b.append(0)
@@ -320,7 +329,10 @@ def _d_CreateTopicsRequest_v5(b: memoryview, p: int) -> tuple[CreateTopicsReques
     f_topics = a_f_topics
     f_timeout_ms, f_validate_only = _S_io.unpack_from(b, p)
     p += 5
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return CreateTopicsRequest(f_topics, f_timeout_ms, f_validate_only), p
 
 
@@ -328,7 +340,7 @@ def _e_CreateTopicsRequest_v0(o: CreateTopicsRequest, b: bytearray, parts: list[
     if not (o.validate_only == False):
         raise _p.UnsupportedVersionError('non-default validateOnly cannot be encoded at this version')
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_CreateTopicsRequest_CreatableTopic_v0(e_topics, b)
     b += _S_i.pack(o.timeout_ms)
@@ -336,7 +348,7 @@ def _e_CreateTopicsRequest_v0(o: CreateTopicsRequest, b: bytearray, parts: list[
 
 def _e_CreateTopicsRequest_v1(o: CreateTopicsRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_CreateTopicsRequest_CreatableTopic_v0(e_topics, b)
     b += _S_io.pack(o.timeout_ms, o.validate_only)
@@ -344,7 +356,7 @@ def _e_CreateTopicsRequest_v1(o: CreateTopicsRequest, b: bytearray, parts: list[
 
 def _e_CreateTopicsRequest_v5(o: CreateTopicsRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_CreateTopicsRequest_CreatableTopic_v5(e_topics, b)
     b += _S_io.pack(o.timeout_ms, o.validate_only)
@@ -368,7 +380,10 @@ def _d_CreateTopicsResponse_CreatableTopicConfigs_v5(b: memoryview, p: int) -> t
     f_value, p = _p.read_compact_nullable_string(b, p)
     f_read_only, f_config_source, f_is_sensitive = _S_obo.unpack_from(b, p)
     p += 3
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return CreateTopicsResponse.CreatableTopicConfigs(f_name, f_value, f_read_only, f_config_source, f_is_sensitive), p
 
 
@@ -468,15 +483,15 @@ def _e_CreateTopicsResponse_CreatableTopicResult_v5(o: CreateTopicsResponse.Crea
     _p.write_compact_nullable_string(b, o.error_message)
     b += _S_ih.pack(o.num_partitions, o.replication_factor)
     a_configs = o.configs
-    _p.write_compact_array_len(b, a_configs, True)
-    if a_configs is not None:
+    if a_configs is None:
+        b += b'\x00'
+    else:
+        b += _p.uvarint(len(a_configs) + 1)
         for e_configs in a_configs:
             _e_CreateTopicsResponse_CreatableTopicConfigs_v5(e_configs, b)
-    n_tags = 0
-    if not (o.topic_config_error_code == 0):
-        n_tags += 1
-    b += _p.uvarint(n_tags)
-    if not (o.topic_config_error_code == 0):
+    w_topic_config_error_code = not (o.topic_config_error_code == 0)
+    b += _p.uvarint(int(w_topic_config_error_code))
+    if w_topic_config_error_code:
         t = bytearray()
         t += _S_h.pack(o.topic_config_error_code)
         _p.write_tagged(b, 0, t)
@@ -489,15 +504,15 @@ def _e_CreateTopicsResponse_CreatableTopicResult_v7(o: CreateTopicsResponse.Crea
     _p.write_compact_nullable_string(b, o.error_message)
     b += _S_ih.pack(o.num_partitions, o.replication_factor)
     a_configs = o.configs
-    _p.write_compact_array_len(b, a_configs, True)
-    if a_configs is not None:
+    if a_configs is None:
+        b += b'\x00'
+    else:
+        b += _p.uvarint(len(a_configs) + 1)
         for e_configs in a_configs:
             _e_CreateTopicsResponse_CreatableTopicConfigs_v5(e_configs, b)
-    n_tags = 0
-    if not (o.topic_config_error_code == 0):
-        n_tags += 1
-    b += _p.uvarint(n_tags)
-    if not (o.topic_config_error_code == 0):
+    w_topic_config_error_code = not (o.topic_config_error_code == 0)
+    b += _p.uvarint(int(w_topic_config_error_code))
+    if w_topic_config_error_code:
         t = bytearray()
         t += _S_h.pack(o.topic_config_error_code)
         _p.write_tagged(b, 0, t)
@@ -544,7 +559,10 @@ def _d_CreateTopicsResponse_v5(b: memoryview, p: int) -> tuple[CreateTopicsRespo
         e_f_topics, p = _d_CreateTopicsResponse_CreatableTopicResult_v5(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return CreateTopicsResponse(f_throttle_time_ms, f_topics), p
 
 
@@ -557,20 +575,23 @@ def _d_CreateTopicsResponse_v7(b: memoryview, p: int) -> tuple[CreateTopicsRespo
         e_f_topics, p = _d_CreateTopicsResponse_CreatableTopicResult_v7(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return CreateTopicsResponse(f_throttle_time_ms, f_topics), p
 
 
 def _e_CreateTopicsResponse_v0(o: CreateTopicsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_CreateTopicsResponse_CreatableTopicResult_v0(e_topics, b)
 
 
 def _e_CreateTopicsResponse_v1(o: CreateTopicsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_CreateTopicsResponse_CreatableTopicResult_v1(e_topics, b)
 
@@ -578,7 +599,7 @@ def _e_CreateTopicsResponse_v1(o: CreateTopicsResponse, b: bytearray, parts: lis
 def _e_CreateTopicsResponse_v2(o: CreateTopicsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_CreateTopicsResponse_CreatableTopicResult_v1(e_topics, b)
 
@@ -586,7 +607,7 @@ def _e_CreateTopicsResponse_v2(o: CreateTopicsResponse, b: bytearray, parts: lis
 def _e_CreateTopicsResponse_v5(o: CreateTopicsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_CreateTopicsResponse_CreatableTopicResult_v5(e_topics, b)
     b.append(0)
@@ -595,7 +616,7 @@ def _e_CreateTopicsResponse_v5(o: CreateTopicsResponse, b: bytearray, parts: lis
 def _e_CreateTopicsResponse_v7(o: CreateTopicsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_CreateTopicsResponse_CreatableTopicResult_v7(e_topics, b)
     b.append(0)

@@ -62,7 +62,10 @@ def _d_DefaultPrincipalData_v0(b: memoryview, p: int) -> tuple[DefaultPrincipalD
     f_name, p = _p.read_compact_string(b, p)
     f_token_authenticated = _S_o.unpack_from(b, p)[0]
     p += 1
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DefaultPrincipalData(f_type, f_name, f_token_authenticated), p
 
 

@@ -178,7 +178,10 @@ def _d_DeleteAclsRequest_DeleteAclsFilter_v2(b: memoryview, p: int) -> tuple[Del
     f_host_filter, p = _p.read_compact_nullable_string(b, p)
     f_operation, f_permission_type = _S_bb.unpack_from(b, p)
     p += 2
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DeleteAclsRequest.DeleteAclsFilter(f_resource_type_filter, f_resource_name_filter, f_pattern_type_filter, f_principal_filter, f_host_filter, f_operation, f_permission_type), p
 
 
@@ -238,27 +241,30 @@ def _d_DeleteAclsRequest_v2(b: memoryview, p: int) -> tuple[DeleteAclsRequest, i
         e_f_filters, p = _d_DeleteAclsRequest_DeleteAclsFilter_v2(b, p)
         a_f_filters.append(e_f_filters)
     f_filters = a_f_filters
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DeleteAclsRequest(f_filters), p
 
 
 def _e_DeleteAclsRequest_v0(o: DeleteAclsRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_filters = o.filters
-    _p.write_array_len(b, a_filters, False)
+    b += _S_i.pack(len(a_filters))
     for e_filters in a_filters:
         _e_DeleteAclsRequest_DeleteAclsFilter_v0(e_filters, b)
 
 
 def _e_DeleteAclsRequest_v1(o: DeleteAclsRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_filters = o.filters
-    _p.write_array_len(b, a_filters, False)
+    b += _S_i.pack(len(a_filters))
     for e_filters in a_filters:
         _e_DeleteAclsRequest_DeleteAclsFilter_v1(e_filters, b)
 
 
 def _e_DeleteAclsRequest_v2(o: DeleteAclsRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_filters = o.filters
-    _p.write_compact_array_len(b, a_filters, False)
+    b += _p.uvarint(len(a_filters) + 1)
     for e_filters in a_filters:
         _e_DeleteAclsRequest_DeleteAclsFilter_v2(e_filters, b)
     b.append(0)
@@ -317,7 +323,10 @@ def _d_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(b: memoryview, p: int) -> tup
     f_host, p = _p.read_compact_string(b, p)
     f_operation, f_permission_type = _S_bb.unpack_from(b, p)
     p += 2
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DeleteAclsResponse.DeleteAclsMatchingAcl(f_error_code, f_error_message, f_resource_type, f_resource_name, f_pattern_type, f_principal, f_host, f_operation, f_permission_type), p
 
 
@@ -392,7 +401,10 @@ def _d_DeleteAclsResponse_DeleteAclsFilterResult_v2(b: memoryview, p: int) -> tu
         e_f_matching_acls, p = _d_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(b, p)
         a_f_matching_acls.append(e_f_matching_acls)
     f_matching_acls = a_f_matching_acls
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DeleteAclsResponse.DeleteAclsFilterResult(f_error_code, f_error_message, f_matching_acls), p
 
 
@@ -400,7 +412,7 @@ def _e_DeleteAclsResponse_DeleteAclsFilterResult_v0(o: DeleteAclsResponse.Delete
     b += _S_h.pack(o.error_code)
     _p.write_nullable_string(b, o.error_message)
     a_matching_acls = o.matching_acls
-    _p.write_array_len(b, a_matching_acls, False)
+    b += _S_i.pack(len(a_matching_acls))
     for e_matching_acls in a_matching_acls:
         _e_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(e_matching_acls, b)
 
@@ -409,7 +421,7 @@ def _e_DeleteAclsResponse_DeleteAclsFilterResult_v1(o: DeleteAclsResponse.Delete
     b += _S_h.pack(o.error_code)
     _p.write_nullable_string(b, o.error_message)
     a_matching_acls = o.matching_acls
-    _p.write_array_len(b, a_matching_acls, False)
+    b += _S_i.pack(len(a_matching_acls))
     for e_matching_acls in a_matching_acls:
         _e_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(e_matching_acls, b)
 
@@ -418,7 +430,7 @@ def _e_DeleteAclsResponse_DeleteAclsFilterResult_v2(o: DeleteAclsResponse.Delete
     b += _S_h.pack(o.error_code)
     _p.write_compact_nullable_string(b, o.error_message)
     a_matching_acls = o.matching_acls
-    _p.write_compact_array_len(b, a_matching_acls, False)
+    b += _p.uvarint(len(a_matching_acls) + 1)
     for e_matching_acls in a_matching_acls:
         _e_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(e_matching_acls, b)
     b.append(0)
@@ -457,14 +469,17 @@ def _d_DeleteAclsResponse_v2(b: memoryview, p: int) -> tuple[DeleteAclsResponse,
         e_f_filter_results, p = _d_DeleteAclsResponse_DeleteAclsFilterResult_v2(b, p)
         a_f_filter_results.append(e_f_filter_results)
     f_filter_results = a_f_filter_results
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DeleteAclsResponse(f_throttle_time_ms, f_filter_results), p
 
 
 def _e_DeleteAclsResponse_v0(o: DeleteAclsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_filter_results = o.filter_results
-    _p.write_array_len(b, a_filter_results, False)
+    b += _S_i.pack(len(a_filter_results))
     for e_filter_results in a_filter_results:
         _e_DeleteAclsResponse_DeleteAclsFilterResult_v0(e_filter_results, b)
 
@@ -472,7 +487,7 @@ def _e_DeleteAclsResponse_v0(o: DeleteAclsResponse, b: bytearray, parts: list[_p
 def _e_DeleteAclsResponse_v1(o: DeleteAclsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_filter_results = o.filter_results
-    _p.write_array_len(b, a_filter_results, False)
+    b += _S_i.pack(len(a_filter_results))
     for e_filter_results in a_filter_results:
         _e_DeleteAclsResponse_DeleteAclsFilterResult_v1(e_filter_results, b)
 
@@ -480,7 +495,7 @@ def _e_DeleteAclsResponse_v1(o: DeleteAclsResponse, b: bytearray, parts: list[_p
 def _e_DeleteAclsResponse_v2(o: DeleteAclsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_filter_results = o.filter_results
-    _p.write_compact_array_len(b, a_filter_results, False)
+    b += _p.uvarint(len(a_filter_results) + 1)
     for e_filter_results in a_filter_results:
         _e_DeleteAclsResponse_DeleteAclsFilterResult_v2(e_filter_results, b)
     b.append(0)

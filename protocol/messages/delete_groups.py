@@ -115,20 +115,23 @@ def _d_DeleteGroupsRequest_v2(b: memoryview, p: int) -> tuple[DeleteGroupsReques
         e_f_groups_names, p = _p.read_compact_string(b, p)
         a_f_groups_names.append(e_f_groups_names)
     f_groups_names = a_f_groups_names
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DeleteGroupsRequest(f_groups_names), p
 
 
 def _e_DeleteGroupsRequest_v0(o: DeleteGroupsRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_groups_names = o.groups_names
-    _p.write_array_len(b, a_groups_names, False)
+    b += _S_i.pack(len(a_groups_names))
     for e_groups_names in a_groups_names:
         _p.write_string(b, e_groups_names)
 
 
 def _e_DeleteGroupsRequest_v2(o: DeleteGroupsRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_groups_names = o.groups_names
-    _p.write_compact_array_len(b, a_groups_names, False)
+    b += _p.uvarint(len(a_groups_names) + 1)
     for e_groups_names in a_groups_names:
         _p.write_compact_string(b, e_groups_names)
     b.append(0)
@@ -153,7 +156,10 @@ def _d_DeleteGroupsResponse_DeletableGroupResult_v2(b: memoryview, p: int) -> tu
     f_group_id, p = _p.read_compact_string(b, p)
     f_error_code = _S_h.unpack_from(b, p)[0]
     p += 2
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DeleteGroupsResponse.DeletableGroupResult(f_group_id, f_error_code), p
 
 
@@ -189,14 +195,17 @@ def _d_DeleteGroupsResponse_v2(b: memoryview, p: int) -> tuple[DeleteGroupsRespo
         e_f_results, p = _d_DeleteGroupsResponse_DeletableGroupResult_v2(b, p)
         a_f_results.append(e_f_results)
     f_results = a_f_results
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DeleteGroupsResponse(f_throttle_time_ms, f_results), p
 
 
 def _e_DeleteGroupsResponse_v0(o: DeleteGroupsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_results = o.results
-    _p.write_array_len(b, a_results, False)
+    b += _S_i.pack(len(a_results))
     for e_results in a_results:
         _e_DeleteGroupsResponse_DeletableGroupResult_v0(e_results, b)
 
@@ -204,7 +213,7 @@ def _e_DeleteGroupsResponse_v0(o: DeleteGroupsResponse, b: bytearray, parts: lis
 def _e_DeleteGroupsResponse_v2(o: DeleteGroupsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_results = o.results
-    _p.write_compact_array_len(b, a_results, False)
+    b += _p.uvarint(len(a_results) + 1)
     for e_results in a_results:
         _e_DeleteGroupsResponse_DeletableGroupResult_v2(e_results, b)
     b.append(0)

@@ -139,7 +139,10 @@ def _d_DeleteRecordsRequest_DeleteRecordsPartition_v0(b: memoryview, p: int) -> 
 def _d_DeleteRecordsRequest_DeleteRecordsPartition_v2(b: memoryview, p: int) -> tuple[DeleteRecordsRequest.DeleteRecordsPartition, int]:
     f_partition_index, f_offset = _S_iq.unpack_from(b, p)
     p += 12
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DeleteRecordsRequest.DeleteRecordsPartition(f_partition_index, f_offset), p
 
 
@@ -171,14 +174,17 @@ def _d_DeleteRecordsRequest_DeleteRecordsTopic_v2(b: memoryview, p: int) -> tupl
         e_f_partitions, p = _d_DeleteRecordsRequest_DeleteRecordsPartition_v2(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DeleteRecordsRequest.DeleteRecordsTopic(f_name, f_partitions), p
 
 
 def _e_DeleteRecordsRequest_DeleteRecordsTopic_v0(o: DeleteRecordsRequest.DeleteRecordsTopic, b: bytearray) -> None:
     _p.write_string(b, o.name)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     for e_partitions in a_partitions:
         _e_DeleteRecordsRequest_DeleteRecordsPartition_v0(e_partitions, b)
 
@@ -186,7 +192,7 @@ def _e_DeleteRecordsRequest_DeleteRecordsTopic_v0(o: DeleteRecordsRequest.Delete
 def _e_DeleteRecordsRequest_DeleteRecordsTopic_v2(o: DeleteRecordsRequest.DeleteRecordsTopic, b: bytearray) -> None:
     _p.write_compact_string(b, o.name)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_DeleteRecordsRequest_DeleteRecordsPartition_v2(e_partitions, b)
     b.append(0)
@@ -213,13 +219,16 @@ def _d_DeleteRecordsRequest_v2(b: memoryview, p: int) -> tuple[DeleteRecordsRequ
     f_topics = a_f_topics
     f_timeout_ms = _S_i.unpack_from(b, p)[0]
     p += 4
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DeleteRecordsRequest(f_topics, f_timeout_ms), p
 
 
 def _e_DeleteRecordsRequest_v0(o: DeleteRecordsRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_DeleteRecordsRequest_DeleteRecordsTopic_v0(e_topics, b)
     b += _S_i.pack(o.timeout_ms)
@@ -227,7 +236,7 @@ def _e_DeleteRecordsRequest_v0(o: DeleteRecordsRequest, b: bytearray, parts: lis
 
 def _e_DeleteRecordsRequest_v2(o: DeleteRecordsRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_DeleteRecordsRequest_DeleteRecordsTopic_v2(e_topics, b)
     b += _S_i.pack(o.timeout_ms)
@@ -251,7 +260,10 @@ def _d_DeleteRecordsResponse_DeleteRecordsPartitionResult_v0(b: memoryview, p: i
 def _d_DeleteRecordsResponse_DeleteRecordsPartitionResult_v2(b: memoryview, p: int) -> tuple[DeleteRecordsResponse.DeleteRecordsPartitionResult, int]:
     f_partition_index, f_low_watermark, f_error_code = _S_iqh.unpack_from(b, p)
     p += 14
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DeleteRecordsResponse.DeleteRecordsPartitionResult(f_partition_index, f_low_watermark, f_error_code), p
 
 
@@ -283,14 +295,17 @@ def _d_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(b: memoryview, p: int) 
         e_f_partitions, p = _d_DeleteRecordsResponse_DeleteRecordsPartitionResult_v2(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DeleteRecordsResponse.DeleteRecordsTopicResult(f_name, f_partitions), p
 
 
 def _e_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(o: DeleteRecordsResponse.DeleteRecordsTopicResult, b: bytearray) -> None:
     _p.write_string(b, o.name)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     for e_partitions in a_partitions:
         _e_DeleteRecordsResponse_DeleteRecordsPartitionResult_v0(e_partitions, b)
 
@@ -298,7 +313,7 @@ def _e_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(o: DeleteRecordsRespons
 def _e_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(o: DeleteRecordsResponse.DeleteRecordsTopicResult, b: bytearray) -> None:
     _p.write_compact_string(b, o.name)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_DeleteRecordsResponse_DeleteRecordsPartitionResult_v2(e_partitions, b)
     b.append(0)
@@ -325,14 +340,17 @@ def _d_DeleteRecordsResponse_v2(b: memoryview, p: int) -> tuple[DeleteRecordsRes
         e_f_topics, p = _d_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DeleteRecordsResponse(f_throttle_time_ms, f_topics), p
 
 
 def _e_DeleteRecordsResponse_v0(o: DeleteRecordsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(e_topics, b)
 
@@ -340,7 +358,7 @@ def _e_DeleteRecordsResponse_v0(o: DeleteRecordsResponse, b: bytearray, parts: l
 def _e_DeleteRecordsResponse_v2(o: DeleteRecordsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(e_topics, b)
     b.append(0)

@@ -128,7 +128,10 @@ class DeleteShareGroupStateResponse:
 def _d_DeleteShareGroupStateRequest_PartitionData_v0(b: memoryview, p: int) -> tuple[DeleteShareGroupStateRequest.PartitionData, int]:
     f_partition = _S_i.unpack_from(b, p)[0]
     p += 4
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DeleteShareGroupStateRequest.PartitionData(f_partition), p
 
 
@@ -145,14 +148,17 @@ def _d_DeleteShareGroupStateRequest_DeleteStateData_v0(b: memoryview, p: int) ->
         e_f_partitions, p = _d_DeleteShareGroupStateRequest_PartitionData_v0(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DeleteShareGroupStateRequest.DeleteStateData(f_topic_id, f_partitions), p
 
 
 def _e_DeleteShareGroupStateRequest_DeleteStateData_v0(o: DeleteShareGroupStateRequest.DeleteStateData, b: bytearray) -> None:
     b += o.topic_id.bytes
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_DeleteShareGroupStateRequest_PartitionData_v0(e_partitions, b)
     b.append(0)
@@ -166,14 +172,17 @@ def _d_DeleteShareGroupStateRequest_v0(b: memoryview, p: int) -> tuple[DeleteSha
         e_f_topics, p = _d_DeleteShareGroupStateRequest_DeleteStateData_v0(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DeleteShareGroupStateRequest(f_group_id, f_topics), p
 
 
 def _e_DeleteShareGroupStateRequest_v0(o: DeleteShareGroupStateRequest, b: bytearray, parts: list[_p.Part]) -> None:
     _p.write_compact_string(b, o.group_id)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_DeleteShareGroupStateRequest_DeleteStateData_v0(e_topics, b)
     b.append(0)
@@ -191,7 +200,10 @@ def _d_DeleteShareGroupStateResponse_PartitionResult_v0(b: memoryview, p: int) -
     f_partition, f_error_code = _S_ih.unpack_from(b, p)
     p += 6
     f_error_message, p = _p.read_compact_nullable_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DeleteShareGroupStateResponse.PartitionResult(f_partition, f_error_code, f_error_message), p
 
 
@@ -209,14 +221,17 @@ def _d_DeleteShareGroupStateResponse_DeleteStateResult_v0(b: memoryview, p: int)
         e_f_partitions, p = _d_DeleteShareGroupStateResponse_PartitionResult_v0(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DeleteShareGroupStateResponse.DeleteStateResult(f_topic_id, f_partitions), p
 
 
 def _e_DeleteShareGroupStateResponse_DeleteStateResult_v0(o: DeleteShareGroupStateResponse.DeleteStateResult, b: bytearray) -> None:
     b += o.topic_id.bytes
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_DeleteShareGroupStateResponse_PartitionResult_v0(e_partitions, b)
     b.append(0)
@@ -229,13 +244,16 @@ def _d_DeleteShareGroupStateResponse_v0(b: memoryview, p: int) -> tuple[DeleteSh
         e_f_results, p = _d_DeleteShareGroupStateResponse_DeleteStateResult_v0(b, p)
         a_f_results.append(e_f_results)
     f_results = a_f_results
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DeleteShareGroupStateResponse(f_results), p
 
 
 def _e_DeleteShareGroupStateResponse_v0(o: DeleteShareGroupStateResponse, b: bytearray, parts: list[_p.Part]) -> None:
     a_results = o.results
-    _p.write_compact_array_len(b, a_results, False)
+    b += _p.uvarint(len(a_results) + 1)
     for e_results in a_results:
         _e_DeleteShareGroupStateResponse_DeleteStateResult_v0(e_results, b)
     b.append(0)

@@ -118,7 +118,10 @@ class DeleteTopicsResponse:
 def _d_DeleteTopicsRequest_DeleteTopicState_v6(b: memoryview, p: int) -> tuple[DeleteTopicsRequest.DeleteTopicState, int]:
     f_name, p = _p.read_compact_nullable_string(b, p)
     f_topic_id, p = _p.read_uuid(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DeleteTopicsRequest.DeleteTopicState(f_name, f_topic_id), p
 
 
@@ -149,7 +152,10 @@ def _d_DeleteTopicsRequest_v4(b: memoryview, p: int) -> tuple[DeleteTopicsReques
     f_topic_names = a_f_topic_names
     f_timeout_ms = _S_i.unpack_from(b, p)[0]
     p += 4
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DeleteTopicsRequest([], f_topic_names, f_timeout_ms), p
 
 
@@ -162,7 +168,10 @@ def _d_DeleteTopicsRequest_v6(b: memoryview, p: int) -> tuple[DeleteTopicsReques
     f_topics = a_f_topics
     f_timeout_ms = _S_i.unpack_from(b, p)[0]
     p += 4
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DeleteTopicsRequest(f_topics, [], f_timeout_ms), p
 
 
@@ -170,7 +179,7 @@ def _e_DeleteTopicsRequest_v0(o: DeleteTopicsRequest, b: bytearray, parts: list[
     if not (not o.topics):
         raise _p.UnsupportedVersionError('non-default Topics cannot be encoded at this version')
     a_topic_names = o.topic_names
-    _p.write_array_len(b, a_topic_names, False)
+    b += _S_i.pack(len(a_topic_names))
     for e_topic_names in a_topic_names:
         _p.write_string(b, e_topic_names)
     b += _S_i.pack(o.timeout_ms)
@@ -180,7 +189,7 @@ def _e_DeleteTopicsRequest_v4(o: DeleteTopicsRequest, b: bytearray, parts: list[
     if not (not o.topics):
         raise _p.UnsupportedVersionError('non-default Topics cannot be encoded at this version')
     a_topic_names = o.topic_names
-    _p.write_compact_array_len(b, a_topic_names, False)
+    b += _p.uvarint(len(a_topic_names) + 1)
     for e_topic_names in a_topic_names:
         _p.write_compact_string(b, e_topic_names)
     b += _S_i.pack(o.timeout_ms)
@@ -189,7 +198,7 @@ def _e_DeleteTopicsRequest_v4(o: DeleteTopicsRequest, b: bytearray, parts: list[
 
 def _e_DeleteTopicsRequest_v6(o: DeleteTopicsRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_DeleteTopicsRequest_DeleteTopicState_v6(e_topics, b)
     b += _S_i.pack(o.timeout_ms)
@@ -219,7 +228,10 @@ def _d_DeleteTopicsResponse_DeletableTopicResult_v4(b: memoryview, p: int) -> tu
     f_name, p = _p.read_compact_string(b, p)
     f_error_code = _S_h.unpack_from(b, p)[0]
     p += 2
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DeleteTopicsResponse.DeletableTopicResult(f_name, _p.ZERO_UUID, f_error_code, None), p
 
 
@@ -228,7 +240,10 @@ def _d_DeleteTopicsResponse_DeletableTopicResult_v5(b: memoryview, p: int) -> tu
     f_error_code = _S_h.unpack_from(b, p)[0]
     p += 2
     f_error_message, p = _p.read_compact_nullable_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DeleteTopicsResponse.DeletableTopicResult(f_name, _p.ZERO_UUID, f_error_code, f_error_message), p
 
 
@@ -238,7 +253,10 @@ def _d_DeleteTopicsResponse_DeletableTopicResult_v6(b: memoryview, p: int) -> tu
     f_error_code = _S_h.unpack_from(b, p)[0]
     p += 2
     f_error_message, p = _p.read_compact_nullable_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DeleteTopicsResponse.DeletableTopicResult(f_name, f_topic_id, f_error_code, f_error_message), p
 
 
@@ -299,7 +317,10 @@ def _d_DeleteTopicsResponse_v4(b: memoryview, p: int) -> tuple[DeleteTopicsRespo
         e_f_responses, p = _d_DeleteTopicsResponse_DeletableTopicResult_v4(b, p)
         a_f_responses.append(e_f_responses)
     f_responses = a_f_responses
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DeleteTopicsResponse(f_throttle_time_ms, f_responses), p
 
 
@@ -312,7 +333,10 @@ def _d_DeleteTopicsResponse_v5(b: memoryview, p: int) -> tuple[DeleteTopicsRespo
         e_f_responses, p = _d_DeleteTopicsResponse_DeletableTopicResult_v5(b, p)
         a_f_responses.append(e_f_responses)
     f_responses = a_f_responses
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DeleteTopicsResponse(f_throttle_time_ms, f_responses), p
 
 
@@ -325,13 +349,16 @@ def _d_DeleteTopicsResponse_v6(b: memoryview, p: int) -> tuple[DeleteTopicsRespo
         e_f_responses, p = _d_DeleteTopicsResponse_DeletableTopicResult_v6(b, p)
         a_f_responses.append(e_f_responses)
     f_responses = a_f_responses
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DeleteTopicsResponse(f_throttle_time_ms, f_responses), p
 
 
 def _e_DeleteTopicsResponse_v0(o: DeleteTopicsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     a_responses = o.responses
-    _p.write_array_len(b, a_responses, False)
+    b += _S_i.pack(len(a_responses))
     for e_responses in a_responses:
         _e_DeleteTopicsResponse_DeletableTopicResult_v0(e_responses, b)
 
@@ -339,7 +366,7 @@ def _e_DeleteTopicsResponse_v0(o: DeleteTopicsResponse, b: bytearray, parts: lis
 def _e_DeleteTopicsResponse_v1(o: DeleteTopicsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_responses = o.responses
-    _p.write_array_len(b, a_responses, False)
+    b += _S_i.pack(len(a_responses))
     for e_responses in a_responses:
         _e_DeleteTopicsResponse_DeletableTopicResult_v0(e_responses, b)
 
@@ -347,7 +374,7 @@ def _e_DeleteTopicsResponse_v1(o: DeleteTopicsResponse, b: bytearray, parts: lis
 def _e_DeleteTopicsResponse_v4(o: DeleteTopicsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_responses = o.responses
-    _p.write_compact_array_len(b, a_responses, False)
+    b += _p.uvarint(len(a_responses) + 1)
     for e_responses in a_responses:
         _e_DeleteTopicsResponse_DeletableTopicResult_v4(e_responses, b)
     b.append(0)
@@ -356,7 +383,7 @@ def _e_DeleteTopicsResponse_v4(o: DeleteTopicsResponse, b: bytearray, parts: lis
 def _e_DeleteTopicsResponse_v5(o: DeleteTopicsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_responses = o.responses
-    _p.write_compact_array_len(b, a_responses, False)
+    b += _p.uvarint(len(a_responses) + 1)
     for e_responses in a_responses:
         _e_DeleteTopicsResponse_DeletableTopicResult_v5(e_responses, b)
     b.append(0)
@@ -365,7 +392,7 @@ def _e_DeleteTopicsResponse_v5(o: DeleteTopicsResponse, b: bytearray, parts: lis
 def _e_DeleteTopicsResponse_v6(o: DeleteTopicsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_responses = o.responses
-    _p.write_compact_array_len(b, a_responses, False)
+    b += _p.uvarint(len(a_responses) + 1)
     for e_responses in a_responses:
         _e_DeleteTopicsResponse_DeletableTopicResult_v6(e_responses, b)
     b.append(0)

@@ -21,6 +21,7 @@ _ = (uuid, field)  # keep imports used in every module
 
 _S_b = struct.Struct('>b')
 _S_bb = struct.Struct('>bb')
+_S_i = struct.Struct('>i')
 _S_ih = struct.Struct('>ih')
 
 
@@ -166,7 +167,10 @@ def _d_DescribeAclsRequest_v2(b: memoryview, p: int) -> tuple[DescribeAclsReques
     f_host_filter, p = _p.read_compact_nullable_string(b, p)
     f_operation, f_permission_type = _S_bb.unpack_from(b, p)
     p += 2
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeAclsRequest(f_resource_type_filter, f_resource_name_filter, f_pattern_type_filter, f_principal_filter, f_host_filter, f_operation, f_permission_type), p
 
 
@@ -222,7 +226,10 @@ def _d_DescribeAclsResponse_AclDescription_v2(b: memoryview, p: int) -> tuple[De
     f_host, p = _p.read_compact_string(b, p)
     f_operation, f_permission_type = _S_bb.unpack_from(b, p)
     p += 2
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeAclsResponse.AclDescription(f_principal, f_host, f_operation, f_permission_type), p
 
 
@@ -279,7 +286,10 @@ def _d_DescribeAclsResponse_DescribeAclsResource_v2(b: memoryview, p: int) -> tu
         e_f_acls, p = _d_DescribeAclsResponse_AclDescription_v2(b, p)
         a_f_acls.append(e_f_acls)
     f_acls = a_f_acls
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeAclsResponse.DescribeAclsResource(f_resource_type, f_resource_name, f_pattern_type, f_acls), p
 
 
@@ -289,7 +299,7 @@ def _e_DescribeAclsResponse_DescribeAclsResource_v0(o: DescribeAclsResponse.Desc
     b += _S_b.pack(o.resource_type)
     _p.write_string(b, o.resource_name)
     a_acls = o.acls
-    _p.write_array_len(b, a_acls, False)
+    b += _S_i.pack(len(a_acls))
     for e_acls in a_acls:
         _e_DescribeAclsResponse_AclDescription_v0(e_acls, b)
 
@@ -299,7 +309,7 @@ def _e_DescribeAclsResponse_DescribeAclsResource_v1(o: DescribeAclsResponse.Desc
     _p.write_string(b, o.resource_name)
     b += _S_b.pack(o.pattern_type)
     a_acls = o.acls
-    _p.write_array_len(b, a_acls, False)
+    b += _S_i.pack(len(a_acls))
     for e_acls in a_acls:
         _e_DescribeAclsResponse_AclDescription_v0(e_acls, b)
 
@@ -309,7 +319,7 @@ def _e_DescribeAclsResponse_DescribeAclsResource_v2(o: DescribeAclsResponse.Desc
     _p.write_compact_string(b, o.resource_name)
     b += _S_b.pack(o.pattern_type)
     a_acls = o.acls
-    _p.write_compact_array_len(b, a_acls, False)
+    b += _p.uvarint(len(a_acls) + 1)
     for e_acls in a_acls:
         _e_DescribeAclsResponse_AclDescription_v2(e_acls, b)
     b.append(0)
@@ -351,7 +361,10 @@ def _d_DescribeAclsResponse_v2(b: memoryview, p: int) -> tuple[DescribeAclsRespo
         e_f_resources, p = _d_DescribeAclsResponse_DescribeAclsResource_v2(b, p)
         a_f_resources.append(e_f_resources)
     f_resources = a_f_resources
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeAclsResponse(f_throttle_time_ms, f_error_code, f_error_message, f_resources), p
 
 
@@ -359,7 +372,7 @@ def _e_DescribeAclsResponse_v0(o: DescribeAclsResponse, b: bytearray, parts: lis
     b += _S_ih.pack(o.throttle_time_ms, o.error_code)
     _p.write_nullable_string(b, o.error_message)
     a_resources = o.resources
-    _p.write_array_len(b, a_resources, False)
+    b += _S_i.pack(len(a_resources))
     for e_resources in a_resources:
         _e_DescribeAclsResponse_DescribeAclsResource_v0(e_resources, b)
 
@@ -368,7 +381,7 @@ def _e_DescribeAclsResponse_v1(o: DescribeAclsResponse, b: bytearray, parts: lis
     b += _S_ih.pack(o.throttle_time_ms, o.error_code)
     _p.write_nullable_string(b, o.error_message)
     a_resources = o.resources
-    _p.write_array_len(b, a_resources, False)
+    b += _S_i.pack(len(a_resources))
     for e_resources in a_resources:
         _e_DescribeAclsResponse_DescribeAclsResource_v1(e_resources, b)
 
@@ -377,7 +390,7 @@ def _e_DescribeAclsResponse_v2(o: DescribeAclsResponse, b: bytearray, parts: lis
     b += _S_ih.pack(o.throttle_time_ms, o.error_code)
     _p.write_compact_nullable_string(b, o.error_message)
     a_resources = o.resources
-    _p.write_compact_array_len(b, a_resources, False)
+    b += _p.uvarint(len(a_resources) + 1)
     for e_resources in a_resources:
         _e_DescribeAclsResponse_DescribeAclsResource_v2(e_resources, b)
     b.append(0)

@@ -21,6 +21,7 @@ _ = (uuid, field)  # keep imports used in every module
 
 _S_b = struct.Struct('>b')
 _S_d = struct.Struct('>d')
+_S_i = struct.Struct('>i')
 _S_ih = struct.Struct('>ih')
 _S_o = struct.Struct('>?')
 
@@ -148,7 +149,10 @@ def _d_DescribeClientQuotasRequest_ComponentData_v1(b: memoryview, p: int) -> tu
     f_match_type = _S_b.unpack_from(b, p)[0]
     p += 1
     f_match, p = _p.read_compact_nullable_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeClientQuotasRequest.ComponentData(f_entity_type, f_match_type, f_match), p
 
 
@@ -186,13 +190,16 @@ def _d_DescribeClientQuotasRequest_v1(b: memoryview, p: int) -> tuple[DescribeCl
     f_components = a_f_components
     f_strict = _S_o.unpack_from(b, p)[0]
     p += 1
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeClientQuotasRequest(f_components, f_strict), p
 
 
 def _e_DescribeClientQuotasRequest_v0(o: DescribeClientQuotasRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_components = o.components
-    _p.write_array_len(b, a_components, False)
+    b += _S_i.pack(len(a_components))
     for e_components in a_components:
         _e_DescribeClientQuotasRequest_ComponentData_v0(e_components, b)
     b += _S_o.pack(o.strict)
@@ -200,7 +207,7 @@ def _e_DescribeClientQuotasRequest_v0(o: DescribeClientQuotasRequest, b: bytearr
 
 def _e_DescribeClientQuotasRequest_v1(o: DescribeClientQuotasRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_components = o.components
-    _p.write_compact_array_len(b, a_components, False)
+    b += _p.uvarint(len(a_components) + 1)
     for e_components in a_components:
         _e_DescribeClientQuotasRequest_ComponentData_v1(e_components, b)
     b += _S_o.pack(o.strict)
@@ -224,7 +231,10 @@ def _d_DescribeClientQuotasResponse_EntityData_v0(b: memoryview, p: int) -> tupl
 def _d_DescribeClientQuotasResponse_EntityData_v1(b: memoryview, p: int) -> tuple[DescribeClientQuotasResponse.EntityData, int]:
     f_entity_type, p = _p.read_compact_string(b, p)
     f_entity_name, p = _p.read_compact_nullable_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeClientQuotasResponse.EntityData(f_entity_type, f_entity_name), p
 
 
@@ -250,7 +260,10 @@ def _d_DescribeClientQuotasResponse_ValueData_v1(b: memoryview, p: int) -> tuple
     f_key, p = _p.read_compact_string(b, p)
     f_value = _S_d.unpack_from(b, p)[0]
     p += 8
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeClientQuotasResponse.ValueData(f_key, f_value), p
 
 
@@ -294,28 +307,31 @@ def _d_DescribeClientQuotasResponse_EntryData_v1(b: memoryview, p: int) -> tuple
         e_f_values, p = _d_DescribeClientQuotasResponse_ValueData_v1(b, p)
         a_f_values.append(e_f_values)
     f_values = a_f_values
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeClientQuotasResponse.EntryData(f_entity, f_values), p
 
 
 def _e_DescribeClientQuotasResponse_EntryData_v0(o: DescribeClientQuotasResponse.EntryData, b: bytearray) -> None:
     a_entity = o.entity
-    _p.write_array_len(b, a_entity, False)
+    b += _S_i.pack(len(a_entity))
     for e_entity in a_entity:
         _e_DescribeClientQuotasResponse_EntityData_v0(e_entity, b)
     a_values = o.values
-    _p.write_array_len(b, a_values, False)
+    b += _S_i.pack(len(a_values))
     for e_values in a_values:
         _e_DescribeClientQuotasResponse_ValueData_v0(e_values, b)
 
 
 def _e_DescribeClientQuotasResponse_EntryData_v1(o: DescribeClientQuotasResponse.EntryData, b: bytearray) -> None:
     a_entity = o.entity
-    _p.write_compact_array_len(b, a_entity, False)
+    b += _p.uvarint(len(a_entity) + 1)
     for e_entity in a_entity:
         _e_DescribeClientQuotasResponse_EntityData_v1(e_entity, b)
     a_values = o.values
-    _p.write_compact_array_len(b, a_values, False)
+    b += _p.uvarint(len(a_values) + 1)
     for e_values in a_values:
         _e_DescribeClientQuotasResponse_ValueData_v1(e_values, b)
     b.append(0)
@@ -350,7 +366,10 @@ def _d_DescribeClientQuotasResponse_v1(b: memoryview, p: int) -> tuple[DescribeC
             e_f_entries, p = _d_DescribeClientQuotasResponse_EntryData_v1(b, p)
             a_f_entries.append(e_f_entries)
         f_entries = a_f_entries
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeClientQuotasResponse(f_throttle_time_ms, f_error_code, f_error_message, f_entries), p
 
 
@@ -358,8 +377,10 @@ def _e_DescribeClientQuotasResponse_v0(o: DescribeClientQuotasResponse, b: bytea
     b += _S_ih.pack(o.throttle_time_ms, o.error_code)
     _p.write_nullable_string(b, o.error_message)
     a_entries = o.entries
-    _p.write_array_len(b, a_entries, True)
-    if a_entries is not None:
+    if a_entries is None:
+        b += b'\xff\xff\xff\xff'
+    else:
+        b += _S_i.pack(len(a_entries))
         for e_entries in a_entries:
             _e_DescribeClientQuotasResponse_EntryData_v0(e_entries, b)
 
@@ -368,8 +389,10 @@ def _e_DescribeClientQuotasResponse_v1(o: DescribeClientQuotasResponse, b: bytea
     b += _S_ih.pack(o.throttle_time_ms, o.error_code)
     _p.write_compact_nullable_string(b, o.error_message)
     a_entries = o.entries
-    _p.write_compact_array_len(b, a_entries, True)
-    if a_entries is not None:
+    if a_entries is None:
+        b += b'\x00'
+    else:
+        b += _p.uvarint(len(a_entries) + 1)
         for e_entries in a_entries:
             _e_DescribeClientQuotasResponse_EntryData_v1(e_entries, b)
     b.append(0)

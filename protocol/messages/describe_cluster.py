@@ -122,14 +122,20 @@ class DescribeClusterResponse:
 def _d_DescribeClusterRequest_v0(b: memoryview, p: int) -> tuple[DescribeClusterRequest, int]:
     f_include_cluster_authorized_operations = _S_o.unpack_from(b, p)[0]
     p += 1
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeClusterRequest(f_include_cluster_authorized_operations, 1), p
 
 
 def _d_DescribeClusterRequest_v1(b: memoryview, p: int) -> tuple[DescribeClusterRequest, int]:
     f_include_cluster_authorized_operations, f_endpoint_type = _S_ob.unpack_from(b, p)
     p += 2
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeClusterRequest(f_include_cluster_authorized_operations, f_endpoint_type), p
 
 
@@ -160,7 +166,10 @@ def _d_DescribeClusterResponse_DescribeClusterBroker_v0(b: memoryview, p: int) -
     f_port = _S_i.unpack_from(b, p)[0]
     p += 4
     f_rack, p = _p.read_compact_nullable_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeClusterResponse.DescribeClusterBroker(f_broker_id, f_host, f_port, f_rack), p
 
 
@@ -187,7 +196,10 @@ def _d_DescribeClusterResponse_v0(b: memoryview, p: int) -> tuple[DescribeCluste
     f_brokers = a_f_brokers
     f_cluster_authorized_operations = _S_i.unpack_from(b, p)[0]
     p += 4
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeClusterResponse(f_throttle_time_ms, f_error_code, f_error_message, 1, f_cluster_id, f_controller_id, f_brokers, f_cluster_authorized_operations), p
 
 
@@ -208,7 +220,10 @@ def _d_DescribeClusterResponse_v1(b: memoryview, p: int) -> tuple[DescribeCluste
     f_brokers = a_f_brokers
     f_cluster_authorized_operations = _S_i.unpack_from(b, p)[0]
     p += 4
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeClusterResponse(f_throttle_time_ms, f_error_code, f_error_message, f_endpoint_type, f_cluster_id, f_controller_id, f_brokers, f_cluster_authorized_operations), p
 
 
@@ -220,7 +235,7 @@ def _e_DescribeClusterResponse_v0(o: DescribeClusterResponse, b: bytearray, part
     _p.write_compact_string(b, o.cluster_id)
     b += _S_i.pack(o.controller_id)
     a_brokers = o.brokers
-    _p.write_compact_array_len(b, a_brokers, False)
+    b += _p.uvarint(len(a_brokers) + 1)
     for e_brokers in a_brokers:
         _e_DescribeClusterResponse_DescribeClusterBroker_v0(e_brokers, b)
     b += _S_i.pack(o.cluster_authorized_operations)
@@ -234,7 +249,7 @@ def _e_DescribeClusterResponse_v1(o: DescribeClusterResponse, b: bytearray, part
     _p.write_compact_string(b, o.cluster_id)
     b += _S_i.pack(o.controller_id)
     a_brokers = o.brokers
-    _p.write_compact_array_len(b, a_brokers, False)
+    b += _p.uvarint(len(a_brokers) + 1)
     for e_brokers in a_brokers:
         _e_DescribeClusterResponse_DescribeClusterBroker_v0(e_brokers, b)
     b += _S_i.pack(o.cluster_authorized_operations)

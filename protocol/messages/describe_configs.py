@@ -187,7 +187,10 @@ def _d_DescribeConfigsRequest_DescribeConfigsResource_v4(b: memoryview, p: int) 
             e_f_configuration_keys, p = _p.read_compact_string(b, p)
             a_f_configuration_keys.append(e_f_configuration_keys)
         f_configuration_keys = a_f_configuration_keys
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeConfigsRequest.DescribeConfigsResource(f_resource_type, f_resource_name, f_configuration_keys), p
 
 
@@ -195,8 +198,10 @@ def _e_DescribeConfigsRequest_DescribeConfigsResource_v0(o: DescribeConfigsReque
     b += _S_b.pack(o.resource_type)
     _p.write_string(b, o.resource_name)
     a_configuration_keys = o.configuration_keys
-    _p.write_array_len(b, a_configuration_keys, True)
-    if a_configuration_keys is not None:
+    if a_configuration_keys is None:
+        b += b'\xff\xff\xff\xff'
+    else:
+        b += _S_i.pack(len(a_configuration_keys))
         for e_configuration_keys in a_configuration_keys:
             _p.write_string(b, e_configuration_keys)
 
@@ -205,8 +210,10 @@ def _e_DescribeConfigsRequest_DescribeConfigsResource_v4(o: DescribeConfigsReque
     b += _S_b.pack(o.resource_type)
     _p.write_compact_string(b, o.resource_name)
     a_configuration_keys = o.configuration_keys
-    _p.write_compact_array_len(b, a_configuration_keys, True)
-    if a_configuration_keys is not None:
+    if a_configuration_keys is None:
+        b += b'\x00'
+    else:
+        b += _p.uvarint(len(a_configuration_keys) + 1)
         for e_configuration_keys in a_configuration_keys:
             _p.write_compact_string(b, e_configuration_keys)
     b.append(0)
@@ -255,7 +262,10 @@ def _d_DescribeConfigsRequest_v4(b: memoryview, p: int) -> tuple[DescribeConfigs
     f_resources = a_f_resources
     f_include_synonyms, f_include_documentation = _S_oo.unpack_from(b, p)
     p += 2
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeConfigsRequest(f_resources, f_include_synonyms, f_include_documentation), p
 
 
@@ -265,7 +275,7 @@ def _e_DescribeConfigsRequest_v0(o: DescribeConfigsRequest, b: bytearray, parts:
     if not (o.include_documentation == False):
         raise _p.UnsupportedVersionError('non-default IncludeDocumentation cannot be encoded at this version')
     a_resources = o.resources
-    _p.write_array_len(b, a_resources, False)
+    b += _S_i.pack(len(a_resources))
     for e_resources in a_resources:
         _e_DescribeConfigsRequest_DescribeConfigsResource_v0(e_resources, b)
 
@@ -274,7 +284,7 @@ def _e_DescribeConfigsRequest_v1(o: DescribeConfigsRequest, b: bytearray, parts:
     if not (o.include_documentation == False):
         raise _p.UnsupportedVersionError('non-default IncludeDocumentation cannot be encoded at this version')
     a_resources = o.resources
-    _p.write_array_len(b, a_resources, False)
+    b += _S_i.pack(len(a_resources))
     for e_resources in a_resources:
         _e_DescribeConfigsRequest_DescribeConfigsResource_v0(e_resources, b)
     b += _S_o.pack(o.include_synonyms)
@@ -282,7 +292,7 @@ def _e_DescribeConfigsRequest_v1(o: DescribeConfigsRequest, b: bytearray, parts:
 
 def _e_DescribeConfigsRequest_v3(o: DescribeConfigsRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_resources = o.resources
-    _p.write_array_len(b, a_resources, False)
+    b += _S_i.pack(len(a_resources))
     for e_resources in a_resources:
         _e_DescribeConfigsRequest_DescribeConfigsResource_v0(e_resources, b)
     b += _S_oo.pack(o.include_synonyms, o.include_documentation)
@@ -290,7 +300,7 @@ def _e_DescribeConfigsRequest_v3(o: DescribeConfigsRequest, b: bytearray, parts:
 
 def _e_DescribeConfigsRequest_v4(o: DescribeConfigsRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_resources = o.resources
-    _p.write_compact_array_len(b, a_resources, False)
+    b += _p.uvarint(len(a_resources) + 1)
     for e_resources in a_resources:
         _e_DescribeConfigsRequest_DescribeConfigsResource_v4(e_resources, b)
     b += _S_oo.pack(o.include_synonyms, o.include_documentation)
@@ -322,7 +332,10 @@ def _d_DescribeConfigsResponse_DescribeConfigsSynonym_v4(b: memoryview, p: int) 
     f_value, p = _p.read_compact_nullable_string(b, p)
     f_source = _S_b.unpack_from(b, p)[0]
     p += 1
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeConfigsResponse.DescribeConfigsSynonym(f_name, f_value, f_source), p
 
 
@@ -392,7 +405,10 @@ def _d_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(b: memoryview, p
     f_config_type = _S_b.unpack_from(b, p)[0]
     p += 1
     f_documentation, p = _p.read_compact_nullable_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeConfigsResponse.DescribeConfigsResourceResult(f_name, f_value, f_read_only, False, f_config_source, f_is_sensitive, f_synonyms, f_config_type, f_documentation), p
 
 
@@ -409,7 +425,7 @@ def _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(o: DescribeConfi
     _p.write_nullable_string(b, o.value)
     b += _S_obo.pack(o.read_only, o.config_source, o.is_sensitive)
     a_synonyms = o.synonyms
-    _p.write_array_len(b, a_synonyms, False)
+    b += _S_i.pack(len(a_synonyms))
     for e_synonyms in a_synonyms:
         _e_DescribeConfigsResponse_DescribeConfigsSynonym_v1(e_synonyms, b)
 
@@ -421,7 +437,7 @@ def _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(o: DescribeConfi
     _p.write_nullable_string(b, o.value)
     b += _S_obo.pack(o.read_only, o.config_source, o.is_sensitive)
     a_synonyms = o.synonyms
-    _p.write_array_len(b, a_synonyms, False)
+    b += _S_i.pack(len(a_synonyms))
     for e_synonyms in a_synonyms:
         _e_DescribeConfigsResponse_DescribeConfigsSynonym_v1(e_synonyms, b)
     b += _S_b.pack(o.config_type)
@@ -435,7 +451,7 @@ def _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(o: DescribeConfi
     _p.write_compact_nullable_string(b, o.value)
     b += _S_obo.pack(o.read_only, o.config_source, o.is_sensitive)
     a_synonyms = o.synonyms
-    _p.write_compact_array_len(b, a_synonyms, False)
+    b += _p.uvarint(len(a_synonyms) + 1)
     for e_synonyms in a_synonyms:
         _e_DescribeConfigsResponse_DescribeConfigsSynonym_v4(e_synonyms, b)
     b += _S_b.pack(o.config_type)
@@ -504,7 +520,10 @@ def _d_DescribeConfigsResponse_DescribeConfigsResult_v4(b: memoryview, p: int) -
         e_f_configs, p = _d_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(b, p)
         a_f_configs.append(e_f_configs)
     f_configs = a_f_configs
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeConfigsResponse.DescribeConfigsResult(f_error_code, f_error_message, f_resource_type, f_resource_name, f_configs), p
 
 
@@ -514,7 +533,7 @@ def _e_DescribeConfigsResponse_DescribeConfigsResult_v0(o: DescribeConfigsRespon
     b += _S_b.pack(o.resource_type)
     _p.write_string(b, o.resource_name)
     a_configs = o.configs
-    _p.write_array_len(b, a_configs, False)
+    b += _S_i.pack(len(a_configs))
     for e_configs in a_configs:
         _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(e_configs, b)
 
@@ -525,7 +544,7 @@ def _e_DescribeConfigsResponse_DescribeConfigsResult_v1(o: DescribeConfigsRespon
     b += _S_b.pack(o.resource_type)
     _p.write_string(b, o.resource_name)
     a_configs = o.configs
-    _p.write_array_len(b, a_configs, False)
+    b += _S_i.pack(len(a_configs))
     for e_configs in a_configs:
         _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(e_configs, b)
 
@@ -536,7 +555,7 @@ def _e_DescribeConfigsResponse_DescribeConfigsResult_v3(o: DescribeConfigsRespon
     b += _S_b.pack(o.resource_type)
     _p.write_string(b, o.resource_name)
     a_configs = o.configs
-    _p.write_array_len(b, a_configs, False)
+    b += _S_i.pack(len(a_configs))
     for e_configs in a_configs:
         _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(e_configs, b)
 
@@ -547,7 +566,7 @@ def _e_DescribeConfigsResponse_DescribeConfigsResult_v4(o: DescribeConfigsRespon
     b += _S_b.pack(o.resource_type)
     _p.write_compact_string(b, o.resource_name)
     a_configs = o.configs
-    _p.write_compact_array_len(b, a_configs, False)
+    b += _p.uvarint(len(a_configs) + 1)
     for e_configs in a_configs:
         _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(e_configs, b)
     b.append(0)
@@ -598,14 +617,17 @@ def _d_DescribeConfigsResponse_v4(b: memoryview, p: int) -> tuple[DescribeConfig
         e_f_results, p = _d_DescribeConfigsResponse_DescribeConfigsResult_v4(b, p)
         a_f_results.append(e_f_results)
     f_results = a_f_results
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeConfigsResponse(f_throttle_time_ms, f_results), p
 
 
 def _e_DescribeConfigsResponse_v0(o: DescribeConfigsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_results = o.results
-    _p.write_array_len(b, a_results, False)
+    b += _S_i.pack(len(a_results))
     for e_results in a_results:
         _e_DescribeConfigsResponse_DescribeConfigsResult_v0(e_results, b)
 
@@ -613,7 +635,7 @@ def _e_DescribeConfigsResponse_v0(o: DescribeConfigsResponse, b: bytearray, part
 def _e_DescribeConfigsResponse_v1(o: DescribeConfigsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_results = o.results
-    _p.write_array_len(b, a_results, False)
+    b += _S_i.pack(len(a_results))
     for e_results in a_results:
         _e_DescribeConfigsResponse_DescribeConfigsResult_v1(e_results, b)
 
@@ -621,7 +643,7 @@ def _e_DescribeConfigsResponse_v1(o: DescribeConfigsResponse, b: bytearray, part
 def _e_DescribeConfigsResponse_v3(o: DescribeConfigsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_results = o.results
-    _p.write_array_len(b, a_results, False)
+    b += _S_i.pack(len(a_results))
     for e_results in a_results:
         _e_DescribeConfigsResponse_DescribeConfigsResult_v3(e_results, b)
 
@@ -629,7 +651,7 @@ def _e_DescribeConfigsResponse_v3(o: DescribeConfigsResponse, b: bytearray, part
 def _e_DescribeConfigsResponse_v4(o: DescribeConfigsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_results = o.results
-    _p.write_compact_array_len(b, a_results, False)
+    b += _p.uvarint(len(a_results) + 1)
     for e_results in a_results:
         _e_DescribeConfigsResponse_DescribeConfigsResult_v4(e_results, b)
     b.append(0)

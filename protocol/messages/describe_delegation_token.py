@@ -144,7 +144,10 @@ def _d_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(b: memoryv
 def _d_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(b: memoryview, p: int) -> tuple[DescribeDelegationTokenRequest.DescribeDelegationTokenOwner, int]:
     f_principal_type, p = _p.read_compact_string(b, p)
     f_principal_name, p = _p.read_compact_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeDelegationTokenRequest.DescribeDelegationTokenOwner(f_principal_type, f_principal_name), p
 
 
@@ -182,22 +185,29 @@ def _d_DescribeDelegationTokenRequest_v2(b: memoryview, p: int) -> tuple[Describ
             e_f_owners, p = _d_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(b, p)
             a_f_owners.append(e_f_owners)
         f_owners = a_f_owners
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeDelegationTokenRequest(f_owners), p
 
 
 def _e_DescribeDelegationTokenRequest_v0(o: DescribeDelegationTokenRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_owners = o.owners
-    _p.write_array_len(b, a_owners, True)
-    if a_owners is not None:
+    if a_owners is None:
+        b += b'\xff\xff\xff\xff'
+    else:
+        b += _S_i.pack(len(a_owners))
         for e_owners in a_owners:
             _e_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(e_owners, b)
 
 
 def _e_DescribeDelegationTokenRequest_v2(o: DescribeDelegationTokenRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_owners = o.owners
-    _p.write_compact_array_len(b, a_owners, True)
-    if a_owners is not None:
+    if a_owners is None:
+        b += b'\x00'
+    else:
+        b += _p.uvarint(len(a_owners) + 1)
         for e_owners in a_owners:
             _e_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(e_owners, b)
     b.append(0)
@@ -222,7 +232,10 @@ def _d_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(b: mem
 def _d_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(b: memoryview, p: int) -> tuple[DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer, int]:
     f_principal_type, p = _p.read_compact_string(b, p)
     f_principal_name, p = _p.read_compact_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer(f_principal_type, f_principal_name), p
 
 
@@ -266,7 +279,10 @@ def _d_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(b: memoryview
         e_f_renewers, p = _d_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(b, p)
         a_f_renewers.append(e_f_renewers)
     f_renewers = a_f_renewers
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeDelegationTokenResponse.DescribedDelegationToken(f_principal_type, f_principal_name, '', '', f_issue_timestamp, f_expiry_timestamp, f_max_timestamp, f_token_id, f_hmac, f_renewers), p
 
 
@@ -285,7 +301,10 @@ def _d_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(b: memoryview
         e_f_renewers, p = _d_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(b, p)
         a_f_renewers.append(e_f_renewers)
     f_renewers = a_f_renewers
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeDelegationTokenResponse.DescribedDelegationToken(f_principal_type, f_principal_name, f_token_requester_principal_type, f_token_requester_principal_name, f_issue_timestamp, f_expiry_timestamp, f_max_timestamp, f_token_id, f_hmac, f_renewers), p
 
 
@@ -300,7 +319,7 @@ def _e_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(o: DescribeDe
     _p.write_string(b, o.token_id)
     _p.write_bytes(b, o.hmac, False)
     a_renewers = o.renewers
-    _p.write_array_len(b, a_renewers, False)
+    b += _S_i.pack(len(a_renewers))
     for e_renewers in a_renewers:
         _e_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(e_renewers, b)
 
@@ -316,7 +335,7 @@ def _e_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(o: DescribeDe
     _p.write_compact_string(b, o.token_id)
     _p.write_bytes(b, o.hmac, True)
     a_renewers = o.renewers
-    _p.write_compact_array_len(b, a_renewers, False)
+    b += _p.uvarint(len(a_renewers) + 1)
     for e_renewers in a_renewers:
         _e_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(e_renewers, b)
     b.append(0)
@@ -331,7 +350,7 @@ def _e_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(o: DescribeDe
     _p.write_compact_string(b, o.token_id)
     _p.write_bytes(b, o.hmac, True)
     a_renewers = o.renewers
-    _p.write_compact_array_len(b, a_renewers, False)
+    b += _p.uvarint(len(a_renewers) + 1)
     for e_renewers in a_renewers:
         _e_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(e_renewers, b)
     b.append(0)
@@ -362,7 +381,10 @@ def _d_DescribeDelegationTokenResponse_v2(b: memoryview, p: int) -> tuple[Descri
     f_tokens = a_f_tokens
     f_throttle_time_ms = _S_i.unpack_from(b, p)[0]
     p += 4
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeDelegationTokenResponse(f_error_code, f_tokens, f_throttle_time_ms), p
 
 
@@ -377,14 +399,17 @@ def _d_DescribeDelegationTokenResponse_v3(b: memoryview, p: int) -> tuple[Descri
     f_tokens = a_f_tokens
     f_throttle_time_ms = _S_i.unpack_from(b, p)[0]
     p += 4
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeDelegationTokenResponse(f_error_code, f_tokens, f_throttle_time_ms), p
 
 
 def _e_DescribeDelegationTokenResponse_v0(o: DescribeDelegationTokenResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_h.pack(o.error_code)
     a_tokens = o.tokens
-    _p.write_array_len(b, a_tokens, False)
+    b += _S_i.pack(len(a_tokens))
     for e_tokens in a_tokens:
         _e_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(e_tokens, b)
     b += _S_i.pack(o.throttle_time_ms)
@@ -393,7 +418,7 @@ def _e_DescribeDelegationTokenResponse_v0(o: DescribeDelegationTokenResponse, b:
 def _e_DescribeDelegationTokenResponse_v2(o: DescribeDelegationTokenResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_h.pack(o.error_code)
     a_tokens = o.tokens
-    _p.write_compact_array_len(b, a_tokens, False)
+    b += _p.uvarint(len(a_tokens) + 1)
     for e_tokens in a_tokens:
         _e_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(e_tokens, b)
     b += _S_i.pack(o.throttle_time_ms)
@@ -403,7 +428,7 @@ def _e_DescribeDelegationTokenResponse_v2(o: DescribeDelegationTokenResponse, b:
 def _e_DescribeDelegationTokenResponse_v3(o: DescribeDelegationTokenResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_h.pack(o.error_code)
     a_tokens = o.tokens
-    _p.write_compact_array_len(b, a_tokens, False)
+    b += _p.uvarint(len(a_tokens) + 1)
     for e_tokens in a_tokens:
         _e_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(e_tokens, b)
     b += _S_i.pack(o.throttle_time_ms)

@@ -159,7 +159,10 @@ def _d_DescribeGroupsRequest_v5(b: memoryview, p: int) -> tuple[DescribeGroupsRe
     f_groups = a_f_groups
     f_include_authorized_operations = _S_o.unpack_from(b, p)[0]
     p += 1
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeGroupsRequest(f_groups, f_include_authorized_operations), p
 
 
@@ -167,14 +170,14 @@ def _e_DescribeGroupsRequest_v0(o: DescribeGroupsRequest, b: bytearray, parts: l
     if not (o.include_authorized_operations == False):
         raise _p.UnsupportedVersionError('non-default IncludeAuthorizedOperations cannot be encoded at this version')
     a_groups = o.groups
-    _p.write_array_len(b, a_groups, False)
+    b += _S_i.pack(len(a_groups))
     for e_groups in a_groups:
         _p.write_string(b, e_groups)
 
 
 def _e_DescribeGroupsRequest_v3(o: DescribeGroupsRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_groups = o.groups
-    _p.write_array_len(b, a_groups, False)
+    b += _S_i.pack(len(a_groups))
     for e_groups in a_groups:
         _p.write_string(b, e_groups)
     b += _S_o.pack(o.include_authorized_operations)
@@ -182,7 +185,7 @@ def _e_DescribeGroupsRequest_v3(o: DescribeGroupsRequest, b: bytearray, parts: l
 
 def _e_DescribeGroupsRequest_v5(o: DescribeGroupsRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_groups = o.groups
-    _p.write_compact_array_len(b, a_groups, False)
+    b += _p.uvarint(len(a_groups) + 1)
     for e_groups in a_groups:
         _p.write_compact_string(b, e_groups)
     b += _S_o.pack(o.include_authorized_operations)
@@ -225,7 +228,10 @@ def _d_DescribeGroupsResponse_DescribedGroupMember_v5(b: memoryview, p: int) -> 
     f_client_host, p = _p.read_compact_string(b, p)
     f_member_metadata, p = _p.read_bytes(b, p, True)
     f_member_assignment, p = _p.read_bytes(b, p, True)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeGroupsResponse.DescribedGroupMember(f_member_id, f_group_instance_id, f_client_id, f_client_host, f_member_metadata, f_member_assignment), p
 
 
@@ -323,7 +329,10 @@ def _d_DescribeGroupsResponse_DescribedGroup_v5(b: memoryview, p: int) -> tuple[
     f_members = a_f_members
     f_authorized_operations = _S_i.unpack_from(b, p)[0]
     p += 4
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeGroupsResponse.DescribedGroup(f_error_code, f_group_id, f_group_state, f_protocol_type, f_protocol_data, f_members, f_authorized_operations), p
 
 
@@ -336,7 +345,7 @@ def _e_DescribeGroupsResponse_DescribedGroup_v0(o: DescribeGroupsResponse.Descri
     _p.write_string(b, o.protocol_type)
     _p.write_string(b, o.protocol_data)
     a_members = o.members
-    _p.write_array_len(b, a_members, False)
+    b += _S_i.pack(len(a_members))
     for e_members in a_members:
         _e_DescribeGroupsResponse_DescribedGroupMember_v0(e_members, b)
 
@@ -348,7 +357,7 @@ def _e_DescribeGroupsResponse_DescribedGroup_v3(o: DescribeGroupsResponse.Descri
     _p.write_string(b, o.protocol_type)
     _p.write_string(b, o.protocol_data)
     a_members = o.members
-    _p.write_array_len(b, a_members, False)
+    b += _S_i.pack(len(a_members))
     for e_members in a_members:
         _e_DescribeGroupsResponse_DescribedGroupMember_v0(e_members, b)
     b += _S_i.pack(o.authorized_operations)
@@ -361,7 +370,7 @@ def _e_DescribeGroupsResponse_DescribedGroup_v4(o: DescribeGroupsResponse.Descri
     _p.write_string(b, o.protocol_type)
     _p.write_string(b, o.protocol_data)
     a_members = o.members
-    _p.write_array_len(b, a_members, False)
+    b += _S_i.pack(len(a_members))
     for e_members in a_members:
         _e_DescribeGroupsResponse_DescribedGroupMember_v4(e_members, b)
     b += _S_i.pack(o.authorized_operations)
@@ -374,7 +383,7 @@ def _e_DescribeGroupsResponse_DescribedGroup_v5(o: DescribeGroupsResponse.Descri
     _p.write_compact_string(b, o.protocol_type)
     _p.write_compact_string(b, o.protocol_data)
     a_members = o.members
-    _p.write_compact_array_len(b, a_members, False)
+    b += _p.uvarint(len(a_members) + 1)
     for e_members in a_members:
         _e_DescribeGroupsResponse_DescribedGroupMember_v5(e_members, b)
     b += _S_i.pack(o.authorized_operations)
@@ -436,13 +445,16 @@ def _d_DescribeGroupsResponse_v5(b: memoryview, p: int) -> tuple[DescribeGroupsR
         e_f_groups, p = _d_DescribeGroupsResponse_DescribedGroup_v5(b, p)
         a_f_groups.append(e_f_groups)
     f_groups = a_f_groups
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeGroupsResponse(f_throttle_time_ms, f_groups), p
 
 
 def _e_DescribeGroupsResponse_v0(o: DescribeGroupsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     a_groups = o.groups
-    _p.write_array_len(b, a_groups, False)
+    b += _S_i.pack(len(a_groups))
     for e_groups in a_groups:
         _e_DescribeGroupsResponse_DescribedGroup_v0(e_groups, b)
 
@@ -450,7 +462,7 @@ def _e_DescribeGroupsResponse_v0(o: DescribeGroupsResponse, b: bytearray, parts:
 def _e_DescribeGroupsResponse_v1(o: DescribeGroupsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_groups = o.groups
-    _p.write_array_len(b, a_groups, False)
+    b += _S_i.pack(len(a_groups))
     for e_groups in a_groups:
         _e_DescribeGroupsResponse_DescribedGroup_v0(e_groups, b)
 
@@ -458,7 +470,7 @@ def _e_DescribeGroupsResponse_v1(o: DescribeGroupsResponse, b: bytearray, parts:
 def _e_DescribeGroupsResponse_v3(o: DescribeGroupsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_groups = o.groups
-    _p.write_array_len(b, a_groups, False)
+    b += _S_i.pack(len(a_groups))
     for e_groups in a_groups:
         _e_DescribeGroupsResponse_DescribedGroup_v3(e_groups, b)
 
@@ -466,7 +478,7 @@ def _e_DescribeGroupsResponse_v3(o: DescribeGroupsResponse, b: bytearray, parts:
 def _e_DescribeGroupsResponse_v4(o: DescribeGroupsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_groups = o.groups
-    _p.write_array_len(b, a_groups, False)
+    b += _S_i.pack(len(a_groups))
     for e_groups in a_groups:
         _e_DescribeGroupsResponse_DescribedGroup_v4(e_groups, b)
 
@@ -474,7 +486,7 @@ def _e_DescribeGroupsResponse_v4(o: DescribeGroupsResponse, b: bytearray, parts:
 def _e_DescribeGroupsResponse_v5(o: DescribeGroupsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_groups = o.groups
-    _p.write_compact_array_len(b, a_groups, False)
+    b += _p.uvarint(len(a_groups) + 1)
     for e_groups in a_groups:
         _e_DescribeGroupsResponse_DescribedGroup_v5(e_groups, b)
     b.append(0)

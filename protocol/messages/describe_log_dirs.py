@@ -151,21 +151,24 @@ def _d_DescribeLogDirsRequest_DescribableLogDirTopic_v2(b: memoryview, p: int) -
     f_topic, p = _p.read_compact_string(b, p)
     n, p = _p.read_compact_array_len(b, p, False)
     f_partitions, p = _p.read_int32_array(b, p, n)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeLogDirsRequest.DescribableLogDirTopic(f_topic, f_partitions), p
 
 
 def _e_DescribeLogDirsRequest_DescribableLogDirTopic_v0(o: DescribeLogDirsRequest.DescribableLogDirTopic, b: bytearray) -> None:
     _p.write_string(b, o.topic)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     b += _p.pack_int32_array(a_partitions)
 
 
 def _e_DescribeLogDirsRequest_DescribableLogDirTopic_v2(o: DescribeLogDirsRequest.DescribableLogDirTopic, b: bytearray) -> None:
     _p.write_compact_string(b, o.topic)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     b += _p.pack_int32_array(a_partitions)
     b.append(0)
 
@@ -193,22 +196,29 @@ def _d_DescribeLogDirsRequest_v2(b: memoryview, p: int) -> tuple[DescribeLogDirs
             e_f_topics, p = _d_DescribeLogDirsRequest_DescribableLogDirTopic_v2(b, p)
             a_f_topics.append(e_f_topics)
         f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeLogDirsRequest(f_topics), p
 
 
 def _e_DescribeLogDirsRequest_v0(o: DescribeLogDirsRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, True)
-    if a_topics is not None:
+    if a_topics is None:
+        b += b'\xff\xff\xff\xff'
+    else:
+        b += _S_i.pack(len(a_topics))
         for e_topics in a_topics:
             _e_DescribeLogDirsRequest_DescribableLogDirTopic_v0(e_topics, b)
 
 
 def _e_DescribeLogDirsRequest_v2(o: DescribeLogDirsRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, True)
-    if a_topics is not None:
+    if a_topics is None:
+        b += b'\x00'
+    else:
+        b += _p.uvarint(len(a_topics) + 1)
         for e_topics in a_topics:
             _e_DescribeLogDirsRequest_DescribableLogDirTopic_v2(e_topics, b)
     b.append(0)
@@ -235,7 +245,10 @@ def _d_DescribeLogDirsResponse_DescribeLogDirsPartition_v0(b: memoryview, p: int
 def _d_DescribeLogDirsResponse_DescribeLogDirsPartition_v2(b: memoryview, p: int) -> tuple[DescribeLogDirsResponse.DescribeLogDirsPartition, int]:
     f_partition_index, f_partition_size, f_offset_lag, f_is_future_key = _S_iqqo.unpack_from(b, p)
     p += 21
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeLogDirsResponse.DescribeLogDirsPartition(f_partition_index, f_partition_size, f_offset_lag, f_is_future_key), p
 
 
@@ -267,14 +280,17 @@ def _d_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(b: memoryview, p: int) ->
         e_f_partitions, p = _d_DescribeLogDirsResponse_DescribeLogDirsPartition_v2(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeLogDirsResponse.DescribeLogDirsTopic(f_name, f_partitions), p
 
 
 def _e_DescribeLogDirsResponse_DescribeLogDirsTopic_v0(o: DescribeLogDirsResponse.DescribeLogDirsTopic, b: bytearray) -> None:
     _p.write_string(b, o.name)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     for e_partitions in a_partitions:
         _e_DescribeLogDirsResponse_DescribeLogDirsPartition_v0(e_partitions, b)
 
@@ -282,7 +298,7 @@ def _e_DescribeLogDirsResponse_DescribeLogDirsTopic_v0(o: DescribeLogDirsRespons
 def _e_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(o: DescribeLogDirsResponse.DescribeLogDirsTopic, b: bytearray) -> None:
     _p.write_compact_string(b, o.name)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_DescribeLogDirsResponse_DescribeLogDirsPartition_v2(e_partitions, b)
     b.append(0)
@@ -311,7 +327,10 @@ def _d_DescribeLogDirsResponse_DescribeLogDirsResult_v2(b: memoryview, p: int) -
         e_f_topics, p = _d_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeLogDirsResponse.DescribeLogDirsResult(f_error_code, f_log_dir, f_topics, -1, -1), p
 
 
@@ -327,7 +346,10 @@ def _d_DescribeLogDirsResponse_DescribeLogDirsResult_v4(b: memoryview, p: int) -
     f_topics = a_f_topics
     f_total_bytes, f_usable_bytes = _S_qq.unpack_from(b, p)
     p += 16
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeLogDirsResponse.DescribeLogDirsResult(f_error_code, f_log_dir, f_topics, f_total_bytes, f_usable_bytes), p
 
 
@@ -335,7 +357,7 @@ def _e_DescribeLogDirsResponse_DescribeLogDirsResult_v0(o: DescribeLogDirsRespon
     b += _S_h.pack(o.error_code)
     _p.write_string(b, o.log_dir)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_DescribeLogDirsResponse_DescribeLogDirsTopic_v0(e_topics, b)
 
@@ -344,7 +366,7 @@ def _e_DescribeLogDirsResponse_DescribeLogDirsResult_v2(o: DescribeLogDirsRespon
     b += _S_h.pack(o.error_code)
     _p.write_compact_string(b, o.log_dir)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(e_topics, b)
     b.append(0)
@@ -354,7 +376,7 @@ def _e_DescribeLogDirsResponse_DescribeLogDirsResult_v4(o: DescribeLogDirsRespon
     b += _S_h.pack(o.error_code)
     _p.write_compact_string(b, o.log_dir)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(e_topics, b)
     b += _S_qq.pack(o.total_bytes, o.usable_bytes)
@@ -382,7 +404,10 @@ def _d_DescribeLogDirsResponse_v2(b: memoryview, p: int) -> tuple[DescribeLogDir
         e_f_results, p = _d_DescribeLogDirsResponse_DescribeLogDirsResult_v2(b, p)
         a_f_results.append(e_f_results)
     f_results = a_f_results
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeLogDirsResponse(f_throttle_time_ms, 0, f_results), p
 
 
@@ -395,7 +420,10 @@ def _d_DescribeLogDirsResponse_v3(b: memoryview, p: int) -> tuple[DescribeLogDir
         e_f_results, p = _d_DescribeLogDirsResponse_DescribeLogDirsResult_v2(b, p)
         a_f_results.append(e_f_results)
     f_results = a_f_results
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeLogDirsResponse(f_throttle_time_ms, f_error_code, f_results), p
 
 
@@ -408,14 +436,17 @@ def _d_DescribeLogDirsResponse_v4(b: memoryview, p: int) -> tuple[DescribeLogDir
         e_f_results, p = _d_DescribeLogDirsResponse_DescribeLogDirsResult_v4(b, p)
         a_f_results.append(e_f_results)
     f_results = a_f_results
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeLogDirsResponse(f_throttle_time_ms, f_error_code, f_results), p
 
 
 def _e_DescribeLogDirsResponse_v0(o: DescribeLogDirsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_results = o.results
-    _p.write_array_len(b, a_results, False)
+    b += _S_i.pack(len(a_results))
     for e_results in a_results:
         _e_DescribeLogDirsResponse_DescribeLogDirsResult_v0(e_results, b)
 
@@ -423,7 +454,7 @@ def _e_DescribeLogDirsResponse_v0(o: DescribeLogDirsResponse, b: bytearray, part
 def _e_DescribeLogDirsResponse_v2(o: DescribeLogDirsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_results = o.results
-    _p.write_compact_array_len(b, a_results, False)
+    b += _p.uvarint(len(a_results) + 1)
     for e_results in a_results:
         _e_DescribeLogDirsResponse_DescribeLogDirsResult_v2(e_results, b)
     b.append(0)
@@ -432,7 +463,7 @@ def _e_DescribeLogDirsResponse_v2(o: DescribeLogDirsResponse, b: bytearray, part
 def _e_DescribeLogDirsResponse_v3(o: DescribeLogDirsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_ih.pack(o.throttle_time_ms, o.error_code)
     a_results = o.results
-    _p.write_compact_array_len(b, a_results, False)
+    b += _p.uvarint(len(a_results) + 1)
     for e_results in a_results:
         _e_DescribeLogDirsResponse_DescribeLogDirsResult_v2(e_results, b)
     b.append(0)
@@ -441,7 +472,7 @@ def _e_DescribeLogDirsResponse_v3(o: DescribeLogDirsResponse, b: bytearray, part
 def _e_DescribeLogDirsResponse_v4(o: DescribeLogDirsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_ih.pack(o.throttle_time_ms, o.error_code)
     a_results = o.results
-    _p.write_compact_array_len(b, a_results, False)
+    b += _p.uvarint(len(a_results) + 1)
     for e_results in a_results:
         _e_DescribeLogDirsResponse_DescribeLogDirsResult_v4(e_results, b)
     b.append(0)

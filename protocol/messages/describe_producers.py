@@ -142,14 +142,17 @@ def _d_DescribeProducersRequest_TopicRequest_v0(b: memoryview, p: int) -> tuple[
     f_name, p = _p.read_compact_string(b, p)
     n, p = _p.read_compact_array_len(b, p, False)
     f_partition_indexes, p = _p.read_int32_array(b, p, n)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeProducersRequest.TopicRequest(f_name, f_partition_indexes), p
 
 
 def _e_DescribeProducersRequest_TopicRequest_v0(o: DescribeProducersRequest.TopicRequest, b: bytearray) -> None:
     _p.write_compact_string(b, o.name)
     a_partition_indexes = o.partition_indexes
-    _p.write_compact_array_len(b, a_partition_indexes, False)
+    b += _p.uvarint(len(a_partition_indexes) + 1)
     b += _p.pack_int32_array(a_partition_indexes)
     b.append(0)
 
@@ -161,13 +164,16 @@ def _d_DescribeProducersRequest_v0(b: memoryview, p: int) -> tuple[DescribeProdu
         e_f_topics, p = _d_DescribeProducersRequest_TopicRequest_v0(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeProducersRequest(f_topics), p
 
 
 def _e_DescribeProducersRequest_v0(o: DescribeProducersRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_DescribeProducersRequest_TopicRequest_v0(e_topics, b)
     b.append(0)
@@ -184,7 +190,10 @@ _ENCODERS_DescribeProducersRequest: dict[int, Callable[[DescribeProducersRequest
 def _d_DescribeProducersResponse_ProducerState_v0(b: memoryview, p: int) -> tuple[DescribeProducersResponse.ProducerState, int]:
     f_producer_id, f_producer_epoch, f_last_sequence, f_last_timestamp, f_coordinator_epoch, f_current_txn_start_offset = _S_qiiqiq.unpack_from(b, p)
     p += 36
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeProducersResponse.ProducerState(f_producer_id, f_producer_epoch, f_last_sequence, f_last_timestamp, f_coordinator_epoch, f_current_txn_start_offset), p
 
 
@@ -203,7 +212,10 @@ def _d_DescribeProducersResponse_PartitionResponse_v0(b: memoryview, p: int) -> 
         e_f_active_producers, p = _d_DescribeProducersResponse_ProducerState_v0(b, p)
         a_f_active_producers.append(e_f_active_producers)
     f_active_producers = a_f_active_producers
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeProducersResponse.PartitionResponse(f_partition_index, f_error_code, f_error_message, f_active_producers), p
 
 
@@ -211,7 +223,7 @@ def _e_DescribeProducersResponse_PartitionResponse_v0(o: DescribeProducersRespon
     b += _S_ih.pack(o.partition_index, o.error_code)
     _p.write_compact_nullable_string(b, o.error_message)
     a_active_producers = o.active_producers
-    _p.write_compact_array_len(b, a_active_producers, False)
+    b += _p.uvarint(len(a_active_producers) + 1)
     for e_active_producers in a_active_producers:
         _e_DescribeProducersResponse_ProducerState_v0(e_active_producers, b)
     b.append(0)
@@ -225,14 +237,17 @@ def _d_DescribeProducersResponse_TopicResponse_v0(b: memoryview, p: int) -> tupl
         e_f_partitions, p = _d_DescribeProducersResponse_PartitionResponse_v0(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeProducersResponse.TopicResponse(f_name, f_partitions), p
 
 
 def _e_DescribeProducersResponse_TopicResponse_v0(o: DescribeProducersResponse.TopicResponse, b: bytearray) -> None:
     _p.write_compact_string(b, o.name)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_DescribeProducersResponse_PartitionResponse_v0(e_partitions, b)
     b.append(0)
@@ -247,14 +262,17 @@ def _d_DescribeProducersResponse_v0(b: memoryview, p: int) -> tuple[DescribeProd
         e_f_topics, p = _d_DescribeProducersResponse_TopicResponse_v0(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeProducersResponse(f_throttle_time_ms, f_topics), p
 
 
 def _e_DescribeProducersResponse_v0(o: DescribeProducersResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_DescribeProducersResponse_TopicResponse_v0(e_topics, b)
     b.append(0)

@@ -184,7 +184,10 @@ class DescribeQuorumResponse:
 def _d_DescribeQuorumRequest_PartitionData_v0(b: memoryview, p: int) -> tuple[DescribeQuorumRequest.PartitionData, int]:
     f_partition_index = _S_i.unpack_from(b, p)[0]
     p += 4
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeQuorumRequest.PartitionData(f_partition_index), p
 
 
@@ -201,14 +204,17 @@ def _d_DescribeQuorumRequest_TopicData_v0(b: memoryview, p: int) -> tuple[Descri
         e_f_partitions, p = _d_DescribeQuorumRequest_PartitionData_v0(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeQuorumRequest.TopicData(f_topic_name, f_partitions), p
 
 
 def _e_DescribeQuorumRequest_TopicData_v0(o: DescribeQuorumRequest.TopicData, b: bytearray) -> None:
     _p.write_compact_string(b, o.topic_name)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_DescribeQuorumRequest_PartitionData_v0(e_partitions, b)
     b.append(0)
@@ -221,13 +227,16 @@ def _d_DescribeQuorumRequest_v0(b: memoryview, p: int) -> tuple[DescribeQuorumRe
         e_f_topics, p = _d_DescribeQuorumRequest_TopicData_v0(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeQuorumRequest(f_topics), p
 
 
 def _e_DescribeQuorumRequest_v0(o: DescribeQuorumRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_DescribeQuorumRequest_TopicData_v0(e_topics, b)
     b.append(0)
@@ -244,14 +253,20 @@ _ENCODERS_DescribeQuorumRequest: dict[int, Callable[[DescribeQuorumRequest, byte
 def _d_DescribeQuorumResponse_ReplicaState_v0(b: memoryview, p: int) -> tuple[DescribeQuorumResponse.ReplicaState, int]:
     f_replica_id, f_log_end_offset = _S_iq.unpack_from(b, p)
     p += 12
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeQuorumResponse.ReplicaState(f_replica_id, _p.ZERO_UUID, f_log_end_offset, -1, -1), p
 
 
 def _d_DescribeQuorumResponse_ReplicaState_v1(b: memoryview, p: int) -> tuple[DescribeQuorumResponse.ReplicaState, int]:
     f_replica_id, f_log_end_offset, f_last_fetch_timestamp, f_last_caught_up_timestamp = _S_iqqq.unpack_from(b, p)
     p += 28
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeQuorumResponse.ReplicaState(f_replica_id, _p.ZERO_UUID, f_log_end_offset, f_last_fetch_timestamp, f_last_caught_up_timestamp), p
 
 
@@ -261,7 +276,10 @@ def _d_DescribeQuorumResponse_ReplicaState_v2(b: memoryview, p: int) -> tuple[De
     f_replica_directory_id, p = _p.read_uuid(b, p)
     f_log_end_offset, f_last_fetch_timestamp, f_last_caught_up_timestamp = _S_qqq.unpack_from(b, p)
     p += 24
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeQuorumResponse.ReplicaState(f_replica_id, f_replica_directory_id, f_log_end_offset, f_last_fetch_timestamp, f_last_caught_up_timestamp), p
 
 
@@ -301,7 +319,10 @@ def _d_DescribeQuorumResponse_PartitionData_v0(b: memoryview, p: int) -> tuple[D
         e_f_observers, p = _d_DescribeQuorumResponse_ReplicaState_v0(b, p)
         a_f_observers.append(e_f_observers)
     f_observers = a_f_observers
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeQuorumResponse.PartitionData(f_partition_index, f_error_code, '', f_leader_id, f_leader_epoch, f_high_watermark, f_current_voters, f_observers), p
 
 
@@ -320,7 +341,10 @@ def _d_DescribeQuorumResponse_PartitionData_v1(b: memoryview, p: int) -> tuple[D
         e_f_observers, p = _d_DescribeQuorumResponse_ReplicaState_v1(b, p)
         a_f_observers.append(e_f_observers)
     f_observers = a_f_observers
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeQuorumResponse.PartitionData(f_partition_index, f_error_code, '', f_leader_id, f_leader_epoch, f_high_watermark, f_current_voters, f_observers), p
 
 
@@ -342,18 +366,21 @@ def _d_DescribeQuorumResponse_PartitionData_v2(b: memoryview, p: int) -> tuple[D
         e_f_observers, p = _d_DescribeQuorumResponse_ReplicaState_v2(b, p)
         a_f_observers.append(e_f_observers)
     f_observers = a_f_observers
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeQuorumResponse.PartitionData(f_partition_index, f_error_code, f_error_message, f_leader_id, f_leader_epoch, f_high_watermark, f_current_voters, f_observers), p
 
 
 def _e_DescribeQuorumResponse_PartitionData_v0(o: DescribeQuorumResponse.PartitionData, b: bytearray) -> None:
     b += _S_ihiiq.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch, o.high_watermark)
     a_current_voters = o.current_voters
-    _p.write_compact_array_len(b, a_current_voters, False)
+    b += _p.uvarint(len(a_current_voters) + 1)
     for e_current_voters in a_current_voters:
         _e_DescribeQuorumResponse_ReplicaState_v0(e_current_voters, b)
     a_observers = o.observers
-    _p.write_compact_array_len(b, a_observers, False)
+    b += _p.uvarint(len(a_observers) + 1)
     for e_observers in a_observers:
         _e_DescribeQuorumResponse_ReplicaState_v0(e_observers, b)
     b.append(0)
@@ -362,11 +389,11 @@ def _e_DescribeQuorumResponse_PartitionData_v0(o: DescribeQuorumResponse.Partiti
 def _e_DescribeQuorumResponse_PartitionData_v1(o: DescribeQuorumResponse.PartitionData, b: bytearray) -> None:
     b += _S_ihiiq.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch, o.high_watermark)
     a_current_voters = o.current_voters
-    _p.write_compact_array_len(b, a_current_voters, False)
+    b += _p.uvarint(len(a_current_voters) + 1)
     for e_current_voters in a_current_voters:
         _e_DescribeQuorumResponse_ReplicaState_v1(e_current_voters, b)
     a_observers = o.observers
-    _p.write_compact_array_len(b, a_observers, False)
+    b += _p.uvarint(len(a_observers) + 1)
     for e_observers in a_observers:
         _e_DescribeQuorumResponse_ReplicaState_v1(e_observers, b)
     b.append(0)
@@ -377,11 +404,11 @@ def _e_DescribeQuorumResponse_PartitionData_v2(o: DescribeQuorumResponse.Partiti
     _p.write_compact_nullable_string(b, o.error_message)
     b += _S_iiq.pack(o.leader_id, o.leader_epoch, o.high_watermark)
     a_current_voters = o.current_voters
-    _p.write_compact_array_len(b, a_current_voters, False)
+    b += _p.uvarint(len(a_current_voters) + 1)
     for e_current_voters in a_current_voters:
         _e_DescribeQuorumResponse_ReplicaState_v2(e_current_voters, b)
     a_observers = o.observers
-    _p.write_compact_array_len(b, a_observers, False)
+    b += _p.uvarint(len(a_observers) + 1)
     for e_observers in a_observers:
         _e_DescribeQuorumResponse_ReplicaState_v2(e_observers, b)
     b.append(0)
@@ -395,7 +422,10 @@ def _d_DescribeQuorumResponse_TopicData_v0(b: memoryview, p: int) -> tuple[Descr
         e_f_partitions, p = _d_DescribeQuorumResponse_PartitionData_v0(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeQuorumResponse.TopicData(f_topic_name, f_partitions), p
 
 
@@ -407,7 +437,10 @@ def _d_DescribeQuorumResponse_TopicData_v1(b: memoryview, p: int) -> tuple[Descr
         e_f_partitions, p = _d_DescribeQuorumResponse_PartitionData_v1(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeQuorumResponse.TopicData(f_topic_name, f_partitions), p
 
 
@@ -419,14 +452,17 @@ def _d_DescribeQuorumResponse_TopicData_v2(b: memoryview, p: int) -> tuple[Descr
         e_f_partitions, p = _d_DescribeQuorumResponse_PartitionData_v2(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeQuorumResponse.TopicData(f_topic_name, f_partitions), p
 
 
 def _e_DescribeQuorumResponse_TopicData_v0(o: DescribeQuorumResponse.TopicData, b: bytearray) -> None:
     _p.write_compact_string(b, o.topic_name)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_DescribeQuorumResponse_PartitionData_v0(e_partitions, b)
     b.append(0)
@@ -435,7 +471,7 @@ def _e_DescribeQuorumResponse_TopicData_v0(o: DescribeQuorumResponse.TopicData, 
 def _e_DescribeQuorumResponse_TopicData_v1(o: DescribeQuorumResponse.TopicData, b: bytearray) -> None:
     _p.write_compact_string(b, o.topic_name)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_DescribeQuorumResponse_PartitionData_v1(e_partitions, b)
     b.append(0)
@@ -444,7 +480,7 @@ def _e_DescribeQuorumResponse_TopicData_v1(o: DescribeQuorumResponse.TopicData, 
 def _e_DescribeQuorumResponse_TopicData_v2(o: DescribeQuorumResponse.TopicData, b: bytearray) -> None:
     _p.write_compact_string(b, o.topic_name)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_DescribeQuorumResponse_PartitionData_v2(e_partitions, b)
     b.append(0)
@@ -455,7 +491,10 @@ def _d_DescribeQuorumResponse_Listener_v2(b: memoryview, p: int) -> tuple[Descri
     f_host, p = _p.read_compact_string(b, p)
     f_port = _S_H.unpack_from(b, p)[0]
     p += 2
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeQuorumResponse.Listener(f_name, f_host, f_port), p
 
 
@@ -475,14 +514,17 @@ def _d_DescribeQuorumResponse_Node_v2(b: memoryview, p: int) -> tuple[DescribeQu
         e_f_listeners, p = _d_DescribeQuorumResponse_Listener_v2(b, p)
         a_f_listeners.append(e_f_listeners)
     f_listeners = a_f_listeners
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeQuorumResponse.Node(f_node_id, f_listeners), p
 
 
 def _e_DescribeQuorumResponse_Node_v2(o: DescribeQuorumResponse.Node, b: bytearray) -> None:
     b += _S_i.pack(o.node_id)
     a_listeners = o.listeners
-    _p.write_compact_array_len(b, a_listeners, False)
+    b += _p.uvarint(len(a_listeners) + 1)
     for e_listeners in a_listeners:
         _e_DescribeQuorumResponse_Listener_v2(e_listeners, b)
     b.append(0)
@@ -497,7 +539,10 @@ def _d_DescribeQuorumResponse_v0(b: memoryview, p: int) -> tuple[DescribeQuorumR
         e_f_topics, p = _d_DescribeQuorumResponse_TopicData_v0(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeQuorumResponse(f_error_code, '', f_topics, []), p
 
 
@@ -510,7 +555,10 @@ def _d_DescribeQuorumResponse_v1(b: memoryview, p: int) -> tuple[DescribeQuorumR
         e_f_topics, p = _d_DescribeQuorumResponse_TopicData_v1(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeQuorumResponse(f_error_code, '', f_topics, []), p
 
 
@@ -530,7 +578,10 @@ def _d_DescribeQuorumResponse_v2(b: memoryview, p: int) -> tuple[DescribeQuorumR
         e_f_nodes, p = _d_DescribeQuorumResponse_Node_v2(b, p)
         a_f_nodes.append(e_f_nodes)
     f_nodes = a_f_nodes
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeQuorumResponse(f_error_code, f_error_message, f_topics, f_nodes), p
 
 
@@ -539,7 +590,7 @@ def _e_DescribeQuorumResponse_v0(o: DescribeQuorumResponse, b: bytearray, parts:
         raise _p.UnsupportedVersionError('non-default Nodes cannot be encoded at this version')
     b += _S_h.pack(o.error_code)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_DescribeQuorumResponse_TopicData_v0(e_topics, b)
     b.append(0)
@@ -550,7 +601,7 @@ def _e_DescribeQuorumResponse_v1(o: DescribeQuorumResponse, b: bytearray, parts:
         raise _p.UnsupportedVersionError('non-default Nodes cannot be encoded at this version')
     b += _S_h.pack(o.error_code)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_DescribeQuorumResponse_TopicData_v1(e_topics, b)
     b.append(0)
@@ -560,11 +611,11 @@ def _e_DescribeQuorumResponse_v2(o: DescribeQuorumResponse, b: bytearray, parts:
     b += _S_h.pack(o.error_code)
     _p.write_compact_nullable_string(b, o.error_message)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_DescribeQuorumResponse_TopicData_v2(e_topics, b)
     a_nodes = o.nodes
-    _p.write_compact_array_len(b, a_nodes, False)
+    b += _p.uvarint(len(a_nodes) + 1)
     for e_nodes in a_nodes:
         _e_DescribeQuorumResponse_Node_v2(e_nodes, b)
     b.append(0)

@@ -164,7 +164,10 @@ class DescribeTopicPartitionsResponse:
 
 def _d_DescribeTopicPartitionsRequest_TopicRequest_v0(b: memoryview, p: int) -> tuple[DescribeTopicPartitionsRequest.TopicRequest, int]:
     f_name, p = _p.read_compact_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeTopicPartitionsRequest.TopicRequest(f_name), p
 
 
@@ -177,7 +180,10 @@ def _d_DescribeTopicPartitionsRequest_Cursor_v0(b: memoryview, p: int) -> tuple[
     f_topic_name, p = _p.read_compact_string(b, p)
     f_partition_index = _S_i.unpack_from(b, p)[0]
     p += 4
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeTopicPartitionsRequest.Cursor(f_topic_name, f_partition_index), p
 
 
@@ -201,13 +207,16 @@ def _d_DescribeTopicPartitionsRequest_v0(b: memoryview, p: int) -> tuple[Describ
         p += 1
     else:
         f_cursor, p = _d_DescribeTopicPartitionsRequest_Cursor_v0(b, p + 1)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeTopicPartitionsRequest(f_topics, f_response_partition_limit, f_cursor), p
 
 
 def _e_DescribeTopicPartitionsRequest_v0(o: DescribeTopicPartitionsRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_DescribeTopicPartitionsRequest_TopicRequest_v0(e_topics, b)
     b += _S_i.pack(o.response_partition_limit)
@@ -247,28 +256,35 @@ def _d_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_
         f_last_known_elr, p = _p.read_int32_array(b, p, n)
     n, p = _p.read_compact_array_len(b, p, False)
     f_offline_replicas, p = _p.read_int32_array(b, p, n)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition(f_error_code, f_partition_index, f_leader_id, f_leader_epoch, f_replica_nodes, f_isr_nodes, f_eligible_leader_replicas, f_last_known_elr, f_offline_replicas), p
 
 
 def _e_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_v0(o: DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition, b: bytearray) -> None:
     b += _S_hiii.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
     a_replica_nodes = o.replica_nodes
-    _p.write_compact_array_len(b, a_replica_nodes, False)
+    b += _p.uvarint(len(a_replica_nodes) + 1)
     b += _p.pack_int32_array(a_replica_nodes)
     a_isr_nodes = o.isr_nodes
-    _p.write_compact_array_len(b, a_isr_nodes, False)
+    b += _p.uvarint(len(a_isr_nodes) + 1)
     b += _p.pack_int32_array(a_isr_nodes)
     a_eligible_leader_replicas = o.eligible_leader_replicas
-    _p.write_compact_array_len(b, a_eligible_leader_replicas, True)
-    if a_eligible_leader_replicas is not None:
+    if a_eligible_leader_replicas is None:
+        b += b'\x00'
+    else:
+        b += _p.uvarint(len(a_eligible_leader_replicas) + 1)
         b += _p.pack_int32_array(a_eligible_leader_replicas)
     a_last_known_elr = o.last_known_elr
-    _p.write_compact_array_len(b, a_last_known_elr, True)
-    if a_last_known_elr is not None:
+    if a_last_known_elr is None:
+        b += b'\x00'
+    else:
+        b += _p.uvarint(len(a_last_known_elr) + 1)
         b += _p.pack_int32_array(a_last_known_elr)
     a_offline_replicas = o.offline_replicas
-    _p.write_compact_array_len(b, a_offline_replicas, False)
+    b += _p.uvarint(len(a_offline_replicas) + 1)
     b += _p.pack_int32_array(a_offline_replicas)
     b.append(0)
 
@@ -288,7 +304,10 @@ def _d_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0(b
     f_partitions = a_f_partitions
     f_topic_authorized_operations = _S_i.unpack_from(b, p)[0]
     p += 4
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic(f_error_code, f_name, f_topic_id, f_is_internal, f_partitions, f_topic_authorized_operations), p
 
 
@@ -298,7 +317,7 @@ def _e_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0(o
     b += o.topic_id.bytes
     b += _S_o.pack(o.is_internal)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_v0(e_partitions, b)
     b += _S_i.pack(o.topic_authorized_operations)
@@ -309,7 +328,10 @@ def _d_DescribeTopicPartitionsResponse_Cursor_v0(b: memoryview, p: int) -> tuple
     f_topic_name, p = _p.read_compact_string(b, p)
     f_partition_index = _S_i.unpack_from(b, p)[0]
     p += 4
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeTopicPartitionsResponse.Cursor(f_topic_name, f_partition_index), p
 
 
@@ -333,14 +355,17 @@ def _d_DescribeTopicPartitionsResponse_v0(b: memoryview, p: int) -> tuple[Descri
         p += 1
     else:
         f_next_cursor, p = _d_DescribeTopicPartitionsResponse_Cursor_v0(b, p + 1)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeTopicPartitionsResponse(f_throttle_time_ms, f_topics, f_next_cursor), p
 
 
 def _e_DescribeTopicPartitionsResponse_v0(o: DescribeTopicPartitionsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0(e_topics, b)
     s_next_cursor = o.next_cursor

@@ -127,13 +127,16 @@ def _d_DescribeTransactionsRequest_v0(b: memoryview, p: int) -> tuple[DescribeTr
         e_f_transactional_ids, p = _p.read_compact_string(b, p)
         a_f_transactional_ids.append(e_f_transactional_ids)
     f_transactional_ids = a_f_transactional_ids
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeTransactionsRequest(f_transactional_ids), p
 
 
 def _e_DescribeTransactionsRequest_v0(o: DescribeTransactionsRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_transactional_ids = o.transactional_ids
-    _p.write_compact_array_len(b, a_transactional_ids, False)
+    b += _p.uvarint(len(a_transactional_ids) + 1)
     for e_transactional_ids in a_transactional_ids:
         _p.write_compact_string(b, e_transactional_ids)
     b.append(0)
@@ -151,14 +154,17 @@ def _d_DescribeTransactionsResponse_TopicData_v0(b: memoryview, p: int) -> tuple
     f_topic, p = _p.read_compact_string(b, p)
     n, p = _p.read_compact_array_len(b, p, False)
     f_partitions, p = _p.read_int32_array(b, p, n)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeTransactionsResponse.TopicData(f_topic, f_partitions), p
 
 
 def _e_DescribeTransactionsResponse_TopicData_v0(o: DescribeTransactionsResponse.TopicData, b: bytearray) -> None:
     _p.write_compact_string(b, o.topic)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     b += _p.pack_int32_array(a_partitions)
     b.append(0)
 
@@ -176,7 +182,10 @@ def _d_DescribeTransactionsResponse_TransactionState_v0(b: memoryview, p: int) -
         e_f_topics, p = _d_DescribeTransactionsResponse_TopicData_v0(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeTransactionsResponse.TransactionState(f_error_code, f_transactional_id, f_transaction_state, f_transaction_timeout_ms, f_transaction_start_time_ms, f_producer_id, f_producer_epoch, f_topics), p
 
 
@@ -186,7 +195,7 @@ def _e_DescribeTransactionsResponse_TransactionState_v0(o: DescribeTransactionsR
     _p.write_compact_string(b, o.transaction_state)
     b += _S_iqqh.pack(o.transaction_timeout_ms, o.transaction_start_time_ms, o.producer_id, o.producer_epoch)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_DescribeTransactionsResponse_TopicData_v0(e_topics, b)
     b.append(0)
@@ -201,14 +210,17 @@ def _d_DescribeTransactionsResponse_v0(b: memoryview, p: int) -> tuple[DescribeT
         e_f_transaction_states, p = _d_DescribeTransactionsResponse_TransactionState_v0(b, p)
         a_f_transaction_states.append(e_f_transaction_states)
     f_transaction_states = a_f_transaction_states
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeTransactionsResponse(f_throttle_time_ms, f_transaction_states), p
 
 
 def _e_DescribeTransactionsResponse_v0(o: DescribeTransactionsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_transaction_states = o.transaction_states
-    _p.write_compact_array_len(b, a_transaction_states, False)
+    b += _p.uvarint(len(a_transaction_states) + 1)
     for e_transaction_states in a_transaction_states:
         _e_DescribeTransactionsResponse_TransactionState_v0(e_transaction_states, b)
     b.append(0)

@@ -125,7 +125,10 @@ class DescribeUserScramCredentialsResponse:
 
 def _d_DescribeUserScramCredentialsRequest_UserName_v0(b: memoryview, p: int) -> tuple[DescribeUserScramCredentialsRequest.UserName, int]:
     f_name, p = _p.read_compact_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeUserScramCredentialsRequest.UserName(f_name), p
 
 
@@ -144,14 +147,19 @@ def _d_DescribeUserScramCredentialsRequest_v0(b: memoryview, p: int) -> tuple[De
             e_f_users, p = _d_DescribeUserScramCredentialsRequest_UserName_v0(b, p)
             a_f_users.append(e_f_users)
         f_users = a_f_users
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeUserScramCredentialsRequest(f_users), p
 
 
 def _e_DescribeUserScramCredentialsRequest_v0(o: DescribeUserScramCredentialsRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_users = o.users
-    _p.write_compact_array_len(b, a_users, True)
-    if a_users is not None:
+    if a_users is None:
+        b += b'\x00'
+    else:
+        b += _p.uvarint(len(a_users) + 1)
         for e_users in a_users:
             _e_DescribeUserScramCredentialsRequest_UserName_v0(e_users, b)
     b.append(0)
@@ -168,7 +176,10 @@ _ENCODERS_DescribeUserScramCredentialsRequest: dict[int, Callable[[DescribeUserS
 def _d_DescribeUserScramCredentialsResponse_CredentialInfo_v0(b: memoryview, p: int) -> tuple[DescribeUserScramCredentialsResponse.CredentialInfo, int]:
     f_mechanism, f_iterations = _S_bi.unpack_from(b, p)
     p += 5
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeUserScramCredentialsResponse.CredentialInfo(f_mechanism, f_iterations), p
 
 
@@ -188,7 +199,10 @@ def _d_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult_v
         e_f_credential_infos, p = _d_DescribeUserScramCredentialsResponse_CredentialInfo_v0(b, p)
         a_f_credential_infos.append(e_f_credential_infos)
     f_credential_infos = a_f_credential_infos
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult(f_user, f_error_code, f_error_message, f_credential_infos), p
 
 
@@ -197,7 +211,7 @@ def _e_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult_v
     b += _S_h.pack(o.error_code)
     _p.write_compact_nullable_string(b, o.error_message)
     a_credential_infos = o.credential_infos
-    _p.write_compact_array_len(b, a_credential_infos, False)
+    b += _p.uvarint(len(a_credential_infos) + 1)
     for e_credential_infos in a_credential_infos:
         _e_DescribeUserScramCredentialsResponse_CredentialInfo_v0(e_credential_infos, b)
     b.append(0)
@@ -213,7 +227,10 @@ def _d_DescribeUserScramCredentialsResponse_v0(b: memoryview, p: int) -> tuple[D
         e_f_results, p = _d_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult_v0(b, p)
         a_f_results.append(e_f_results)
     f_results = a_f_results
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return DescribeUserScramCredentialsResponse(f_throttle_time_ms, f_error_code, f_error_message, f_results), p
 
 
@@ -221,7 +238,7 @@ def _e_DescribeUserScramCredentialsResponse_v0(o: DescribeUserScramCredentialsRe
     b += _S_ih.pack(o.throttle_time_ms, o.error_code)
     _p.write_compact_nullable_string(b, o.error_message)
     a_results = o.results
-    _p.write_compact_array_len(b, a_results, False)
+    b += _p.uvarint(len(a_results) + 1)
     for e_results in a_results:
         _e_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult_v0(e_results, b)
     b.append(0)

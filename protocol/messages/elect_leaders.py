@@ -136,21 +136,24 @@ def _d_ElectLeadersRequest_TopicPartitions_v2(b: memoryview, p: int) -> tuple[El
     f_topic, p = _p.read_compact_string(b, p)
     n, p = _p.read_compact_array_len(b, p, False)
     f_partitions, p = _p.read_int32_array(b, p, n)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ElectLeadersRequest.TopicPartitions(f_topic, f_partitions), p
 
 
 def _e_ElectLeadersRequest_TopicPartitions_v0(o: ElectLeadersRequest.TopicPartitions, b: bytearray) -> None:
     _p.write_string(b, o.topic)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     b += _p.pack_int32_array(a_partitions)
 
 
 def _e_ElectLeadersRequest_TopicPartitions_v2(o: ElectLeadersRequest.TopicPartitions, b: bytearray) -> None:
     _p.write_compact_string(b, o.topic)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     b += _p.pack_int32_array(a_partitions)
     b.append(0)
 
@@ -201,7 +204,10 @@ def _d_ElectLeadersRequest_v2(b: memoryview, p: int) -> tuple[ElectLeadersReques
         f_topic_partitions = a_f_topic_partitions
     f_timeout_ms = _S_i.unpack_from(b, p)[0]
     p += 4
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ElectLeadersRequest(f_election_type, f_topic_partitions, f_timeout_ms), p
 
 
@@ -209,8 +215,10 @@ def _e_ElectLeadersRequest_v0(o: ElectLeadersRequest, b: bytearray, parts: list[
     if not (o.election_type == 0):
         raise _p.UnsupportedVersionError('non-default ElectionType cannot be encoded at this version')
     a_topic_partitions = o.topic_partitions
-    _p.write_array_len(b, a_topic_partitions, True)
-    if a_topic_partitions is not None:
+    if a_topic_partitions is None:
+        b += b'\xff\xff\xff\xff'
+    else:
+        b += _S_i.pack(len(a_topic_partitions))
         for e_topic_partitions in a_topic_partitions:
             _e_ElectLeadersRequest_TopicPartitions_v0(e_topic_partitions, b)
     b += _S_i.pack(o.timeout_ms)
@@ -219,8 +227,10 @@ def _e_ElectLeadersRequest_v0(o: ElectLeadersRequest, b: bytearray, parts: list[
 def _e_ElectLeadersRequest_v1(o: ElectLeadersRequest, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_b.pack(o.election_type)
     a_topic_partitions = o.topic_partitions
-    _p.write_array_len(b, a_topic_partitions, True)
-    if a_topic_partitions is not None:
+    if a_topic_partitions is None:
+        b += b'\xff\xff\xff\xff'
+    else:
+        b += _S_i.pack(len(a_topic_partitions))
         for e_topic_partitions in a_topic_partitions:
             _e_ElectLeadersRequest_TopicPartitions_v0(e_topic_partitions, b)
     b += _S_i.pack(o.timeout_ms)
@@ -229,8 +239,10 @@ def _e_ElectLeadersRequest_v1(o: ElectLeadersRequest, b: bytearray, parts: list[
 def _e_ElectLeadersRequest_v2(o: ElectLeadersRequest, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_b.pack(o.election_type)
     a_topic_partitions = o.topic_partitions
-    _p.write_compact_array_len(b, a_topic_partitions, True)
-    if a_topic_partitions is not None:
+    if a_topic_partitions is None:
+        b += b'\x00'
+    else:
+        b += _p.uvarint(len(a_topic_partitions) + 1)
         for e_topic_partitions in a_topic_partitions:
             _e_ElectLeadersRequest_TopicPartitions_v2(e_topic_partitions, b)
     b += _S_i.pack(o.timeout_ms)
@@ -256,7 +268,10 @@ def _d_ElectLeadersResponse_PartitionResult_v2(b: memoryview, p: int) -> tuple[E
     f_partition_id, f_error_code = _S_ih.unpack_from(b, p)
     p += 6
     f_error_message, p = _p.read_compact_nullable_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ElectLeadersResponse.PartitionResult(f_partition_id, f_error_code, f_error_message), p
 
 
@@ -290,14 +305,17 @@ def _d_ElectLeadersResponse_ReplicaElectionResult_v2(b: memoryview, p: int) -> t
         e_f_partition_result, p = _d_ElectLeadersResponse_PartitionResult_v2(b, p)
         a_f_partition_result.append(e_f_partition_result)
     f_partition_result = a_f_partition_result
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ElectLeadersResponse.ReplicaElectionResult(f_topic, f_partition_result), p
 
 
 def _e_ElectLeadersResponse_ReplicaElectionResult_v0(o: ElectLeadersResponse.ReplicaElectionResult, b: bytearray) -> None:
     _p.write_string(b, o.topic)
     a_partition_result = o.partition_result
-    _p.write_array_len(b, a_partition_result, False)
+    b += _S_i.pack(len(a_partition_result))
     for e_partition_result in a_partition_result:
         _e_ElectLeadersResponse_PartitionResult_v0(e_partition_result, b)
 
@@ -305,7 +323,7 @@ def _e_ElectLeadersResponse_ReplicaElectionResult_v0(o: ElectLeadersResponse.Rep
 def _e_ElectLeadersResponse_ReplicaElectionResult_v2(o: ElectLeadersResponse.ReplicaElectionResult, b: bytearray) -> None:
     _p.write_compact_string(b, o.topic)
     a_partition_result = o.partition_result
-    _p.write_compact_array_len(b, a_partition_result, False)
+    b += _p.uvarint(len(a_partition_result) + 1)
     for e_partition_result in a_partition_result:
         _e_ElectLeadersResponse_PartitionResult_v2(e_partition_result, b)
     b.append(0)
@@ -344,7 +362,10 @@ def _d_ElectLeadersResponse_v2(b: memoryview, p: int) -> tuple[ElectLeadersRespo
         e_f_replica_election_results, p = _d_ElectLeadersResponse_ReplicaElectionResult_v2(b, p)
         a_f_replica_election_results.append(e_f_replica_election_results)
     f_replica_election_results = a_f_replica_election_results
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ElectLeadersResponse(f_throttle_time_ms, f_error_code, f_replica_election_results), p
 
 
@@ -353,7 +374,7 @@ def _e_ElectLeadersResponse_v0(o: ElectLeadersResponse, b: bytearray, parts: lis
         raise _p.UnsupportedVersionError('non-default ErrorCode cannot be encoded at this version')
     b += _S_i.pack(o.throttle_time_ms)
     a_replica_election_results = o.replica_election_results
-    _p.write_array_len(b, a_replica_election_results, False)
+    b += _S_i.pack(len(a_replica_election_results))
     for e_replica_election_results in a_replica_election_results:
         _e_ElectLeadersResponse_ReplicaElectionResult_v0(e_replica_election_results, b)
 
@@ -361,7 +382,7 @@ def _e_ElectLeadersResponse_v0(o: ElectLeadersResponse, b: bytearray, parts: lis
 def _e_ElectLeadersResponse_v1(o: ElectLeadersResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_ih.pack(o.throttle_time_ms, o.error_code)
     a_replica_election_results = o.replica_election_results
-    _p.write_array_len(b, a_replica_election_results, False)
+    b += _S_i.pack(len(a_replica_election_results))
     for e_replica_election_results in a_replica_election_results:
         _e_ElectLeadersResponse_ReplicaElectionResult_v0(e_replica_election_results, b)
 
@@ -369,7 +390,7 @@ def _e_ElectLeadersResponse_v1(o: ElectLeadersResponse, b: bytearray, parts: lis
 def _e_ElectLeadersResponse_v2(o: ElectLeadersResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_ih.pack(o.throttle_time_ms, o.error_code)
     a_replica_election_results = o.replica_election_results
-    _p.write_compact_array_len(b, a_replica_election_results, False)
+    b += _p.uvarint(len(a_replica_election_results) + 1)
     for e_replica_election_results in a_replica_election_results:
         _e_ElectLeadersResponse_ReplicaElectionResult_v2(e_replica_election_results, b)
     b.append(0)

@@ -179,7 +179,10 @@ def _d_EndQuorumEpochRequest_ReplicaInfo_v1(b: memoryview, p: int) -> tuple[EndQ
     f_candidate_id = _S_i.unpack_from(b, p)[0]
     p += 4
     f_candidate_directory_id, p = _p.read_uuid(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return EndQuorumEpochRequest.ReplicaInfo(f_candidate_id, f_candidate_directory_id), p
 
 
@@ -206,21 +209,24 @@ def _d_EndQuorumEpochRequest_PartitionData_v1(b: memoryview, p: int) -> tuple[En
         e_f_preferred_candidates, p = _d_EndQuorumEpochRequest_ReplicaInfo_v1(b, p)
         a_f_preferred_candidates.append(e_f_preferred_candidates)
     f_preferred_candidates = a_f_preferred_candidates
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return EndQuorumEpochRequest.PartitionData(f_partition_index, f_leader_id, f_leader_epoch, [], f_preferred_candidates), p
 
 
 def _e_EndQuorumEpochRequest_PartitionData_v0(o: EndQuorumEpochRequest.PartitionData, b: bytearray) -> None:
     b += _S_iii.pack(o.partition_index, o.leader_id, o.leader_epoch)
     a_preferred_successors = o.preferred_successors
-    _p.write_array_len(b, a_preferred_successors, False)
+    b += _S_i.pack(len(a_preferred_successors))
     b += _p.pack_int32_array(a_preferred_successors)
 
 
 def _e_EndQuorumEpochRequest_PartitionData_v1(o: EndQuorumEpochRequest.PartitionData, b: bytearray) -> None:
     b += _S_iii.pack(o.partition_index, o.leader_id, o.leader_epoch)
     a_preferred_candidates = o.preferred_candidates
-    _p.write_compact_array_len(b, a_preferred_candidates, False)
+    b += _p.uvarint(len(a_preferred_candidates) + 1)
     for e_preferred_candidates in a_preferred_candidates:
         _e_EndQuorumEpochRequest_ReplicaInfo_v1(e_preferred_candidates, b)
     b.append(0)
@@ -245,14 +251,17 @@ def _d_EndQuorumEpochRequest_TopicData_v1(b: memoryview, p: int) -> tuple[EndQuo
         e_f_partitions, p = _d_EndQuorumEpochRequest_PartitionData_v1(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return EndQuorumEpochRequest.TopicData(f_topic_name, f_partitions), p
 
 
 def _e_EndQuorumEpochRequest_TopicData_v0(o: EndQuorumEpochRequest.TopicData, b: bytearray) -> None:
     _p.write_string(b, o.topic_name)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     for e_partitions in a_partitions:
         _e_EndQuorumEpochRequest_PartitionData_v0(e_partitions, b)
 
@@ -260,7 +269,7 @@ def _e_EndQuorumEpochRequest_TopicData_v0(o: EndQuorumEpochRequest.TopicData, b:
 def _e_EndQuorumEpochRequest_TopicData_v1(o: EndQuorumEpochRequest.TopicData, b: bytearray) -> None:
     _p.write_compact_string(b, o.topic_name)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_EndQuorumEpochRequest_PartitionData_v1(e_partitions, b)
     b.append(0)
@@ -271,7 +280,10 @@ def _d_EndQuorumEpochRequest_LeaderEndpoint_v1(b: memoryview, p: int) -> tuple[E
     f_host, p = _p.read_compact_string(b, p)
     f_port = _S_H.unpack_from(b, p)[0]
     p += 2
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return EndQuorumEpochRequest.LeaderEndpoint(f_name, f_host, f_port), p
 
 
@@ -307,14 +319,17 @@ def _d_EndQuorumEpochRequest_v1(b: memoryview, p: int) -> tuple[EndQuorumEpochRe
         e_f_leader_endpoints, p = _d_EndQuorumEpochRequest_LeaderEndpoint_v1(b, p)
         a_f_leader_endpoints.append(e_f_leader_endpoints)
     f_leader_endpoints = a_f_leader_endpoints
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return EndQuorumEpochRequest(f_cluster_id, f_topics, f_leader_endpoints), p
 
 
 def _e_EndQuorumEpochRequest_v0(o: EndQuorumEpochRequest, b: bytearray, parts: list[_p.Part]) -> None:
     _p.write_nullable_string(b, o.cluster_id)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_EndQuorumEpochRequest_TopicData_v0(e_topics, b)
 
@@ -322,11 +337,11 @@ def _e_EndQuorumEpochRequest_v0(o: EndQuorumEpochRequest, b: bytearray, parts: l
 def _e_EndQuorumEpochRequest_v1(o: EndQuorumEpochRequest, b: bytearray, parts: list[_p.Part]) -> None:
     _p.write_compact_nullable_string(b, o.cluster_id)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_EndQuorumEpochRequest_TopicData_v1(e_topics, b)
     a_leader_endpoints = o.leader_endpoints
-    _p.write_compact_array_len(b, a_leader_endpoints, False)
+    b += _p.uvarint(len(a_leader_endpoints) + 1)
     for e_leader_endpoints in a_leader_endpoints:
         _e_EndQuorumEpochRequest_LeaderEndpoint_v1(e_leader_endpoints, b)
     b.append(0)
@@ -349,7 +364,10 @@ def _d_EndQuorumEpochResponse_PartitionData_v0(b: memoryview, p: int) -> tuple[E
 def _d_EndQuorumEpochResponse_PartitionData_v1(b: memoryview, p: int) -> tuple[EndQuorumEpochResponse.PartitionData, int]:
     f_partition_index, f_error_code, f_leader_id, f_leader_epoch = _S_ihii.unpack_from(b, p)
     p += 14
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return EndQuorumEpochResponse.PartitionData(f_partition_index, f_error_code, f_leader_id, f_leader_epoch), p
 
 
@@ -381,14 +399,17 @@ def _d_EndQuorumEpochResponse_TopicData_v1(b: memoryview, p: int) -> tuple[EndQu
         e_f_partitions, p = _d_EndQuorumEpochResponse_PartitionData_v1(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return EndQuorumEpochResponse.TopicData(f_topic_name, f_partitions), p
 
 
 def _e_EndQuorumEpochResponse_TopicData_v0(o: EndQuorumEpochResponse.TopicData, b: bytearray) -> None:
     _p.write_string(b, o.topic_name)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     for e_partitions in a_partitions:
         _e_EndQuorumEpochResponse_PartitionData_v0(e_partitions, b)
 
@@ -396,7 +417,7 @@ def _e_EndQuorumEpochResponse_TopicData_v0(o: EndQuorumEpochResponse.TopicData, 
 def _e_EndQuorumEpochResponse_TopicData_v1(o: EndQuorumEpochResponse.TopicData, b: bytearray) -> None:
     _p.write_compact_string(b, o.topic_name)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_EndQuorumEpochResponse_PartitionData_v1(e_partitions, b)
     b.append(0)
@@ -408,7 +429,10 @@ def _d_EndQuorumEpochResponse_NodeEndpoint_v1(b: memoryview, p: int) -> tuple[En
     f_host, p = _p.read_compact_string(b, p)
     f_port = _S_H.unpack_from(b, p)[0]
     p += 2
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return EndQuorumEpochResponse.NodeEndpoint(f_node_id, f_host, f_port), p
 
 
@@ -461,7 +485,7 @@ def _e_EndQuorumEpochResponse_v0(o: EndQuorumEpochResponse, b: bytearray, parts:
         raise _p.UnsupportedVersionError('non-default NodeEndpoints cannot be encoded at this version')
     b += _S_h.pack(o.error_code)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_EndQuorumEpochResponse_TopicData_v0(e_topics, b)
 
@@ -469,17 +493,15 @@ def _e_EndQuorumEpochResponse_v0(o: EndQuorumEpochResponse, b: bytearray, parts:
 def _e_EndQuorumEpochResponse_v1(o: EndQuorumEpochResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_h.pack(o.error_code)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_EndQuorumEpochResponse_TopicData_v1(e_topics, b)
-    n_tags = 0
-    if not (not o.node_endpoints):
-        n_tags += 1
-    b += _p.uvarint(n_tags)
-    if not (not o.node_endpoints):
+    w_node_endpoints = not (not o.node_endpoints)
+    b += _p.uvarint(int(w_node_endpoints))
+    if w_node_endpoints:
         t = bytearray()
         a_node_endpoints = o.node_endpoints
-        _p.write_compact_array_len(t, a_node_endpoints, False)
+        t += _p.uvarint(len(a_node_endpoints) + 1)
         for e_node_endpoints in a_node_endpoints:
             _e_EndQuorumEpochResponse_NodeEndpoint_v1(e_node_endpoints, t)
         _p.write_tagged(b, 0, t)

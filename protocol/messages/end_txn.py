@@ -106,7 +106,10 @@ def _d_EndTxnRequest_v3(b: memoryview, p: int) -> tuple[EndTxnRequest, int]:
     f_transactional_id, p = _p.read_compact_string(b, p)
     f_producer_id, f_producer_epoch, f_committed = _S_qho.unpack_from(b, p)
     p += 11
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return EndTxnRequest(f_transactional_id, f_producer_id, f_producer_epoch, f_committed), p
 
 
@@ -140,7 +143,10 @@ def _d_EndTxnResponse_v0(b: memoryview, p: int) -> tuple[EndTxnResponse, int]:
 def _d_EndTxnResponse_v3(b: memoryview, p: int) -> tuple[EndTxnResponse, int]:
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(b, p)
     p += 6
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return EndTxnResponse(f_throttle_time_ms, f_error_code), p
 
 

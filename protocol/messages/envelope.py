@@ -96,7 +96,10 @@ def _d_EnvelopeRequest_v0(b: memoryview, p: int) -> tuple[EnvelopeRequest, int]:
     f_request_data, p = _p.read_view(b, p, True)
     f_request_principal, p = _p.read_nullable_bytes(b, p, True)
     f_client_host_address, p = _p.read_bytes(b, p, True)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return EnvelopeRequest(f_request_data, f_request_principal, f_client_host_address), p
 
 
@@ -119,7 +122,10 @@ def _d_EnvelopeResponse_v0(b: memoryview, p: int) -> tuple[EnvelopeResponse, int
     f_response_data, p = _p.read_nullable_view(b, p, True)
     f_error_code = _S_h.unpack_from(b, p)[0]
     p += 2
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return EnvelopeResponse(f_response_data, f_error_code), p
 
 

@@ -104,7 +104,10 @@ def _d_ExpireDelegationTokenRequest_v2(b: memoryview, p: int) -> tuple[ExpireDel
     f_hmac, p = _p.read_bytes(b, p, True)
     f_expiry_time_period_ms = _S_q.unpack_from(b, p)[0]
     p += 8
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ExpireDelegationTokenRequest(f_hmac, f_expiry_time_period_ms), p
 
 
@@ -138,7 +141,10 @@ def _d_ExpireDelegationTokenResponse_v0(b: memoryview, p: int) -> tuple[ExpireDe
 def _d_ExpireDelegationTokenResponse_v2(b: memoryview, p: int) -> tuple[ExpireDelegationTokenResponse, int]:
     f_error_code, f_expiry_timestamp_ms, f_throttle_time_ms = _S_hqi.unpack_from(b, p)
     p += 14
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ExpireDelegationTokenResponse(f_error_code, f_expiry_timestamp_ms, f_throttle_time_ms), p
 
 

@@ -273,7 +273,10 @@ class FetchResponse:
 def _d_FetchRequest_ReplicaState_v15(b: memoryview, p: int) -> tuple[FetchRequest.ReplicaState, int]:
     f_replica_id, f_replica_epoch = _S_iq.unpack_from(b, p)
     p += 12
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return FetchRequest.ReplicaState(f_replica_id, f_replica_epoch), p
 
 
@@ -307,7 +310,10 @@ def _d_FetchRequest_FetchPartition_v9(b: memoryview, p: int) -> tuple[FetchReque
 def _d_FetchRequest_FetchPartition_v12(b: memoryview, p: int) -> tuple[FetchRequest.FetchPartition, int]:
     f_partition, f_current_leader_epoch, f_fetch_offset, f_last_fetched_epoch, f_log_start_offset, f_partition_max_bytes = _S_iiqiqi.unpack_from(b, p)
     p += 32
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return FetchRequest.FetchPartition(f_partition, f_current_leader_epoch, f_fetch_offset, f_last_fetched_epoch, f_log_start_offset, f_partition_max_bytes, _p.ZERO_UUID), p
 
 
@@ -350,11 +356,9 @@ def _e_FetchRequest_FetchPartition_v12(o: FetchRequest.FetchPartition, b: bytear
 
 def _e_FetchRequest_FetchPartition_v17(o: FetchRequest.FetchPartition, b: bytearray) -> None:
     b += _S_iiqiqi.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes)
-    n_tags = 0
-    if not (o.replica_directory_id == _p.ZERO_UUID):
-        n_tags += 1
-    b += _p.uvarint(n_tags)
-    if not (o.replica_directory_id == _p.ZERO_UUID):
+    w_replica_directory_id = not (o.replica_directory_id == _p.ZERO_UUID)
+    b += _p.uvarint(int(w_replica_directory_id))
+    if w_replica_directory_id:
         t = bytearray()
         t += o.replica_directory_id.bytes
         _p.write_tagged(b, 0, t)
@@ -401,7 +405,10 @@ def _d_FetchRequest_FetchTopic_v12(b: memoryview, p: int) -> tuple[FetchRequest.
         e_f_partitions, p = _d_FetchRequest_FetchPartition_v12(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return FetchRequest.FetchTopic(f_topic, _p.ZERO_UUID, f_partitions), p
 
 
@@ -413,7 +420,10 @@ def _d_FetchRequest_FetchTopic_v13(b: memoryview, p: int) -> tuple[FetchRequest.
         e_f_partitions, p = _d_FetchRequest_FetchPartition_v12(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return FetchRequest.FetchTopic('', f_topic_id, f_partitions), p
 
 
@@ -425,14 +435,17 @@ def _d_FetchRequest_FetchTopic_v17(b: memoryview, p: int) -> tuple[FetchRequest.
         e_f_partitions, p = _d_FetchRequest_FetchPartition_v17(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return FetchRequest.FetchTopic('', f_topic_id, f_partitions), p
 
 
 def _e_FetchRequest_FetchTopic_v0(o: FetchRequest.FetchTopic, b: bytearray) -> None:
     _p.write_string(b, o.topic)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     for e_partitions in a_partitions:
         _e_FetchRequest_FetchPartition_v0(e_partitions, b)
 
@@ -440,7 +453,7 @@ def _e_FetchRequest_FetchTopic_v0(o: FetchRequest.FetchTopic, b: bytearray) -> N
 def _e_FetchRequest_FetchTopic_v5(o: FetchRequest.FetchTopic, b: bytearray) -> None:
     _p.write_string(b, o.topic)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     for e_partitions in a_partitions:
         _e_FetchRequest_FetchPartition_v5(e_partitions, b)
 
@@ -448,7 +461,7 @@ def _e_FetchRequest_FetchTopic_v5(o: FetchRequest.FetchTopic, b: bytearray) -> N
 def _e_FetchRequest_FetchTopic_v9(o: FetchRequest.FetchTopic, b: bytearray) -> None:
     _p.write_string(b, o.topic)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     for e_partitions in a_partitions:
         _e_FetchRequest_FetchPartition_v9(e_partitions, b)
 
@@ -456,7 +469,7 @@ def _e_FetchRequest_FetchTopic_v9(o: FetchRequest.FetchTopic, b: bytearray) -> N
 def _e_FetchRequest_FetchTopic_v12(o: FetchRequest.FetchTopic, b: bytearray) -> None:
     _p.write_compact_string(b, o.topic)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_FetchRequest_FetchPartition_v12(e_partitions, b)
     b.append(0)
@@ -465,7 +478,7 @@ def _e_FetchRequest_FetchTopic_v12(o: FetchRequest.FetchTopic, b: bytearray) -> 
 def _e_FetchRequest_FetchTopic_v13(o: FetchRequest.FetchTopic, b: bytearray) -> None:
     b += o.topic_id.bytes
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_FetchRequest_FetchPartition_v12(e_partitions, b)
     b.append(0)
@@ -474,7 +487,7 @@ def _e_FetchRequest_FetchTopic_v13(o: FetchRequest.FetchTopic, b: bytearray) -> 
 def _e_FetchRequest_FetchTopic_v17(o: FetchRequest.FetchTopic, b: bytearray) -> None:
     b += o.topic_id.bytes
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_FetchRequest_FetchPartition_v17(e_partitions, b)
     b.append(0)
@@ -491,7 +504,10 @@ def _d_FetchRequest_ForgottenTopic_v12(b: memoryview, p: int) -> tuple[FetchRequ
     f_topic, p = _p.read_compact_string(b, p)
     n, p = _p.read_compact_array_len(b, p, False)
     f_partitions, p = _p.read_int32_array(b, p, n)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return FetchRequest.ForgottenTopic(f_topic, _p.ZERO_UUID, f_partitions), p
 
 
@@ -499,21 +515,24 @@ def _d_FetchRequest_ForgottenTopic_v13(b: memoryview, p: int) -> tuple[FetchRequ
     f_topic_id, p = _p.read_uuid(b, p)
     n, p = _p.read_compact_array_len(b, p, False)
     f_partitions, p = _p.read_int32_array(b, p, n)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return FetchRequest.ForgottenTopic('', f_topic_id, f_partitions), p
 
 
 def _e_FetchRequest_ForgottenTopic_v7(o: FetchRequest.ForgottenTopic, b: bytearray) -> None:
     _p.write_string(b, o.topic)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     b += _p.pack_int32_array(a_partitions)
 
 
 def _e_FetchRequest_ForgottenTopic_v12(o: FetchRequest.ForgottenTopic, b: bytearray) -> None:
     _p.write_compact_string(b, o.topic)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     b += _p.pack_int32_array(a_partitions)
     b.append(0)
 
@@ -521,7 +540,7 @@ def _e_FetchRequest_ForgottenTopic_v12(o: FetchRequest.ForgottenTopic, b: bytear
 def _e_FetchRequest_ForgottenTopic_v13(o: FetchRequest.ForgottenTopic, b: bytearray) -> None:
     b += o.topic_id.bytes
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     b += _p.pack_int32_array(a_partitions)
     b.append(0)
 
@@ -752,7 +771,7 @@ def _e_FetchRequest_v0(o: FetchRequest, b: bytearray, parts: list[_p.Part]) -> N
         raise _p.UnsupportedVersionError('non-default ForgottenTopicsData cannot be encoded at this version')
     b += _S_iii.pack(o.replica_id, o.max_wait_ms, o.min_bytes)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_FetchRequest_FetchTopic_v0(e_topics, b)
 
@@ -764,7 +783,7 @@ def _e_FetchRequest_v3(o: FetchRequest, b: bytearray, parts: list[_p.Part]) -> N
         raise _p.UnsupportedVersionError('non-default ForgottenTopicsData cannot be encoded at this version')
     b += _S_iiii.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_FetchRequest_FetchTopic_v0(e_topics, b)
 
@@ -776,7 +795,7 @@ def _e_FetchRequest_v4(o: FetchRequest, b: bytearray, parts: list[_p.Part]) -> N
         raise _p.UnsupportedVersionError('non-default ForgottenTopicsData cannot be encoded at this version')
     b += _S_iiiib.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_FetchRequest_FetchTopic_v0(e_topics, b)
 
@@ -788,7 +807,7 @@ def _e_FetchRequest_v5(o: FetchRequest, b: bytearray, parts: list[_p.Part]) -> N
         raise _p.UnsupportedVersionError('non-default ForgottenTopicsData cannot be encoded at this version')
     b += _S_iiiib.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_FetchRequest_FetchTopic_v5(e_topics, b)
 
@@ -798,11 +817,11 @@ def _e_FetchRequest_v7(o: FetchRequest, b: bytearray, parts: list[_p.Part]) -> N
         raise _p.UnsupportedVersionError('non-default ReplicaState cannot be encoded at this version')
     b += _S_iiiibii.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_FetchRequest_FetchTopic_v5(e_topics, b)
     a_forgotten_topics_data = o.forgotten_topics_data
-    _p.write_array_len(b, a_forgotten_topics_data, False)
+    b += _S_i.pack(len(a_forgotten_topics_data))
     for e_forgotten_topics_data in a_forgotten_topics_data:
         _e_FetchRequest_ForgottenTopic_v7(e_forgotten_topics_data, b)
 
@@ -812,11 +831,11 @@ def _e_FetchRequest_v9(o: FetchRequest, b: bytearray, parts: list[_p.Part]) -> N
         raise _p.UnsupportedVersionError('non-default ReplicaState cannot be encoded at this version')
     b += _S_iiiibii.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_FetchRequest_FetchTopic_v9(e_topics, b)
     a_forgotten_topics_data = o.forgotten_topics_data
-    _p.write_array_len(b, a_forgotten_topics_data, False)
+    b += _S_i.pack(len(a_forgotten_topics_data))
     for e_forgotten_topics_data in a_forgotten_topics_data:
         _e_FetchRequest_ForgottenTopic_v7(e_forgotten_topics_data, b)
 
@@ -826,11 +845,11 @@ def _e_FetchRequest_v11(o: FetchRequest, b: bytearray, parts: list[_p.Part]) -> 
         raise _p.UnsupportedVersionError('non-default ReplicaState cannot be encoded at this version')
     b += _S_iiiibii.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_FetchRequest_FetchTopic_v9(e_topics, b)
     a_forgotten_topics_data = o.forgotten_topics_data
-    _p.write_array_len(b, a_forgotten_topics_data, False)
+    b += _S_i.pack(len(a_forgotten_topics_data))
     for e_forgotten_topics_data in a_forgotten_topics_data:
         _e_FetchRequest_ForgottenTopic_v7(e_forgotten_topics_data, b)
     _p.write_string(b, o.rack_id)
@@ -841,19 +860,17 @@ def _e_FetchRequest_v12(o: FetchRequest, b: bytearray, parts: list[_p.Part]) -> 
         raise _p.UnsupportedVersionError('non-default ReplicaState cannot be encoded at this version')
     b += _S_iiiibii.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_FetchRequest_FetchTopic_v12(e_topics, b)
     a_forgotten_topics_data = o.forgotten_topics_data
-    _p.write_compact_array_len(b, a_forgotten_topics_data, False)
+    b += _p.uvarint(len(a_forgotten_topics_data) + 1)
     for e_forgotten_topics_data in a_forgotten_topics_data:
         _e_FetchRequest_ForgottenTopic_v12(e_forgotten_topics_data, b)
     _p.write_compact_string(b, o.rack_id)
-    n_tags = 0
-    if not (o.cluster_id is None):
-        n_tags += 1
-    b += _p.uvarint(n_tags)
-    if not (o.cluster_id is None):
+    w_cluster_id = not (o.cluster_id is None)
+    b += _p.uvarint(int(w_cluster_id))
+    if w_cluster_id:
         t = bytearray()
         _p.write_compact_nullable_string(t, o.cluster_id)
         _p.write_tagged(b, 0, t)
@@ -864,19 +881,17 @@ def _e_FetchRequest_v13(o: FetchRequest, b: bytearray, parts: list[_p.Part]) -> 
         raise _p.UnsupportedVersionError('non-default ReplicaState cannot be encoded at this version')
     b += _S_iiiibii.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_FetchRequest_FetchTopic_v13(e_topics, b)
     a_forgotten_topics_data = o.forgotten_topics_data
-    _p.write_compact_array_len(b, a_forgotten_topics_data, False)
+    b += _p.uvarint(len(a_forgotten_topics_data) + 1)
     for e_forgotten_topics_data in a_forgotten_topics_data:
         _e_FetchRequest_ForgottenTopic_v13(e_forgotten_topics_data, b)
     _p.write_compact_string(b, o.rack_id)
-    n_tags = 0
-    if not (o.cluster_id is None):
-        n_tags += 1
-    b += _p.uvarint(n_tags)
-    if not (o.cluster_id is None):
+    w_cluster_id = not (o.cluster_id is None)
+    b += _p.uvarint(int(w_cluster_id))
+    if w_cluster_id:
         t = bytearray()
         _p.write_compact_nullable_string(t, o.cluster_id)
         _p.write_tagged(b, 0, t)
@@ -887,25 +902,22 @@ def _e_FetchRequest_v15(o: FetchRequest, b: bytearray, parts: list[_p.Part]) -> 
         raise _p.UnsupportedVersionError('non-default ReplicaId cannot be encoded at this version')
     b += _S_iiibii.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_FetchRequest_FetchTopic_v13(e_topics, b)
     a_forgotten_topics_data = o.forgotten_topics_data
-    _p.write_compact_array_len(b, a_forgotten_topics_data, False)
+    b += _p.uvarint(len(a_forgotten_topics_data) + 1)
     for e_forgotten_topics_data in a_forgotten_topics_data:
         _e_FetchRequest_ForgottenTopic_v13(e_forgotten_topics_data, b)
     _p.write_compact_string(b, o.rack_id)
-    n_tags = 0
-    if not (o.cluster_id is None):
-        n_tags += 1
-    if not (_isdef_FetchRequest_ReplicaState(o.replica_state)):
-        n_tags += 1
-    b += _p.uvarint(n_tags)
-    if not (o.cluster_id is None):
+    w_cluster_id = not (o.cluster_id is None)
+    w_replica_state = not (_isdef_FetchRequest_ReplicaState(o.replica_state))
+    b += _p.uvarint(w_cluster_id + w_replica_state)
+    if w_cluster_id:
         t = bytearray()
         _p.write_compact_nullable_string(t, o.cluster_id)
         _p.write_tagged(b, 0, t)
-    if not (_isdef_FetchRequest_ReplicaState(o.replica_state)):
+    if w_replica_state:
         t = bytearray()
         _e_FetchRequest_ReplicaState_v15(o.replica_state, t)
         _p.write_tagged(b, 1, t)
@@ -916,25 +928,22 @@ def _e_FetchRequest_v17(o: FetchRequest, b: bytearray, parts: list[_p.Part]) -> 
         raise _p.UnsupportedVersionError('non-default ReplicaId cannot be encoded at this version')
     b += _S_iiibii.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_FetchRequest_FetchTopic_v17(e_topics, b)
     a_forgotten_topics_data = o.forgotten_topics_data
-    _p.write_compact_array_len(b, a_forgotten_topics_data, False)
+    b += _p.uvarint(len(a_forgotten_topics_data) + 1)
     for e_forgotten_topics_data in a_forgotten_topics_data:
         _e_FetchRequest_ForgottenTopic_v13(e_forgotten_topics_data, b)
     _p.write_compact_string(b, o.rack_id)
-    n_tags = 0
-    if not (o.cluster_id is None):
-        n_tags += 1
-    if not (_isdef_FetchRequest_ReplicaState(o.replica_state)):
-        n_tags += 1
-    b += _p.uvarint(n_tags)
-    if not (o.cluster_id is None):
+    w_cluster_id = not (o.cluster_id is None)
+    w_replica_state = not (_isdef_FetchRequest_ReplicaState(o.replica_state))
+    b += _p.uvarint(w_cluster_id + w_replica_state)
+    if w_cluster_id:
         t = bytearray()
         _p.write_compact_nullable_string(t, o.cluster_id)
         _p.write_tagged(b, 0, t)
-    if not (_isdef_FetchRequest_ReplicaState(o.replica_state)):
+    if w_replica_state:
         t = bytearray()
         _e_FetchRequest_ReplicaState_v15(o.replica_state, t)
         _p.write_tagged(b, 1, t)
@@ -959,7 +968,10 @@ _ENCODERS_FetchRequest: dict[int, Callable[[FetchRequest, bytearray, list[_p.Par
 def _d_FetchResponse_EpochEndOffset_v12(b: memoryview, p: int) -> tuple[FetchResponse.EpochEndOffset, int]:
     f_epoch, f_end_offset = _S_iq.unpack_from(b, p)
     p += 12
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return FetchResponse.EpochEndOffset(f_epoch, f_end_offset), p
 
 
@@ -975,7 +987,10 @@ def _isdef_FetchResponse_EpochEndOffset(o: FetchResponse.EpochEndOffset) -> bool
 def _d_FetchResponse_LeaderIdAndEpoch_v12(b: memoryview, p: int) -> tuple[FetchResponse.LeaderIdAndEpoch, int]:
     f_leader_id, f_leader_epoch = _S_ii.unpack_from(b, p)
     p += 8
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return FetchResponse.LeaderIdAndEpoch(f_leader_id, f_leader_epoch), p
 
 
@@ -991,7 +1006,10 @@ def _isdef_FetchResponse_LeaderIdAndEpoch(o: FetchResponse.LeaderIdAndEpoch) -> 
 def _d_FetchResponse_SnapshotId_v12(b: memoryview, p: int) -> tuple[FetchResponse.SnapshotId, int]:
     f_end_offset, f_epoch = _S_qi.unpack_from(b, p)
     p += 12
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return FetchResponse.SnapshotId(f_end_offset, f_epoch), p
 
 
@@ -1013,7 +1031,10 @@ def _d_FetchResponse_AbortedTransaction_v4(b: memoryview, p: int) -> tuple[Fetch
 def _d_FetchResponse_AbortedTransaction_v12(b: memoryview, p: int) -> tuple[FetchResponse.AbortedTransaction, int]:
     f_producer_id, f_first_offset = _S_qq.unpack_from(b, p)
     p += 16
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return FetchResponse.AbortedTransaction(f_producer_id, f_first_offset), p
 
 
@@ -1141,8 +1162,10 @@ def _e_FetchResponse_PartitionData_v4(o: FetchResponse.PartitionData, b: bytearr
         raise _p.UnsupportedVersionError('non-default PreferredReadReplica cannot be encoded at this version')
     b += _S_ihqq.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset)
     a_aborted_transactions = o.aborted_transactions
-    _p.write_array_len(b, a_aborted_transactions, True)
-    if a_aborted_transactions is not None:
+    if a_aborted_transactions is None:
+        b += b'\xff\xff\xff\xff'
+    else:
+        b += _S_i.pack(len(a_aborted_transactions))
         for e_aborted_transactions in a_aborted_transactions:
             _e_FetchResponse_AbortedTransaction_v4(e_aborted_transactions, b)
     _p.write_records(b, parts, o.records, False, True)
@@ -1159,8 +1182,10 @@ def _e_FetchResponse_PartitionData_v5(o: FetchResponse.PartitionData, b: bytearr
         raise _p.UnsupportedVersionError('non-default PreferredReadReplica cannot be encoded at this version')
     b += _S_ihqqq.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset)
     a_aborted_transactions = o.aborted_transactions
-    _p.write_array_len(b, a_aborted_transactions, True)
-    if a_aborted_transactions is not None:
+    if a_aborted_transactions is None:
+        b += b'\xff\xff\xff\xff'
+    else:
+        b += _S_i.pack(len(a_aborted_transactions))
         for e_aborted_transactions in a_aborted_transactions:
             _e_FetchResponse_AbortedTransaction_v4(e_aborted_transactions, b)
     _p.write_records(b, parts, o.records, False, True)
@@ -1175,8 +1200,10 @@ def _e_FetchResponse_PartitionData_v11(o: FetchResponse.PartitionData, b: bytear
         raise _p.UnsupportedVersionError('non-default SnapshotId cannot be encoded at this version')
     b += _S_ihqqq.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset)
     a_aborted_transactions = o.aborted_transactions
-    _p.write_array_len(b, a_aborted_transactions, True)
-    if a_aborted_transactions is not None:
+    if a_aborted_transactions is None:
+        b += b'\xff\xff\xff\xff'
+    else:
+        b += _S_i.pack(len(a_aborted_transactions))
         for e_aborted_transactions in a_aborted_transactions:
             _e_FetchResponse_AbortedTransaction_v4(e_aborted_transactions, b)
     b += _S_i.pack(o.preferred_read_replica)
@@ -1186,29 +1213,27 @@ def _e_FetchResponse_PartitionData_v11(o: FetchResponse.PartitionData, b: bytear
 def _e_FetchResponse_PartitionData_v12(o: FetchResponse.PartitionData, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_ihqqq.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset)
     a_aborted_transactions = o.aborted_transactions
-    _p.write_compact_array_len(b, a_aborted_transactions, True)
-    if a_aborted_transactions is not None:
+    if a_aborted_transactions is None:
+        b += b'\x00'
+    else:
+        b += _p.uvarint(len(a_aborted_transactions) + 1)
         for e_aborted_transactions in a_aborted_transactions:
             _e_FetchResponse_AbortedTransaction_v12(e_aborted_transactions, b)
     b += _S_i.pack(o.preferred_read_replica)
     _p.write_records(b, parts, o.records, True, True)
-    n_tags = 0
-    if not (_isdef_FetchResponse_EpochEndOffset(o.diverging_epoch)):
-        n_tags += 1
-    if not (_isdef_FetchResponse_LeaderIdAndEpoch(o.current_leader)):
-        n_tags += 1
-    if not (_isdef_FetchResponse_SnapshotId(o.snapshot_id)):
-        n_tags += 1
-    b += _p.uvarint(n_tags)
-    if not (_isdef_FetchResponse_EpochEndOffset(o.diverging_epoch)):
+    w_diverging_epoch = not (_isdef_FetchResponse_EpochEndOffset(o.diverging_epoch))
+    w_current_leader = not (_isdef_FetchResponse_LeaderIdAndEpoch(o.current_leader))
+    w_snapshot_id = not (_isdef_FetchResponse_SnapshotId(o.snapshot_id))
+    b += _p.uvarint(w_diverging_epoch + w_current_leader + w_snapshot_id)
+    if w_diverging_epoch:
         t = bytearray()
         _e_FetchResponse_EpochEndOffset_v12(o.diverging_epoch, t)
         _p.write_tagged(b, 0, t)
-    if not (_isdef_FetchResponse_LeaderIdAndEpoch(o.current_leader)):
+    if w_current_leader:
         t = bytearray()
         _e_FetchResponse_LeaderIdAndEpoch_v12(o.current_leader, t)
         _p.write_tagged(b, 1, t)
-    if not (_isdef_FetchResponse_SnapshotId(o.snapshot_id)):
+    if w_snapshot_id:
         t = bytearray()
         _e_FetchResponse_SnapshotId_v12(o.snapshot_id, t)
         _p.write_tagged(b, 2, t)
@@ -1266,7 +1291,10 @@ def _d_FetchResponse_FetchableTopicResponse_v12(b: memoryview, p: int) -> tuple[
         e_f_partitions, p = _d_FetchResponse_PartitionData_v12(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return FetchResponse.FetchableTopicResponse(f_topic, _p.ZERO_UUID, f_partitions), p
 
 
@@ -1278,14 +1306,17 @@ def _d_FetchResponse_FetchableTopicResponse_v13(b: memoryview, p: int) -> tuple[
         e_f_partitions, p = _d_FetchResponse_PartitionData_v12(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return FetchResponse.FetchableTopicResponse('', f_topic_id, f_partitions), p
 
 
 def _e_FetchResponse_FetchableTopicResponse_v0(o: FetchResponse.FetchableTopicResponse, b: bytearray, parts: list[_p.Part]) -> None:
     _p.write_string(b, o.topic)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     for e_partitions in a_partitions:
         _e_FetchResponse_PartitionData_v0(e_partitions, b, parts)
 
@@ -1293,7 +1324,7 @@ def _e_FetchResponse_FetchableTopicResponse_v0(o: FetchResponse.FetchableTopicRe
 def _e_FetchResponse_FetchableTopicResponse_v4(o: FetchResponse.FetchableTopicResponse, b: bytearray, parts: list[_p.Part]) -> None:
     _p.write_string(b, o.topic)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     for e_partitions in a_partitions:
         _e_FetchResponse_PartitionData_v4(e_partitions, b, parts)
 
@@ -1301,7 +1332,7 @@ def _e_FetchResponse_FetchableTopicResponse_v4(o: FetchResponse.FetchableTopicRe
 def _e_FetchResponse_FetchableTopicResponse_v5(o: FetchResponse.FetchableTopicResponse, b: bytearray, parts: list[_p.Part]) -> None:
     _p.write_string(b, o.topic)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     for e_partitions in a_partitions:
         _e_FetchResponse_PartitionData_v5(e_partitions, b, parts)
 
@@ -1309,7 +1340,7 @@ def _e_FetchResponse_FetchableTopicResponse_v5(o: FetchResponse.FetchableTopicRe
 def _e_FetchResponse_FetchableTopicResponse_v11(o: FetchResponse.FetchableTopicResponse, b: bytearray, parts: list[_p.Part]) -> None:
     _p.write_string(b, o.topic)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     for e_partitions in a_partitions:
         _e_FetchResponse_PartitionData_v11(e_partitions, b, parts)
 
@@ -1317,7 +1348,7 @@ def _e_FetchResponse_FetchableTopicResponse_v11(o: FetchResponse.FetchableTopicR
 def _e_FetchResponse_FetchableTopicResponse_v12(o: FetchResponse.FetchableTopicResponse, b: bytearray, parts: list[_p.Part]) -> None:
     _p.write_compact_string(b, o.topic)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_FetchResponse_PartitionData_v12(e_partitions, b, parts)
     b.append(0)
@@ -1326,7 +1357,7 @@ def _e_FetchResponse_FetchableTopicResponse_v12(o: FetchResponse.FetchableTopicR
 def _e_FetchResponse_FetchableTopicResponse_v13(o: FetchResponse.FetchableTopicResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += o.topic_id.bytes
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_FetchResponse_PartitionData_v12(e_partitions, b, parts)
     b.append(0)
@@ -1339,7 +1370,10 @@ def _d_FetchResponse_NodeEndpoint_v16(b: memoryview, p: int) -> tuple[FetchRespo
     f_port = _S_i.unpack_from(b, p)[0]
     p += 4
     f_rack, p = _p.read_compact_nullable_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return FetchResponse.NodeEndpoint(f_node_id, f_host, f_port, f_rack), p
 
 
@@ -1430,7 +1464,10 @@ def _d_FetchResponse_v12(b: memoryview, p: int) -> tuple[FetchResponse, int]:
         e_f_responses, p = _d_FetchResponse_FetchableTopicResponse_v12(b, p)
         a_f_responses.append(e_f_responses)
     f_responses = a_f_responses
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return FetchResponse(f_throttle_time_ms, f_error_code, f_session_id, f_responses, []), p
 
 
@@ -1443,7 +1480,10 @@ def _d_FetchResponse_v13(b: memoryview, p: int) -> tuple[FetchResponse, int]:
         e_f_responses, p = _d_FetchResponse_FetchableTopicResponse_v13(b, p)
         a_f_responses.append(e_f_responses)
     f_responses = a_f_responses
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return FetchResponse(f_throttle_time_ms, f_error_code, f_session_id, f_responses, []), p
 
 
@@ -1478,7 +1518,7 @@ def _e_FetchResponse_v0(o: FetchResponse, b: bytearray, parts: list[_p.Part]) ->
     if not (not o.node_endpoints):
         raise _p.UnsupportedVersionError('non-default NodeEndpoints cannot be encoded at this version')
     a_responses = o.responses
-    _p.write_array_len(b, a_responses, False)
+    b += _S_i.pack(len(a_responses))
     for e_responses in a_responses:
         _e_FetchResponse_FetchableTopicResponse_v0(e_responses, b, parts)
 
@@ -1490,7 +1530,7 @@ def _e_FetchResponse_v1(o: FetchResponse, b: bytearray, parts: list[_p.Part]) ->
         raise _p.UnsupportedVersionError('non-default NodeEndpoints cannot be encoded at this version')
     b += _S_i.pack(o.throttle_time_ms)
     a_responses = o.responses
-    _p.write_array_len(b, a_responses, False)
+    b += _S_i.pack(len(a_responses))
     for e_responses in a_responses:
         _e_FetchResponse_FetchableTopicResponse_v0(e_responses, b, parts)
 
@@ -1502,7 +1542,7 @@ def _e_FetchResponse_v4(o: FetchResponse, b: bytearray, parts: list[_p.Part]) ->
         raise _p.UnsupportedVersionError('non-default NodeEndpoints cannot be encoded at this version')
     b += _S_i.pack(o.throttle_time_ms)
     a_responses = o.responses
-    _p.write_array_len(b, a_responses, False)
+    b += _S_i.pack(len(a_responses))
     for e_responses in a_responses:
         _e_FetchResponse_FetchableTopicResponse_v4(e_responses, b, parts)
 
@@ -1514,7 +1554,7 @@ def _e_FetchResponse_v5(o: FetchResponse, b: bytearray, parts: list[_p.Part]) ->
         raise _p.UnsupportedVersionError('non-default NodeEndpoints cannot be encoded at this version')
     b += _S_i.pack(o.throttle_time_ms)
     a_responses = o.responses
-    _p.write_array_len(b, a_responses, False)
+    b += _S_i.pack(len(a_responses))
     for e_responses in a_responses:
         _e_FetchResponse_FetchableTopicResponse_v5(e_responses, b, parts)
 
@@ -1524,7 +1564,7 @@ def _e_FetchResponse_v7(o: FetchResponse, b: bytearray, parts: list[_p.Part]) ->
         raise _p.UnsupportedVersionError('non-default NodeEndpoints cannot be encoded at this version')
     b += _S_ihi.pack(o.throttle_time_ms, o.error_code, o.session_id)
     a_responses = o.responses
-    _p.write_array_len(b, a_responses, False)
+    b += _S_i.pack(len(a_responses))
     for e_responses in a_responses:
         _e_FetchResponse_FetchableTopicResponse_v5(e_responses, b, parts)
 
@@ -1534,7 +1574,7 @@ def _e_FetchResponse_v11(o: FetchResponse, b: bytearray, parts: list[_p.Part]) -
         raise _p.UnsupportedVersionError('non-default NodeEndpoints cannot be encoded at this version')
     b += _S_ihi.pack(o.throttle_time_ms, o.error_code, o.session_id)
     a_responses = o.responses
-    _p.write_array_len(b, a_responses, False)
+    b += _S_i.pack(len(a_responses))
     for e_responses in a_responses:
         _e_FetchResponse_FetchableTopicResponse_v11(e_responses, b, parts)
 
@@ -1544,7 +1584,7 @@ def _e_FetchResponse_v12(o: FetchResponse, b: bytearray, parts: list[_p.Part]) -
         raise _p.UnsupportedVersionError('non-default NodeEndpoints cannot be encoded at this version')
     b += _S_ihi.pack(o.throttle_time_ms, o.error_code, o.session_id)
     a_responses = o.responses
-    _p.write_compact_array_len(b, a_responses, False)
+    b += _p.uvarint(len(a_responses) + 1)
     for e_responses in a_responses:
         _e_FetchResponse_FetchableTopicResponse_v12(e_responses, b, parts)
     b.append(0)
@@ -1555,7 +1595,7 @@ def _e_FetchResponse_v13(o: FetchResponse, b: bytearray, parts: list[_p.Part]) -
         raise _p.UnsupportedVersionError('non-default NodeEndpoints cannot be encoded at this version')
     b += _S_ihi.pack(o.throttle_time_ms, o.error_code, o.session_id)
     a_responses = o.responses
-    _p.write_compact_array_len(b, a_responses, False)
+    b += _p.uvarint(len(a_responses) + 1)
     for e_responses in a_responses:
         _e_FetchResponse_FetchableTopicResponse_v13(e_responses, b, parts)
     b.append(0)
@@ -1564,17 +1604,15 @@ def _e_FetchResponse_v13(o: FetchResponse, b: bytearray, parts: list[_p.Part]) -
 def _e_FetchResponse_v16(o: FetchResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_ihi.pack(o.throttle_time_ms, o.error_code, o.session_id)
     a_responses = o.responses
-    _p.write_compact_array_len(b, a_responses, False)
+    b += _p.uvarint(len(a_responses) + 1)
     for e_responses in a_responses:
         _e_FetchResponse_FetchableTopicResponse_v13(e_responses, b, parts)
-    n_tags = 0
-    if not (not o.node_endpoints):
-        n_tags += 1
-    b += _p.uvarint(n_tags)
-    if not (not o.node_endpoints):
+    w_node_endpoints = not (not o.node_endpoints)
+    b += _p.uvarint(int(w_node_endpoints))
+    if w_node_endpoints:
         t = bytearray()
         a_node_endpoints = o.node_endpoints
-        _p.write_compact_array_len(t, a_node_endpoints, False)
+        t += _p.uvarint(len(a_node_endpoints) + 1)
         for e_node_endpoints in a_node_endpoints:
             _e_FetchResponse_NodeEndpoint_v16(e_node_endpoints, t)
         _p.write_tagged(b, 0, t)

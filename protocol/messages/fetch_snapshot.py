@@ -197,7 +197,10 @@ class FetchSnapshotResponse:
 def _d_FetchSnapshotRequest_SnapshotId_v0(b: memoryview, p: int) -> tuple[FetchSnapshotRequest.SnapshotId, int]:
     f_end_offset, f_epoch = _S_qi.unpack_from(b, p)
     p += 12
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return FetchSnapshotRequest.SnapshotId(f_end_offset, f_epoch), p
 
 
@@ -216,7 +219,10 @@ def _d_FetchSnapshotRequest_PartitionSnapshot_v0(b: memoryview, p: int) -> tuple
     f_snapshot_id, p = _d_FetchSnapshotRequest_SnapshotId_v0(b, p)
     f_position = _S_q.unpack_from(b, p)[0]
     p += 8
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return FetchSnapshotRequest.PartitionSnapshot(f_partition, f_current_leader_epoch, f_snapshot_id, f_position, _p.ZERO_UUID), p
 
 
@@ -248,11 +254,9 @@ def _e_FetchSnapshotRequest_PartitionSnapshot_v1(o: FetchSnapshotRequest.Partiti
     b += _S_ii.pack(o.partition, o.current_leader_epoch)
     _e_FetchSnapshotRequest_SnapshotId_v0(o.snapshot_id, b)
     b += _S_q.pack(o.position)
-    n_tags = 0
-    if not (o.replica_directory_id == _p.ZERO_UUID):
-        n_tags += 1
-    b += _p.uvarint(n_tags)
-    if not (o.replica_directory_id == _p.ZERO_UUID):
+    w_replica_directory_id = not (o.replica_directory_id == _p.ZERO_UUID)
+    b += _p.uvarint(int(w_replica_directory_id))
+    if w_replica_directory_id:
         t = bytearray()
         t += o.replica_directory_id.bytes
         _p.write_tagged(b, 0, t)
@@ -266,7 +270,10 @@ def _d_FetchSnapshotRequest_TopicSnapshot_v0(b: memoryview, p: int) -> tuple[Fet
         e_f_partitions, p = _d_FetchSnapshotRequest_PartitionSnapshot_v0(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return FetchSnapshotRequest.TopicSnapshot(f_name, f_partitions), p
 
 
@@ -278,14 +285,17 @@ def _d_FetchSnapshotRequest_TopicSnapshot_v1(b: memoryview, p: int) -> tuple[Fet
         e_f_partitions, p = _d_FetchSnapshotRequest_PartitionSnapshot_v1(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return FetchSnapshotRequest.TopicSnapshot(f_name, f_partitions), p
 
 
 def _e_FetchSnapshotRequest_TopicSnapshot_v0(o: FetchSnapshotRequest.TopicSnapshot, b: bytearray) -> None:
     _p.write_compact_string(b, o.name)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_FetchSnapshotRequest_PartitionSnapshot_v0(e_partitions, b)
     b.append(0)
@@ -294,7 +304,7 @@ def _e_FetchSnapshotRequest_TopicSnapshot_v0(o: FetchSnapshotRequest.TopicSnapsh
 def _e_FetchSnapshotRequest_TopicSnapshot_v1(o: FetchSnapshotRequest.TopicSnapshot, b: bytearray) -> None:
     _p.write_compact_string(b, o.name)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_FetchSnapshotRequest_PartitionSnapshot_v1(e_partitions, b)
     b.append(0)
@@ -343,14 +353,12 @@ def _d_FetchSnapshotRequest_v1(b: memoryview, p: int) -> tuple[FetchSnapshotRequ
 def _e_FetchSnapshotRequest_v0(o: FetchSnapshotRequest, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_ii.pack(o.replica_id, o.max_bytes)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_FetchSnapshotRequest_TopicSnapshot_v0(e_topics, b)
-    n_tags = 0
-    if not (o.cluster_id is None):
-        n_tags += 1
-    b += _p.uvarint(n_tags)
-    if not (o.cluster_id is None):
+    w_cluster_id = not (o.cluster_id is None)
+    b += _p.uvarint(int(w_cluster_id))
+    if w_cluster_id:
         t = bytearray()
         _p.write_compact_nullable_string(t, o.cluster_id)
         _p.write_tagged(b, 0, t)
@@ -359,14 +367,12 @@ def _e_FetchSnapshotRequest_v0(o: FetchSnapshotRequest, b: bytearray, parts: lis
 def _e_FetchSnapshotRequest_v1(o: FetchSnapshotRequest, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_ii.pack(o.replica_id, o.max_bytes)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_FetchSnapshotRequest_TopicSnapshot_v1(e_topics, b)
-    n_tags = 0
-    if not (o.cluster_id is None):
-        n_tags += 1
-    b += _p.uvarint(n_tags)
-    if not (o.cluster_id is None):
+    w_cluster_id = not (o.cluster_id is None)
+    b += _p.uvarint(int(w_cluster_id))
+    if w_cluster_id:
         t = bytearray()
         _p.write_compact_nullable_string(t, o.cluster_id)
         _p.write_tagged(b, 0, t)
@@ -383,7 +389,10 @@ _ENCODERS_FetchSnapshotRequest: dict[int, Callable[[FetchSnapshotRequest, bytear
 def _d_FetchSnapshotResponse_SnapshotId_v0(b: memoryview, p: int) -> tuple[FetchSnapshotResponse.SnapshotId, int]:
     f_end_offset, f_epoch = _S_qi.unpack_from(b, p)
     p += 12
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return FetchSnapshotResponse.SnapshotId(f_end_offset, f_epoch), p
 
 
@@ -399,7 +408,10 @@ def _isdef_FetchSnapshotResponse_SnapshotId(o: FetchSnapshotResponse.SnapshotId)
 def _d_FetchSnapshotResponse_LeaderIdAndEpoch_v0(b: memoryview, p: int) -> tuple[FetchSnapshotResponse.LeaderIdAndEpoch, int]:
     f_leader_id, f_leader_epoch = _S_ii.unpack_from(b, p)
     p += 8
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return FetchSnapshotResponse.LeaderIdAndEpoch(f_leader_id, f_leader_epoch), p
 
 
@@ -435,11 +447,9 @@ def _e_FetchSnapshotResponse_PartitionSnapshot_v0(o: FetchSnapshotResponse.Parti
     _e_FetchSnapshotResponse_SnapshotId_v0(o.snapshot_id, b)
     b += _S_qq.pack(o.size, o.position)
     _p.write_records(b, parts, o.unaligned_records, True, False)
-    n_tags = 0
-    if not (_isdef_FetchSnapshotResponse_LeaderIdAndEpoch(o.current_leader)):
-        n_tags += 1
-    b += _p.uvarint(n_tags)
-    if not (_isdef_FetchSnapshotResponse_LeaderIdAndEpoch(o.current_leader)):
+    w_current_leader = not (_isdef_FetchSnapshotResponse_LeaderIdAndEpoch(o.current_leader))
+    b += _p.uvarint(int(w_current_leader))
+    if w_current_leader:
         t = bytearray()
         _e_FetchSnapshotResponse_LeaderIdAndEpoch_v0(o.current_leader, t)
         _p.write_tagged(b, 0, t)
@@ -453,14 +463,17 @@ def _d_FetchSnapshotResponse_TopicSnapshot_v0(b: memoryview, p: int) -> tuple[Fe
         e_f_partitions, p = _d_FetchSnapshotResponse_PartitionSnapshot_v0(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return FetchSnapshotResponse.TopicSnapshot(f_name, f_partitions), p
 
 
 def _e_FetchSnapshotResponse_TopicSnapshot_v0(o: FetchSnapshotResponse.TopicSnapshot, b: bytearray, parts: list[_p.Part]) -> None:
     _p.write_compact_string(b, o.name)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_FetchSnapshotResponse_PartitionSnapshot_v0(e_partitions, b, parts)
     b.append(0)
@@ -472,7 +485,10 @@ def _d_FetchSnapshotResponse_NodeEndpoint_v1(b: memoryview, p: int) -> tuple[Fet
     f_host, p = _p.read_compact_string(b, p)
     f_port = _S_H.unpack_from(b, p)[0]
     p += 2
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return FetchSnapshotResponse.NodeEndpoint(f_node_id, f_host, f_port), p
 
 
@@ -492,7 +508,10 @@ def _d_FetchSnapshotResponse_v0(b: memoryview, p: int) -> tuple[FetchSnapshotRes
         e_f_topics, p = _d_FetchSnapshotResponse_TopicSnapshot_v0(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return FetchSnapshotResponse(f_throttle_time_ms, f_error_code, f_topics, []), p
 
 
@@ -526,7 +545,7 @@ def _e_FetchSnapshotResponse_v0(o: FetchSnapshotResponse, b: bytearray, parts: l
         raise _p.UnsupportedVersionError('non-default NodeEndpoints cannot be encoded at this version')
     b += _S_ih.pack(o.throttle_time_ms, o.error_code)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_FetchSnapshotResponse_TopicSnapshot_v0(e_topics, b, parts)
     b.append(0)
@@ -535,17 +554,15 @@ def _e_FetchSnapshotResponse_v0(o: FetchSnapshotResponse, b: bytearray, parts: l
 def _e_FetchSnapshotResponse_v1(o: FetchSnapshotResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_ih.pack(o.throttle_time_ms, o.error_code)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_FetchSnapshotResponse_TopicSnapshot_v0(e_topics, b, parts)
-    n_tags = 0
-    if not (not o.node_endpoints):
-        n_tags += 1
-    b += _p.uvarint(n_tags)
-    if not (not o.node_endpoints):
+    w_node_endpoints = not (not o.node_endpoints)
+    b += _p.uvarint(int(w_node_endpoints))
+    if w_node_endpoints:
         t = bytearray()
         a_node_endpoints = o.node_endpoints
-        _p.write_compact_array_len(t, a_node_endpoints, False)
+        t += _p.uvarint(len(a_node_endpoints) + 1)
         for e_node_endpoints in a_node_endpoints:
             _e_FetchSnapshotResponse_NodeEndpoint_v1(e_node_endpoints, t)
         _p.write_tagged(b, 0, t)

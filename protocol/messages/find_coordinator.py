@@ -138,7 +138,10 @@ def _d_FindCoordinatorRequest_v3(b: memoryview, p: int) -> tuple[FindCoordinator
     f_key, p = _p.read_compact_string(b, p)
     f_key_type = _S_b.unpack_from(b, p)[0]
     p += 1
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return FindCoordinatorRequest(f_key, f_key_type, []), p
 
 
@@ -151,7 +154,10 @@ def _d_FindCoordinatorRequest_v4(b: memoryview, p: int) -> tuple[FindCoordinator
         e_f_coordinator_keys, p = _p.read_compact_string(b, p)
         a_f_coordinator_keys.append(e_f_coordinator_keys)
     f_coordinator_keys = a_f_coordinator_keys
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return FindCoordinatorRequest('', f_key_type, f_coordinator_keys), p
 
 
@@ -183,7 +189,7 @@ def _e_FindCoordinatorRequest_v4(o: FindCoordinatorRequest, b: bytearray, parts:
         raise _p.UnsupportedVersionError('non-default Key cannot be encoded at this version')
     b += _S_b.pack(o.key_type)
     a_coordinator_keys = o.coordinator_keys
-    _p.write_compact_array_len(b, a_coordinator_keys, False)
+    b += _p.uvarint(len(a_coordinator_keys) + 1)
     for e_coordinator_keys in a_coordinator_keys:
         _p.write_compact_string(b, e_coordinator_keys)
     b.append(0)
@@ -211,7 +217,10 @@ def _d_FindCoordinatorResponse_Coordinator_v4(b: memoryview, p: int) -> tuple[Fi
     f_port, f_error_code = _S_ih.unpack_from(b, p)
     p += 6
     f_error_message, p = _p.read_compact_nullable_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return FindCoordinatorResponse.Coordinator(f_key, f_node_id, f_host, f_port, f_error_code, f_error_message), p
 
 
@@ -254,7 +263,10 @@ def _d_FindCoordinatorResponse_v3(b: memoryview, p: int) -> tuple[FindCoordinato
     f_host, p = _p.read_compact_string(b, p)
     f_port = _S_i.unpack_from(b, p)[0]
     p += 4
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return FindCoordinatorResponse(f_throttle_time_ms, f_error_code, f_error_message, f_node_id, f_host, f_port, []), p
 
 
@@ -267,7 +279,10 @@ def _d_FindCoordinatorResponse_v4(b: memoryview, p: int) -> tuple[FindCoordinato
         e_f_coordinators, p = _d_FindCoordinatorResponse_Coordinator_v4(b, p)
         a_f_coordinators.append(e_f_coordinators)
     f_coordinators = a_f_coordinators
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return FindCoordinatorResponse(f_throttle_time_ms, 0, '', 0, '', 0, f_coordinators), p
 
 
@@ -311,7 +326,7 @@ def _e_FindCoordinatorResponse_v4(o: FindCoordinatorResponse, b: bytearray, part
         raise _p.UnsupportedVersionError('non-default Port cannot be encoded at this version')
     b += _S_i.pack(o.throttle_time_ms)
     a_coordinators = o.coordinators
-    _p.write_compact_array_len(b, a_coordinators, False)
+    b += _p.uvarint(len(a_coordinators) + 1)
     for e_coordinators in a_coordinators:
         _e_FindCoordinatorResponse_Coordinator_v4(e_coordinators, b)
     b.append(0)

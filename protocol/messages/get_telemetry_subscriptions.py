@@ -106,7 +106,10 @@ class GetTelemetrySubscriptionsResponse:
 
 def _d_GetTelemetrySubscriptionsRequest_v0(b: memoryview, p: int) -> tuple[GetTelemetrySubscriptionsRequest, int]:
     f_client_instance_id, p = _p.read_uuid(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return GetTelemetrySubscriptionsRequest(f_client_instance_id), p
 
 
@@ -139,7 +142,10 @@ def _d_GetTelemetrySubscriptionsResponse_v0(b: memoryview, p: int) -> tuple[GetT
         e_f_requested_metrics, p = _p.read_compact_string(b, p)
         a_f_requested_metrics.append(e_f_requested_metrics)
     f_requested_metrics = a_f_requested_metrics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return GetTelemetrySubscriptionsResponse(f_throttle_time_ms, f_error_code, f_client_instance_id, f_subscription_id, f_accepted_compression_types, f_push_interval_ms, f_telemetry_max_bytes, f_delta_temporality, f_requested_metrics), p
 
 
@@ -148,11 +154,11 @@ def _e_GetTelemetrySubscriptionsResponse_v0(o: GetTelemetrySubscriptionsResponse
     b += o.client_instance_id.bytes
     b += _S_i.pack(o.subscription_id)
     a_accepted_compression_types = o.accepted_compression_types
-    _p.write_compact_array_len(b, a_accepted_compression_types, False)
+    b += _p.uvarint(len(a_accepted_compression_types) + 1)
     b += _p.pack_int8_array(a_accepted_compression_types)
     b += _S_iio.pack(o.push_interval_ms, o.telemetry_max_bytes, o.delta_temporality)
     a_requested_metrics = o.requested_metrics
-    _p.write_compact_array_len(b, a_requested_metrics, False)
+    b += _p.uvarint(len(a_requested_metrics) + 1)
     for e_requested_metrics in a_requested_metrics:
         _p.write_compact_string(b, e_requested_metrics)
     b.append(0)

@@ -119,7 +119,10 @@ def _d_HeartbeatRequest_v4(b: memoryview, p: int) -> tuple[HeartbeatRequest, int
     p += 4
     f_member_id, p = _p.read_compact_string(b, p)
     f_group_instance_id, p = _p.read_compact_nullable_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return HeartbeatRequest(f_group_id, f_generation_id, f_member_id, f_group_instance_id), p
 
 
@@ -171,7 +174,10 @@ def _d_HeartbeatResponse_v1(b: memoryview, p: int) -> tuple[HeartbeatResponse, i
 def _d_HeartbeatResponse_v4(b: memoryview, p: int) -> tuple[HeartbeatResponse, int]:
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(b, p)
     p += 6
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return HeartbeatResponse(f_throttle_time_ms, f_error_code), p
 
 

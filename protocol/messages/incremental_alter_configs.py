@@ -141,7 +141,10 @@ def _d_IncrementalAlterConfigsRequest_AlterableConfig_v1(b: memoryview, p: int) 
     f_config_operation = _S_b.unpack_from(b, p)[0]
     p += 1
     f_value, p = _p.read_compact_nullable_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return IncrementalAlterConfigsRequest.AlterableConfig(f_name, f_config_operation, f_value), p
 
 
@@ -181,7 +184,10 @@ def _d_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(b: memoryview, p: 
         e_f_configs, p = _d_IncrementalAlterConfigsRequest_AlterableConfig_v1(b, p)
         a_f_configs.append(e_f_configs)
     f_configs = a_f_configs
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return IncrementalAlterConfigsRequest.AlterConfigsResource(f_resource_type, f_resource_name, f_configs), p
 
 
@@ -189,7 +195,7 @@ def _e_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(o: IncrementalAlte
     b += _S_b.pack(o.resource_type)
     _p.write_string(b, o.resource_name)
     a_configs = o.configs
-    _p.write_array_len(b, a_configs, False)
+    b += _S_i.pack(len(a_configs))
     for e_configs in a_configs:
         _e_IncrementalAlterConfigsRequest_AlterableConfig_v0(e_configs, b)
 
@@ -198,7 +204,7 @@ def _e_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(o: IncrementalAlte
     b += _S_b.pack(o.resource_type)
     _p.write_compact_string(b, o.resource_name)
     a_configs = o.configs
-    _p.write_compact_array_len(b, a_configs, False)
+    b += _p.uvarint(len(a_configs) + 1)
     for e_configs in a_configs:
         _e_IncrementalAlterConfigsRequest_AlterableConfig_v1(e_configs, b)
     b.append(0)
@@ -225,13 +231,16 @@ def _d_IncrementalAlterConfigsRequest_v1(b: memoryview, p: int) -> tuple[Increme
     f_resources = a_f_resources
     f_validate_only = _S_o.unpack_from(b, p)[0]
     p += 1
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return IncrementalAlterConfigsRequest(f_resources, f_validate_only), p
 
 
 def _e_IncrementalAlterConfigsRequest_v0(o: IncrementalAlterConfigsRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_resources = o.resources
-    _p.write_array_len(b, a_resources, False)
+    b += _S_i.pack(len(a_resources))
     for e_resources in a_resources:
         _e_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(e_resources, b)
     b += _S_o.pack(o.validate_only)
@@ -239,7 +248,7 @@ def _e_IncrementalAlterConfigsRequest_v0(o: IncrementalAlterConfigsRequest, b: b
 
 def _e_IncrementalAlterConfigsRequest_v1(o: IncrementalAlterConfigsRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_resources = o.resources
-    _p.write_compact_array_len(b, a_resources, False)
+    b += _p.uvarint(len(a_resources) + 1)
     for e_resources in a_resources:
         _e_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(e_resources, b)
     b += _S_o.pack(o.validate_only)
@@ -271,7 +280,10 @@ def _d_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(b: memory
     f_resource_type = _S_b.unpack_from(b, p)[0]
     p += 1
     f_resource_name, p = _p.read_compact_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(f_error_code, f_error_message, f_resource_type, f_resource_name), p
 
 
@@ -311,14 +323,17 @@ def _d_IncrementalAlterConfigsResponse_v1(b: memoryview, p: int) -> tuple[Increm
         e_f_responses, p = _d_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(b, p)
         a_f_responses.append(e_f_responses)
     f_responses = a_f_responses
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return IncrementalAlterConfigsResponse(f_throttle_time_ms, f_responses), p
 
 
 def _e_IncrementalAlterConfigsResponse_v0(o: IncrementalAlterConfigsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_responses = o.responses
-    _p.write_array_len(b, a_responses, False)
+    b += _S_i.pack(len(a_responses))
     for e_responses in a_responses:
         _e_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(e_responses, b)
 
@@ -326,7 +341,7 @@ def _e_IncrementalAlterConfigsResponse_v0(o: IncrementalAlterConfigsResponse, b:
 def _e_IncrementalAlterConfigsResponse_v1(o: IncrementalAlterConfigsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_responses = o.responses
-    _p.write_compact_array_len(b, a_responses, False)
+    b += _p.uvarint(len(a_responses) + 1)
     for e_responses in a_responses:
         _e_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(e_responses, b)
     b.append(0)

@@ -111,7 +111,10 @@ def _d_InitProducerIdRequest_v2(b: memoryview, p: int) -> tuple[InitProducerIdRe
     f_transactional_id, p = _p.read_compact_nullable_string(b, p)
     f_transaction_timeout_ms = _S_i.unpack_from(b, p)[0]
     p += 4
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return InitProducerIdRequest(f_transactional_id, f_transaction_timeout_ms, -1, -1), p
 
 
@@ -119,7 +122,10 @@ def _d_InitProducerIdRequest_v3(b: memoryview, p: int) -> tuple[InitProducerIdRe
     f_transactional_id, p = _p.read_compact_nullable_string(b, p)
     f_transaction_timeout_ms, f_producer_id, f_producer_epoch = _S_iqh.unpack_from(b, p)
     p += 14
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return InitProducerIdRequest(f_transactional_id, f_transaction_timeout_ms, f_producer_id, f_producer_epoch), p
 
 
@@ -167,7 +173,10 @@ def _d_InitProducerIdResponse_v0(b: memoryview, p: int) -> tuple[InitProducerIdR
 def _d_InitProducerIdResponse_v2(b: memoryview, p: int) -> tuple[InitProducerIdResponse, int]:
     f_throttle_time_ms, f_error_code, f_producer_id, f_producer_epoch = _S_ihqh.unpack_from(b, p)
     p += 16
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return InitProducerIdResponse(f_throttle_time_ms, f_error_code, f_producer_id, f_producer_epoch), p
 
 

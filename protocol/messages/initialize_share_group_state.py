@@ -132,7 +132,10 @@ class InitializeShareGroupStateResponse:
 def _d_InitializeShareGroupStateRequest_PartitionData_v0(b: memoryview, p: int) -> tuple[InitializeShareGroupStateRequest.PartitionData, int]:
     f_partition, f_state_epoch, f_start_offset = _S_iiq.unpack_from(b, p)
     p += 16
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return InitializeShareGroupStateRequest.PartitionData(f_partition, f_state_epoch, f_start_offset), p
 
 
@@ -149,14 +152,17 @@ def _d_InitializeShareGroupStateRequest_InitializeStateData_v0(b: memoryview, p:
         e_f_partitions, p = _d_InitializeShareGroupStateRequest_PartitionData_v0(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return InitializeShareGroupStateRequest.InitializeStateData(f_topic_id, f_partitions), p
 
 
 def _e_InitializeShareGroupStateRequest_InitializeStateData_v0(o: InitializeShareGroupStateRequest.InitializeStateData, b: bytearray) -> None:
     b += o.topic_id.bytes
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_InitializeShareGroupStateRequest_PartitionData_v0(e_partitions, b)
     b.append(0)
@@ -170,14 +176,17 @@ def _d_InitializeShareGroupStateRequest_v0(b: memoryview, p: int) -> tuple[Initi
         e_f_topics, p = _d_InitializeShareGroupStateRequest_InitializeStateData_v0(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return InitializeShareGroupStateRequest(f_group_id, f_topics), p
 
 
 def _e_InitializeShareGroupStateRequest_v0(o: InitializeShareGroupStateRequest, b: bytearray, parts: list[_p.Part]) -> None:
     _p.write_compact_string(b, o.group_id)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_InitializeShareGroupStateRequest_InitializeStateData_v0(e_topics, b)
     b.append(0)
@@ -195,7 +204,10 @@ def _d_InitializeShareGroupStateResponse_PartitionResult_v0(b: memoryview, p: in
     f_partition, f_error_code = _S_ih.unpack_from(b, p)
     p += 6
     f_error_message, p = _p.read_compact_nullable_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return InitializeShareGroupStateResponse.PartitionResult(f_partition, f_error_code, f_error_message), p
 
 
@@ -213,14 +225,17 @@ def _d_InitializeShareGroupStateResponse_InitializeStateResult_v0(b: memoryview,
         e_f_partitions, p = _d_InitializeShareGroupStateResponse_PartitionResult_v0(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return InitializeShareGroupStateResponse.InitializeStateResult(f_topic_id, f_partitions), p
 
 
 def _e_InitializeShareGroupStateResponse_InitializeStateResult_v0(o: InitializeShareGroupStateResponse.InitializeStateResult, b: bytearray) -> None:
     b += o.topic_id.bytes
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_InitializeShareGroupStateResponse_PartitionResult_v0(e_partitions, b)
     b.append(0)
@@ -233,13 +248,16 @@ def _d_InitializeShareGroupStateResponse_v0(b: memoryview, p: int) -> tuple[Init
         e_f_results, p = _d_InitializeShareGroupStateResponse_InitializeStateResult_v0(b, p)
         a_f_results.append(e_f_results)
     f_results = a_f_results
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return InitializeShareGroupStateResponse(f_results), p
 
 
 def _e_InitializeShareGroupStateResponse_v0(o: InitializeShareGroupStateResponse, b: bytearray, parts: list[_p.Part]) -> None:
     a_results = o.results
-    _p.write_compact_array_len(b, a_results, False)
+    b += _p.uvarint(len(a_results) + 1)
     for e_results in a_results:
         _e_InitializeShareGroupStateResponse_InitializeStateResult_v0(e_results, b)
     b.append(0)

@@ -149,7 +149,10 @@ def _d_JoinGroupRequest_JoinGroupRequestProtocol_v0(b: memoryview, p: int) -> tu
 def _d_JoinGroupRequest_JoinGroupRequestProtocol_v6(b: memoryview, p: int) -> tuple[JoinGroupRequest.JoinGroupRequestProtocol, int]:
     f_name, p = _p.read_compact_string(b, p)
     f_metadata, p = _p.read_bytes(b, p, True)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return JoinGroupRequest.JoinGroupRequestProtocol(f_name, f_metadata), p
 
 
@@ -223,7 +226,10 @@ def _d_JoinGroupRequest_v6(b: memoryview, p: int) -> tuple[JoinGroupRequest, int
         e_f_protocols, p = _d_JoinGroupRequest_JoinGroupRequestProtocol_v6(b, p)
         a_f_protocols.append(e_f_protocols)
     f_protocols = a_f_protocols
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return JoinGroupRequest(f_group_id, f_session_timeout_ms, f_rebalance_timeout_ms, f_member_id, f_group_instance_id, f_protocol_type, f_protocols, None), p
 
 
@@ -241,7 +247,10 @@ def _d_JoinGroupRequest_v8(b: memoryview, p: int) -> tuple[JoinGroupRequest, int
         a_f_protocols.append(e_f_protocols)
     f_protocols = a_f_protocols
     f_reason, p = _p.read_compact_nullable_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return JoinGroupRequest(f_group_id, f_session_timeout_ms, f_rebalance_timeout_ms, f_member_id, f_group_instance_id, f_protocol_type, f_protocols, f_reason), p
 
 
@@ -253,7 +262,7 @@ def _e_JoinGroupRequest_v0(o: JoinGroupRequest, b: bytearray, parts: list[_p.Par
     _p.write_string(b, o.member_id)
     _p.write_string(b, o.protocol_type)
     a_protocols = o.protocols
-    _p.write_array_len(b, a_protocols, False)
+    b += _S_i.pack(len(a_protocols))
     for e_protocols in a_protocols:
         _e_JoinGroupRequest_JoinGroupRequestProtocol_v0(e_protocols, b)
 
@@ -266,7 +275,7 @@ def _e_JoinGroupRequest_v1(o: JoinGroupRequest, b: bytearray, parts: list[_p.Par
     _p.write_string(b, o.member_id)
     _p.write_string(b, o.protocol_type)
     a_protocols = o.protocols
-    _p.write_array_len(b, a_protocols, False)
+    b += _S_i.pack(len(a_protocols))
     for e_protocols in a_protocols:
         _e_JoinGroupRequest_JoinGroupRequestProtocol_v0(e_protocols, b)
 
@@ -278,7 +287,7 @@ def _e_JoinGroupRequest_v5(o: JoinGroupRequest, b: bytearray, parts: list[_p.Par
     _p.write_nullable_string(b, o.group_instance_id)
     _p.write_string(b, o.protocol_type)
     a_protocols = o.protocols
-    _p.write_array_len(b, a_protocols, False)
+    b += _S_i.pack(len(a_protocols))
     for e_protocols in a_protocols:
         _e_JoinGroupRequest_JoinGroupRequestProtocol_v0(e_protocols, b)
 
@@ -290,7 +299,7 @@ def _e_JoinGroupRequest_v6(o: JoinGroupRequest, b: bytearray, parts: list[_p.Par
     _p.write_compact_nullable_string(b, o.group_instance_id)
     _p.write_compact_string(b, o.protocol_type)
     a_protocols = o.protocols
-    _p.write_compact_array_len(b, a_protocols, False)
+    b += _p.uvarint(len(a_protocols) + 1)
     for e_protocols in a_protocols:
         _e_JoinGroupRequest_JoinGroupRequestProtocol_v6(e_protocols, b)
     b.append(0)
@@ -303,7 +312,7 @@ def _e_JoinGroupRequest_v8(o: JoinGroupRequest, b: bytearray, parts: list[_p.Par
     _p.write_compact_nullable_string(b, o.group_instance_id)
     _p.write_compact_string(b, o.protocol_type)
     a_protocols = o.protocols
-    _p.write_compact_array_len(b, a_protocols, False)
+    b += _p.uvarint(len(a_protocols) + 1)
     for e_protocols in a_protocols:
         _e_JoinGroupRequest_JoinGroupRequestProtocol_v6(e_protocols, b)
     _p.write_compact_nullable_string(b, o.reason)
@@ -341,7 +350,10 @@ def _d_JoinGroupResponse_JoinGroupResponseMember_v6(b: memoryview, p: int) -> tu
     f_member_id, p = _p.read_compact_string(b, p)
     f_group_instance_id, p = _p.read_compact_nullable_string(b, p)
     f_metadata, p = _p.read_bytes(b, p, True)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return JoinGroupResponse.JoinGroupResponseMember(f_member_id, f_group_instance_id, f_metadata), p
 
 
@@ -420,7 +432,10 @@ def _d_JoinGroupResponse_v6(b: memoryview, p: int) -> tuple[JoinGroupResponse, i
         e_f_members, p = _d_JoinGroupResponse_JoinGroupResponseMember_v6(b, p)
         a_f_members.append(e_f_members)
     f_members = a_f_members
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return JoinGroupResponse(f_throttle_time_ms, f_error_code, f_generation_id, None, f_protocol_name, f_leader, False, f_member_id, f_members), p
 
 
@@ -437,7 +452,10 @@ def _d_JoinGroupResponse_v7(b: memoryview, p: int) -> tuple[JoinGroupResponse, i
         e_f_members, p = _d_JoinGroupResponse_JoinGroupResponseMember_v6(b, p)
         a_f_members.append(e_f_members)
     f_members = a_f_members
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return JoinGroupResponse(f_throttle_time_ms, f_error_code, f_generation_id, f_protocol_type, f_protocol_name, f_leader, False, f_member_id, f_members), p
 
 
@@ -456,7 +474,10 @@ def _d_JoinGroupResponse_v9(b: memoryview, p: int) -> tuple[JoinGroupResponse, i
         e_f_members, p = _d_JoinGroupResponse_JoinGroupResponseMember_v6(b, p)
         a_f_members.append(e_f_members)
     f_members = a_f_members
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return JoinGroupResponse(f_throttle_time_ms, f_error_code, f_generation_id, f_protocol_type, f_protocol_name, f_leader, f_skip_assignment, f_member_id, f_members), p
 
 
@@ -468,7 +489,7 @@ def _e_JoinGroupResponse_v0(o: JoinGroupResponse, b: bytearray, parts: list[_p.P
     _p.write_string(b, o.leader)
     _p.write_string(b, o.member_id)
     a_members = o.members
-    _p.write_array_len(b, a_members, False)
+    b += _S_i.pack(len(a_members))
     for e_members in a_members:
         _e_JoinGroupResponse_JoinGroupResponseMember_v0(e_members, b)
 
@@ -481,7 +502,7 @@ def _e_JoinGroupResponse_v2(o: JoinGroupResponse, b: bytearray, parts: list[_p.P
     _p.write_string(b, o.leader)
     _p.write_string(b, o.member_id)
     a_members = o.members
-    _p.write_array_len(b, a_members, False)
+    b += _S_i.pack(len(a_members))
     for e_members in a_members:
         _e_JoinGroupResponse_JoinGroupResponseMember_v0(e_members, b)
 
@@ -494,7 +515,7 @@ def _e_JoinGroupResponse_v5(o: JoinGroupResponse, b: bytearray, parts: list[_p.P
     _p.write_string(b, o.leader)
     _p.write_string(b, o.member_id)
     a_members = o.members
-    _p.write_array_len(b, a_members, False)
+    b += _S_i.pack(len(a_members))
     for e_members in a_members:
         _e_JoinGroupResponse_JoinGroupResponseMember_v5(e_members, b)
 
@@ -507,7 +528,7 @@ def _e_JoinGroupResponse_v6(o: JoinGroupResponse, b: bytearray, parts: list[_p.P
     _p.write_compact_string(b, o.leader)
     _p.write_compact_string(b, o.member_id)
     a_members = o.members
-    _p.write_compact_array_len(b, a_members, False)
+    b += _p.uvarint(len(a_members) + 1)
     for e_members in a_members:
         _e_JoinGroupResponse_JoinGroupResponseMember_v6(e_members, b)
     b.append(0)
@@ -522,7 +543,7 @@ def _e_JoinGroupResponse_v7(o: JoinGroupResponse, b: bytearray, parts: list[_p.P
     _p.write_compact_string(b, o.leader)
     _p.write_compact_string(b, o.member_id)
     a_members = o.members
-    _p.write_compact_array_len(b, a_members, False)
+    b += _p.uvarint(len(a_members) + 1)
     for e_members in a_members:
         _e_JoinGroupResponse_JoinGroupResponseMember_v6(e_members, b)
     b.append(0)
@@ -536,7 +557,7 @@ def _e_JoinGroupResponse_v9(o: JoinGroupResponse, b: bytearray, parts: list[_p.P
     b += _S_o.pack(o.skip_assignment)
     _p.write_compact_string(b, o.member_id)
     a_members = o.members
-    _p.write_compact_array_len(b, a_members, False)
+    b += _p.uvarint(len(a_members) + 1)
     for e_members in a_members:
         _e_JoinGroupResponse_JoinGroupResponseMember_v6(e_members, b)
     b.append(0)

@@ -58,7 +58,10 @@ class KRaftVersionRecord:
 def _d_KRaftVersionRecord_v0(b: memoryview, p: int) -> tuple[KRaftVersionRecord, int]:
     f_version, f_k_raft_version = _S_hh.unpack_from(b, p)
     p += 4
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return KRaftVersionRecord(f_version, f_k_raft_version), p
 
 

@@ -259,7 +259,10 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(b: memoryview, p: int) 
     f_removing_replicas, p = _p.read_int32_array(b, p, n)
     f_is_new = _S_o.unpack_from(b, p)[0]
     p += 1
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return LeaderAndIsrRequest.LeaderAndIsrPartitionState('', f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, f_isr, f_partition_epoch, f_replicas, f_adding_replicas, f_removing_replicas, f_is_new, 0), p
 
 
@@ -278,7 +281,10 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(b: memoryview, p: int) 
     f_removing_replicas, p = _p.read_int32_array(b, p, n)
     f_is_new, f_leader_recovery_state = _S_ob.unpack_from(b, p)
     p += 2
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return LeaderAndIsrRequest.LeaderAndIsrPartitionState('', f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, f_isr, f_partition_epoch, f_replicas, f_adding_replicas, f_removing_replicas, f_is_new, f_leader_recovery_state), p
 
 
@@ -288,11 +294,11 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(o: LeaderAndIsrRequest.
     _p.write_string(b, o.topic_name)
     b += _S_iiii.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     a_isr = o.isr
-    _p.write_array_len(b, a_isr, False)
+    b += _S_i.pack(len(a_isr))
     b += _p.pack_int32_array(a_isr)
     b += _S_i.pack(o.partition_epoch)
     a_replicas = o.replicas
-    _p.write_array_len(b, a_replicas, False)
+    b += _S_i.pack(len(a_replicas))
     b += _p.pack_int32_array(a_replicas)
 
 
@@ -302,11 +308,11 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(o: LeaderAndIsrRequest.
     _p.write_string(b, o.topic_name)
     b += _S_iiii.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     a_isr = o.isr
-    _p.write_array_len(b, a_isr, False)
+    b += _S_i.pack(len(a_isr))
     b += _p.pack_int32_array(a_isr)
     b += _S_i.pack(o.partition_epoch)
     a_replicas = o.replicas
-    _p.write_array_len(b, a_replicas, False)
+    b += _S_i.pack(len(a_replicas))
     b += _p.pack_int32_array(a_replicas)
     b += _S_o.pack(o.is_new)
 
@@ -316,11 +322,11 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v2(o: LeaderAndIsrRequest.
         raise _p.UnsupportedVersionError('non-default LeaderRecoveryState cannot be encoded at this version')
     b += _S_iiii.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     a_isr = o.isr
-    _p.write_array_len(b, a_isr, False)
+    b += _S_i.pack(len(a_isr))
     b += _p.pack_int32_array(a_isr)
     b += _S_i.pack(o.partition_epoch)
     a_replicas = o.replicas
-    _p.write_array_len(b, a_replicas, False)
+    b += _S_i.pack(len(a_replicas))
     b += _p.pack_int32_array(a_replicas)
     b += _S_o.pack(o.is_new)
 
@@ -330,17 +336,17 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3(o: LeaderAndIsrRequest.
         raise _p.UnsupportedVersionError('non-default LeaderRecoveryState cannot be encoded at this version')
     b += _S_iiii.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     a_isr = o.isr
-    _p.write_array_len(b, a_isr, False)
+    b += _S_i.pack(len(a_isr))
     b += _p.pack_int32_array(a_isr)
     b += _S_i.pack(o.partition_epoch)
     a_replicas = o.replicas
-    _p.write_array_len(b, a_replicas, False)
+    b += _S_i.pack(len(a_replicas))
     b += _p.pack_int32_array(a_replicas)
     a_adding_replicas = o.adding_replicas
-    _p.write_array_len(b, a_adding_replicas, False)
+    b += _S_i.pack(len(a_adding_replicas))
     b += _p.pack_int32_array(a_adding_replicas)
     a_removing_replicas = o.removing_replicas
-    _p.write_array_len(b, a_removing_replicas, False)
+    b += _S_i.pack(len(a_removing_replicas))
     b += _p.pack_int32_array(a_removing_replicas)
     b += _S_o.pack(o.is_new)
 
@@ -350,17 +356,17 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(o: LeaderAndIsrRequest.
         raise _p.UnsupportedVersionError('non-default LeaderRecoveryState cannot be encoded at this version')
     b += _S_iiii.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     a_isr = o.isr
-    _p.write_compact_array_len(b, a_isr, False)
+    b += _p.uvarint(len(a_isr) + 1)
     b += _p.pack_int32_array(a_isr)
     b += _S_i.pack(o.partition_epoch)
     a_replicas = o.replicas
-    _p.write_compact_array_len(b, a_replicas, False)
+    b += _p.uvarint(len(a_replicas) + 1)
     b += _p.pack_int32_array(a_replicas)
     a_adding_replicas = o.adding_replicas
-    _p.write_compact_array_len(b, a_adding_replicas, False)
+    b += _p.uvarint(len(a_adding_replicas) + 1)
     b += _p.pack_int32_array(a_adding_replicas)
     a_removing_replicas = o.removing_replicas
-    _p.write_compact_array_len(b, a_removing_replicas, False)
+    b += _p.uvarint(len(a_removing_replicas) + 1)
     b += _p.pack_int32_array(a_removing_replicas)
     b += _S_o.pack(o.is_new)
     b.append(0)
@@ -369,17 +375,17 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(o: LeaderAndIsrRequest.
 def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(o: LeaderAndIsrRequest.LeaderAndIsrPartitionState, b: bytearray) -> None:
     b += _S_iiii.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     a_isr = o.isr
-    _p.write_compact_array_len(b, a_isr, False)
+    b += _p.uvarint(len(a_isr) + 1)
     b += _p.pack_int32_array(a_isr)
     b += _S_i.pack(o.partition_epoch)
     a_replicas = o.replicas
-    _p.write_compact_array_len(b, a_replicas, False)
+    b += _p.uvarint(len(a_replicas) + 1)
     b += _p.pack_int32_array(a_replicas)
     a_adding_replicas = o.adding_replicas
-    _p.write_compact_array_len(b, a_adding_replicas, False)
+    b += _p.uvarint(len(a_adding_replicas) + 1)
     b += _p.pack_int32_array(a_adding_replicas)
     a_removing_replicas = o.removing_replicas
-    _p.write_compact_array_len(b, a_removing_replicas, False)
+    b += _p.uvarint(len(a_removing_replicas) + 1)
     b += _p.pack_int32_array(a_removing_replicas)
     b += _S_ob.pack(o.is_new, o.leader_recovery_state)
     b.append(0)
@@ -415,7 +421,10 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(b: memoryview, p: int) -> t
         e_f_partition_states, p = _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(b, p)
         a_f_partition_states.append(e_f_partition_states)
     f_partition_states = a_f_partition_states
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return LeaderAndIsrRequest.LeaderAndIsrTopicState(f_topic_name, _p.ZERO_UUID, f_partition_states), p
 
 
@@ -428,7 +437,10 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(b: memoryview, p: int) -> t
         e_f_partition_states, p = _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(b, p)
         a_f_partition_states.append(e_f_partition_states)
     f_partition_states = a_f_partition_states
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return LeaderAndIsrRequest.LeaderAndIsrTopicState(f_topic_name, f_topic_id, f_partition_states), p
 
 
@@ -441,14 +453,17 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(b: memoryview, p: int) -> t
         e_f_partition_states, p = _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(b, p)
         a_f_partition_states.append(e_f_partition_states)
     f_partition_states = a_f_partition_states
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return LeaderAndIsrRequest.LeaderAndIsrTopicState(f_topic_name, f_topic_id, f_partition_states), p
 
 
 def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(o: LeaderAndIsrRequest.LeaderAndIsrTopicState, b: bytearray) -> None:
     _p.write_string(b, o.topic_name)
     a_partition_states = o.partition_states
-    _p.write_array_len(b, a_partition_states, False)
+    b += _S_i.pack(len(a_partition_states))
     for e_partition_states in a_partition_states:
         _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v2(e_partition_states, b)
 
@@ -456,7 +471,7 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(o: LeaderAndIsrRequest.Lead
 def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(o: LeaderAndIsrRequest.LeaderAndIsrTopicState, b: bytearray) -> None:
     _p.write_string(b, o.topic_name)
     a_partition_states = o.partition_states
-    _p.write_array_len(b, a_partition_states, False)
+    b += _S_i.pack(len(a_partition_states))
     for e_partition_states in a_partition_states:
         _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3(e_partition_states, b)
 
@@ -464,7 +479,7 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(o: LeaderAndIsrRequest.Lead
 def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(o: LeaderAndIsrRequest.LeaderAndIsrTopicState, b: bytearray) -> None:
     _p.write_compact_string(b, o.topic_name)
     a_partition_states = o.partition_states
-    _p.write_compact_array_len(b, a_partition_states, False)
+    b += _p.uvarint(len(a_partition_states) + 1)
     for e_partition_states in a_partition_states:
         _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(e_partition_states, b)
     b.append(0)
@@ -474,7 +489,7 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(o: LeaderAndIsrRequest.Lead
     _p.write_compact_string(b, o.topic_name)
     b += o.topic_id.bytes
     a_partition_states = o.partition_states
-    _p.write_compact_array_len(b, a_partition_states, False)
+    b += _p.uvarint(len(a_partition_states) + 1)
     for e_partition_states in a_partition_states:
         _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(e_partition_states, b)
     b.append(0)
@@ -484,7 +499,7 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(o: LeaderAndIsrRequest.Lead
     _p.write_compact_string(b, o.topic_name)
     b += o.topic_id.bytes
     a_partition_states = o.partition_states
-    _p.write_compact_array_len(b, a_partition_states, False)
+    b += _p.uvarint(len(a_partition_states) + 1)
     for e_partition_states in a_partition_states:
         _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(e_partition_states, b)
     b.append(0)
@@ -505,7 +520,10 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(b: memoryview, p: int) -> t
     f_host_name, p = _p.read_compact_string(b, p)
     f_port = _S_i.unpack_from(b, p)[0]
     p += 4
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return LeaderAndIsrRequest.LeaderAndIsrLiveLeader(f_broker_id, f_host_name, f_port), p
 
 
@@ -609,7 +627,10 @@ def _d_LeaderAndIsrRequest_v4(b: memoryview, p: int) -> tuple[LeaderAndIsrReques
         e_f_live_leaders, p = _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(b, p)
         a_f_live_leaders.append(e_f_live_leaders)
     f_live_leaders = a_f_live_leaders
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return LeaderAndIsrRequest(f_controller_id, False, f_controller_epoch, f_broker_epoch, 0, [], f_topic_states, f_live_leaders), p
 
 
@@ -628,7 +649,10 @@ def _d_LeaderAndIsrRequest_v5(b: memoryview, p: int) -> tuple[LeaderAndIsrReques
         e_f_live_leaders, p = _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(b, p)
         a_f_live_leaders.append(e_f_live_leaders)
     f_live_leaders = a_f_live_leaders
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return LeaderAndIsrRequest(f_controller_id, False, f_controller_epoch, f_broker_epoch, f_type, [], f_topic_states, f_live_leaders), p
 
 
@@ -647,7 +671,10 @@ def _d_LeaderAndIsrRequest_v6(b: memoryview, p: int) -> tuple[LeaderAndIsrReques
         e_f_live_leaders, p = _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(b, p)
         a_f_live_leaders.append(e_f_live_leaders)
     f_live_leaders = a_f_live_leaders
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return LeaderAndIsrRequest(f_controller_id, False, f_controller_epoch, f_broker_epoch, f_type, [], f_topic_states, f_live_leaders), p
 
 
@@ -666,7 +693,10 @@ def _d_LeaderAndIsrRequest_v7(b: memoryview, p: int) -> tuple[LeaderAndIsrReques
         e_f_live_leaders, p = _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(b, p)
         a_f_live_leaders.append(e_f_live_leaders)
     f_live_leaders = a_f_live_leaders
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return LeaderAndIsrRequest(f_controller_id, f_is_k_raft_controller, f_controller_epoch, f_broker_epoch, f_type, [], f_topic_states, f_live_leaders), p
 
 
@@ -679,11 +709,11 @@ def _e_LeaderAndIsrRequest_v0(o: LeaderAndIsrRequest, b: bytearray, parts: list[
         raise _p.UnsupportedVersionError('non-default TopicStates cannot be encoded at this version')
     b += _S_ii.pack(o.controller_id, o.controller_epoch)
     a_ungrouped_partition_states = o.ungrouped_partition_states
-    _p.write_array_len(b, a_ungrouped_partition_states, False)
+    b += _S_i.pack(len(a_ungrouped_partition_states))
     for e_ungrouped_partition_states in a_ungrouped_partition_states:
         _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(e_ungrouped_partition_states, b)
     a_live_leaders = o.live_leaders
-    _p.write_array_len(b, a_live_leaders, False)
+    b += _S_i.pack(len(a_live_leaders))
     for e_live_leaders in a_live_leaders:
         _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(e_live_leaders, b)
 
@@ -697,11 +727,11 @@ def _e_LeaderAndIsrRequest_v1(o: LeaderAndIsrRequest, b: bytearray, parts: list[
         raise _p.UnsupportedVersionError('non-default TopicStates cannot be encoded at this version')
     b += _S_ii.pack(o.controller_id, o.controller_epoch)
     a_ungrouped_partition_states = o.ungrouped_partition_states
-    _p.write_array_len(b, a_ungrouped_partition_states, False)
+    b += _S_i.pack(len(a_ungrouped_partition_states))
     for e_ungrouped_partition_states in a_ungrouped_partition_states:
         _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(e_ungrouped_partition_states, b)
     a_live_leaders = o.live_leaders
-    _p.write_array_len(b, a_live_leaders, False)
+    b += _S_i.pack(len(a_live_leaders))
     for e_live_leaders in a_live_leaders:
         _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(e_live_leaders, b)
 
@@ -715,11 +745,11 @@ def _e_LeaderAndIsrRequest_v2(o: LeaderAndIsrRequest, b: bytearray, parts: list[
         raise _p.UnsupportedVersionError('non-default UngroupedPartitionStates cannot be encoded at this version')
     b += _S_iiq.pack(o.controller_id, o.controller_epoch, o.broker_epoch)
     a_topic_states = o.topic_states
-    _p.write_array_len(b, a_topic_states, False)
+    b += _S_i.pack(len(a_topic_states))
     for e_topic_states in a_topic_states:
         _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(e_topic_states, b)
     a_live_leaders = o.live_leaders
-    _p.write_array_len(b, a_live_leaders, False)
+    b += _S_i.pack(len(a_live_leaders))
     for e_live_leaders in a_live_leaders:
         _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(e_live_leaders, b)
 
@@ -733,11 +763,11 @@ def _e_LeaderAndIsrRequest_v3(o: LeaderAndIsrRequest, b: bytearray, parts: list[
         raise _p.UnsupportedVersionError('non-default UngroupedPartitionStates cannot be encoded at this version')
     b += _S_iiq.pack(o.controller_id, o.controller_epoch, o.broker_epoch)
     a_topic_states = o.topic_states
-    _p.write_array_len(b, a_topic_states, False)
+    b += _S_i.pack(len(a_topic_states))
     for e_topic_states in a_topic_states:
         _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(e_topic_states, b)
     a_live_leaders = o.live_leaders
-    _p.write_array_len(b, a_live_leaders, False)
+    b += _S_i.pack(len(a_live_leaders))
     for e_live_leaders in a_live_leaders:
         _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(e_live_leaders, b)
 
@@ -751,11 +781,11 @@ def _e_LeaderAndIsrRequest_v4(o: LeaderAndIsrRequest, b: bytearray, parts: list[
         raise _p.UnsupportedVersionError('non-default UngroupedPartitionStates cannot be encoded at this version')
     b += _S_iiq.pack(o.controller_id, o.controller_epoch, o.broker_epoch)
     a_topic_states = o.topic_states
-    _p.write_compact_array_len(b, a_topic_states, False)
+    b += _p.uvarint(len(a_topic_states) + 1)
     for e_topic_states in a_topic_states:
         _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(e_topic_states, b)
     a_live_leaders = o.live_leaders
-    _p.write_compact_array_len(b, a_live_leaders, False)
+    b += _p.uvarint(len(a_live_leaders) + 1)
     for e_live_leaders in a_live_leaders:
         _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(e_live_leaders, b)
     b.append(0)
@@ -768,11 +798,11 @@ def _e_LeaderAndIsrRequest_v5(o: LeaderAndIsrRequest, b: bytearray, parts: list[
         raise _p.UnsupportedVersionError('non-default UngroupedPartitionStates cannot be encoded at this version')
     b += _S_iiqb.pack(o.controller_id, o.controller_epoch, o.broker_epoch, o.type)
     a_topic_states = o.topic_states
-    _p.write_compact_array_len(b, a_topic_states, False)
+    b += _p.uvarint(len(a_topic_states) + 1)
     for e_topic_states in a_topic_states:
         _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(e_topic_states, b)
     a_live_leaders = o.live_leaders
-    _p.write_compact_array_len(b, a_live_leaders, False)
+    b += _p.uvarint(len(a_live_leaders) + 1)
     for e_live_leaders in a_live_leaders:
         _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(e_live_leaders, b)
     b.append(0)
@@ -785,11 +815,11 @@ def _e_LeaderAndIsrRequest_v6(o: LeaderAndIsrRequest, b: bytearray, parts: list[
         raise _p.UnsupportedVersionError('non-default UngroupedPartitionStates cannot be encoded at this version')
     b += _S_iiqb.pack(o.controller_id, o.controller_epoch, o.broker_epoch, o.type)
     a_topic_states = o.topic_states
-    _p.write_compact_array_len(b, a_topic_states, False)
+    b += _p.uvarint(len(a_topic_states) + 1)
     for e_topic_states in a_topic_states:
         _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(e_topic_states, b)
     a_live_leaders = o.live_leaders
-    _p.write_compact_array_len(b, a_live_leaders, False)
+    b += _p.uvarint(len(a_live_leaders) + 1)
     for e_live_leaders in a_live_leaders:
         _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(e_live_leaders, b)
     b.append(0)
@@ -800,11 +830,11 @@ def _e_LeaderAndIsrRequest_v7(o: LeaderAndIsrRequest, b: bytearray, parts: list[
         raise _p.UnsupportedVersionError('non-default UngroupedPartitionStates cannot be encoded at this version')
     b += _S_ioiqb.pack(o.controller_id, o.is_k_raft_controller, o.controller_epoch, o.broker_epoch, o.type)
     a_topic_states = o.topic_states
-    _p.write_compact_array_len(b, a_topic_states, False)
+    b += _p.uvarint(len(a_topic_states) + 1)
     for e_topic_states in a_topic_states:
         _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(e_topic_states, b)
     a_live_leaders = o.live_leaders
-    _p.write_compact_array_len(b, a_live_leaders, False)
+    b += _p.uvarint(len(a_live_leaders) + 1)
     for e_live_leaders in a_live_leaders:
         _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(e_live_leaders, b)
     b.append(0)
@@ -833,14 +863,20 @@ def _d_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(b: memoryview, p: int)
     f_topic_name, p = _p.read_compact_string(b, p)
     f_partition_index, f_error_code = _S_ih.unpack_from(b, p)
     p += 6
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return LeaderAndIsrResponse.LeaderAndIsrPartitionError(f_topic_name, f_partition_index, f_error_code), p
 
 
 def _d_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v5(b: memoryview, p: int) -> tuple[LeaderAndIsrResponse.LeaderAndIsrPartitionError, int]:
     f_partition_index, f_error_code = _S_ih.unpack_from(b, p)
     p += 6
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return LeaderAndIsrResponse.LeaderAndIsrPartitionError('', f_partition_index, f_error_code), p
 
 
@@ -868,14 +904,17 @@ def _d_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5(b: memoryview, p: int) -> 
         e_f_partition_errors, p = _d_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v5(b, p)
         a_f_partition_errors.append(e_f_partition_errors)
     f_partition_errors = a_f_partition_errors
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return LeaderAndIsrResponse.LeaderAndIsrTopicError(f_topic_id, f_partition_errors), p
 
 
 def _e_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5(o: LeaderAndIsrResponse.LeaderAndIsrTopicError, b: bytearray) -> None:
     b += o.topic_id.bytes
     a_partition_errors = o.partition_errors
-    _p.write_compact_array_len(b, a_partition_errors, False)
+    b += _p.uvarint(len(a_partition_errors) + 1)
     for e_partition_errors in a_partition_errors:
         _e_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v5(e_partition_errors, b)
     b.append(0)
@@ -902,7 +941,10 @@ def _d_LeaderAndIsrResponse_v4(b: memoryview, p: int) -> tuple[LeaderAndIsrRespo
         e_f_partition_errors, p = _d_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(b, p)
         a_f_partition_errors.append(e_f_partition_errors)
     f_partition_errors = a_f_partition_errors
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return LeaderAndIsrResponse(f_error_code, f_partition_errors, []), p
 
 
@@ -915,7 +957,10 @@ def _d_LeaderAndIsrResponse_v5(b: memoryview, p: int) -> tuple[LeaderAndIsrRespo
         e_f_topics, p = _d_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return LeaderAndIsrResponse(f_error_code, [], f_topics), p
 
 
@@ -924,7 +969,7 @@ def _e_LeaderAndIsrResponse_v0(o: LeaderAndIsrResponse, b: bytearray, parts: lis
         raise _p.UnsupportedVersionError('non-default Topics cannot be encoded at this version')
     b += _S_h.pack(o.error_code)
     a_partition_errors = o.partition_errors
-    _p.write_array_len(b, a_partition_errors, False)
+    b += _S_i.pack(len(a_partition_errors))
     for e_partition_errors in a_partition_errors:
         _e_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(e_partition_errors, b)
 
@@ -934,7 +979,7 @@ def _e_LeaderAndIsrResponse_v4(o: LeaderAndIsrResponse, b: bytearray, parts: lis
         raise _p.UnsupportedVersionError('non-default Topics cannot be encoded at this version')
     b += _S_h.pack(o.error_code)
     a_partition_errors = o.partition_errors
-    _p.write_compact_array_len(b, a_partition_errors, False)
+    b += _p.uvarint(len(a_partition_errors) + 1)
     for e_partition_errors in a_partition_errors:
         _e_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(e_partition_errors, b)
     b.append(0)
@@ -945,7 +990,7 @@ def _e_LeaderAndIsrResponse_v5(o: LeaderAndIsrResponse, b: bytearray, parts: lis
         raise _p.UnsupportedVersionError('non-default PartitionErrors cannot be encoded at this version')
     b += _S_h.pack(o.error_code)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5(e_topics, b)
     b.append(0)

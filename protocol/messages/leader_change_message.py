@@ -72,7 +72,10 @@ class LeaderChangeMessage:
 def _d_LeaderChangeMessage_Voter_v0(b: memoryview, p: int) -> tuple[LeaderChangeMessage.Voter, int]:
     f_voter_id = _S_i.unpack_from(b, p)[0]
     p += 4
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return LeaderChangeMessage.Voter(f_voter_id, _p.ZERO_UUID), p
 
 
@@ -80,7 +83,10 @@ def _d_LeaderChangeMessage_Voter_v1(b: memoryview, p: int) -> tuple[LeaderChange
     f_voter_id = _S_i.unpack_from(b, p)[0]
     p += 4
     f_voter_directory_id, p = _p.read_uuid(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return LeaderChangeMessage.Voter(f_voter_id, f_voter_directory_id), p
 
 
@@ -112,7 +118,10 @@ def _d_LeaderChangeMessage_v0(b: memoryview, p: int) -> tuple[LeaderChangeMessag
         e_f_granting_voters, p = _d_LeaderChangeMessage_Voter_v0(b, p)
         a_f_granting_voters.append(e_f_granting_voters)
     f_granting_voters = a_f_granting_voters
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return LeaderChangeMessage(f_version, f_leader_id, f_voters, f_granting_voters), p
 
 
@@ -131,18 +140,21 @@ def _d_LeaderChangeMessage_v1(b: memoryview, p: int) -> tuple[LeaderChangeMessag
         e_f_granting_voters, p = _d_LeaderChangeMessage_Voter_v1(b, p)
         a_f_granting_voters.append(e_f_granting_voters)
     f_granting_voters = a_f_granting_voters
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return LeaderChangeMessage(f_version, f_leader_id, f_voters, f_granting_voters), p
 
 
 def _e_LeaderChangeMessage_v0(o: LeaderChangeMessage, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_hi.pack(o.version, o.leader_id)
     a_voters = o.voters
-    _p.write_compact_array_len(b, a_voters, False)
+    b += _p.uvarint(len(a_voters) + 1)
     for e_voters in a_voters:
         _e_LeaderChangeMessage_Voter_v0(e_voters, b)
     a_granting_voters = o.granting_voters
-    _p.write_compact_array_len(b, a_granting_voters, False)
+    b += _p.uvarint(len(a_granting_voters) + 1)
     for e_granting_voters in a_granting_voters:
         _e_LeaderChangeMessage_Voter_v0(e_granting_voters, b)
     b.append(0)
@@ -151,11 +163,11 @@ def _e_LeaderChangeMessage_v0(o: LeaderChangeMessage, b: bytearray, parts: list[
 def _e_LeaderChangeMessage_v1(o: LeaderChangeMessage, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_hi.pack(o.version, o.leader_id)
     a_voters = o.voters
-    _p.write_compact_array_len(b, a_voters, False)
+    b += _p.uvarint(len(a_voters) + 1)
     for e_voters in a_voters:
         _e_LeaderChangeMessage_Voter_v1(e_voters, b)
     a_granting_voters = o.granting_voters
-    _p.write_compact_array_len(b, a_granting_voters, False)
+    b += _p.uvarint(len(a_granting_voters) + 1)
     for e_granting_voters in a_granting_voters:
         _e_LeaderChangeMessage_Voter_v1(e_granting_voters, b)
     b.append(0)

@@ -20,6 +20,7 @@ __all__ = ['LeaveGroupRequest', 'LeaveGroupResponse']
 _ = (uuid, field)  # keep imports used in every module
 
 _S_h = struct.Struct('>h')
+_S_i = struct.Struct('>i')
 _S_ih = struct.Struct('>ih')
 
 
@@ -126,7 +127,10 @@ def _d_LeaveGroupRequest_MemberIdentity_v3(b: memoryview, p: int) -> tuple[Leave
 def _d_LeaveGroupRequest_MemberIdentity_v4(b: memoryview, p: int) -> tuple[LeaveGroupRequest.MemberIdentity, int]:
     f_member_id, p = _p.read_compact_string(b, p)
     f_group_instance_id, p = _p.read_compact_nullable_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return LeaveGroupRequest.MemberIdentity(f_member_id, f_group_instance_id, None), p
 
 
@@ -134,7 +138,10 @@ def _d_LeaveGroupRequest_MemberIdentity_v5(b: memoryview, p: int) -> tuple[Leave
     f_member_id, p = _p.read_compact_string(b, p)
     f_group_instance_id, p = _p.read_compact_nullable_string(b, p)
     f_reason, p = _p.read_compact_nullable_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return LeaveGroupRequest.MemberIdentity(f_member_id, f_group_instance_id, f_reason), p
 
 
@@ -181,7 +188,10 @@ def _d_LeaveGroupRequest_v4(b: memoryview, p: int) -> tuple[LeaveGroupRequest, i
         e_f_members, p = _d_LeaveGroupRequest_MemberIdentity_v4(b, p)
         a_f_members.append(e_f_members)
     f_members = a_f_members
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return LeaveGroupRequest(f_group_id, '', f_members), p
 
 
@@ -193,7 +203,10 @@ def _d_LeaveGroupRequest_v5(b: memoryview, p: int) -> tuple[LeaveGroupRequest, i
         e_f_members, p = _d_LeaveGroupRequest_MemberIdentity_v5(b, p)
         a_f_members.append(e_f_members)
     f_members = a_f_members
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return LeaveGroupRequest(f_group_id, '', f_members), p
 
 
@@ -209,7 +222,7 @@ def _e_LeaveGroupRequest_v3(o: LeaveGroupRequest, b: bytearray, parts: list[_p.P
         raise _p.UnsupportedVersionError('non-default MemberId cannot be encoded at this version')
     _p.write_string(b, o.group_id)
     a_members = o.members
-    _p.write_array_len(b, a_members, False)
+    b += _S_i.pack(len(a_members))
     for e_members in a_members:
         _e_LeaveGroupRequest_MemberIdentity_v3(e_members, b)
 
@@ -219,7 +232,7 @@ def _e_LeaveGroupRequest_v4(o: LeaveGroupRequest, b: bytearray, parts: list[_p.P
         raise _p.UnsupportedVersionError('non-default MemberId cannot be encoded at this version')
     _p.write_compact_string(b, o.group_id)
     a_members = o.members
-    _p.write_compact_array_len(b, a_members, False)
+    b += _p.uvarint(len(a_members) + 1)
     for e_members in a_members:
         _e_LeaveGroupRequest_MemberIdentity_v4(e_members, b)
     b.append(0)
@@ -230,7 +243,7 @@ def _e_LeaveGroupRequest_v5(o: LeaveGroupRequest, b: bytearray, parts: list[_p.P
         raise _p.UnsupportedVersionError('non-default MemberId cannot be encoded at this version')
     _p.write_compact_string(b, o.group_id)
     a_members = o.members
-    _p.write_compact_array_len(b, a_members, False)
+    b += _p.uvarint(len(a_members) + 1)
     for e_members in a_members:
         _e_LeaveGroupRequest_MemberIdentity_v5(e_members, b)
     b.append(0)
@@ -259,7 +272,10 @@ def _d_LeaveGroupResponse_MemberResponse_v4(b: memoryview, p: int) -> tuple[Leav
     f_group_instance_id, p = _p.read_compact_nullable_string(b, p)
     f_error_code = _S_h.unpack_from(b, p)[0]
     p += 2
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return LeaveGroupResponse.MemberResponse(f_member_id, f_group_instance_id, f_error_code), p
 
 
@@ -309,7 +325,10 @@ def _d_LeaveGroupResponse_v4(b: memoryview, p: int) -> tuple[LeaveGroupResponse,
         e_f_members, p = _d_LeaveGroupResponse_MemberResponse_v4(b, p)
         a_f_members.append(e_f_members)
     f_members = a_f_members
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return LeaveGroupResponse(f_throttle_time_ms, f_error_code, f_members), p
 
 
@@ -328,7 +347,7 @@ def _e_LeaveGroupResponse_v1(o: LeaveGroupResponse, b: bytearray, parts: list[_p
 def _e_LeaveGroupResponse_v3(o: LeaveGroupResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_ih.pack(o.throttle_time_ms, o.error_code)
     a_members = o.members
-    _p.write_array_len(b, a_members, False)
+    b += _S_i.pack(len(a_members))
     for e_members in a_members:
         _e_LeaveGroupResponse_MemberResponse_v3(e_members, b)
 
@@ -336,7 +355,7 @@ def _e_LeaveGroupResponse_v3(o: LeaveGroupResponse, b: bytearray, parts: list[_p
 def _e_LeaveGroupResponse_v4(o: LeaveGroupResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_ih.pack(o.throttle_time_ms, o.error_code)
     a_members = o.members
-    _p.write_compact_array_len(b, a_members, False)
+    b += _p.uvarint(len(a_members) + 1)
     for e_members in a_members:
         _e_LeaveGroupResponse_MemberResponse_v4(e_members, b)
     b.append(0)

@@ -96,7 +96,10 @@ class ListClientMetricsResourcesResponse:
 
 
 def _d_ListClientMetricsResourcesRequest_v0(b: memoryview, p: int) -> tuple[ListClientMetricsResourcesRequest, int]:
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ListClientMetricsResourcesRequest(), p
 
 
@@ -114,7 +117,10 @@ _ENCODERS_ListClientMetricsResourcesRequest: dict[int, Callable[[ListClientMetri
 
 def _d_ListClientMetricsResourcesResponse_ClientMetricsResource_v0(b: memoryview, p: int) -> tuple[ListClientMetricsResourcesResponse.ClientMetricsResource, int]:
     f_name, p = _p.read_compact_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ListClientMetricsResourcesResponse.ClientMetricsResource(f_name), p
 
 
@@ -132,14 +138,17 @@ def _d_ListClientMetricsResourcesResponse_v0(b: memoryview, p: int) -> tuple[Lis
         e_f_client_metrics_resources, p = _d_ListClientMetricsResourcesResponse_ClientMetricsResource_v0(b, p)
         a_f_client_metrics_resources.append(e_f_client_metrics_resources)
     f_client_metrics_resources = a_f_client_metrics_resources
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ListClientMetricsResourcesResponse(f_throttle_time_ms, f_error_code, f_client_metrics_resources), p
 
 
 def _e_ListClientMetricsResourcesResponse_v0(o: ListClientMetricsResourcesResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_ih.pack(o.throttle_time_ms, o.error_code)
     a_client_metrics_resources = o.client_metrics_resources
-    _p.write_compact_array_len(b, a_client_metrics_resources, False)
+    b += _p.uvarint(len(a_client_metrics_resources) + 1)
     for e_client_metrics_resources in a_client_metrics_resources:
         _e_ListClientMetricsResourcesResponse_ClientMetricsResource_v0(e_client_metrics_resources, b)
     b.append(0)

@@ -20,6 +20,7 @@ __all__ = ['ListGroupsRequest', 'ListGroupsResponse']
 _ = (uuid, field)  # keep imports used in every module
 
 _S_h = struct.Struct('>h')
+_S_i = struct.Struct('>i')
 _S_ih = struct.Struct('>ih')
 
 
@@ -111,7 +112,10 @@ def _d_ListGroupsRequest_v0(b: memoryview, p: int) -> tuple[ListGroupsRequest, i
 
 
 def _d_ListGroupsRequest_v3(b: memoryview, p: int) -> tuple[ListGroupsRequest, int]:
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ListGroupsRequest([], []), p
 
 
@@ -122,7 +126,10 @@ def _d_ListGroupsRequest_v4(b: memoryview, p: int) -> tuple[ListGroupsRequest, i
         e_f_states_filter, p = _p.read_compact_string(b, p)
         a_f_states_filter.append(e_f_states_filter)
     f_states_filter = a_f_states_filter
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ListGroupsRequest(f_states_filter, []), p
 
 
@@ -139,7 +146,10 @@ def _d_ListGroupsRequest_v5(b: memoryview, p: int) -> tuple[ListGroupsRequest, i
         e_f_types_filter, p = _p.read_compact_string(b, p)
         a_f_types_filter.append(e_f_types_filter)
     f_types_filter = a_f_types_filter
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ListGroupsRequest(f_states_filter, f_types_filter), p
 
 
@@ -162,7 +172,7 @@ def _e_ListGroupsRequest_v4(o: ListGroupsRequest, b: bytearray, parts: list[_p.P
     if not (not o.types_filter):
         raise _p.UnsupportedVersionError('non-default TypesFilter cannot be encoded at this version')
     a_states_filter = o.states_filter
-    _p.write_compact_array_len(b, a_states_filter, False)
+    b += _p.uvarint(len(a_states_filter) + 1)
     for e_states_filter in a_states_filter:
         _p.write_compact_string(b, e_states_filter)
     b.append(0)
@@ -170,11 +180,11 @@ def _e_ListGroupsRequest_v4(o: ListGroupsRequest, b: bytearray, parts: list[_p.P
 
 def _e_ListGroupsRequest_v5(o: ListGroupsRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_states_filter = o.states_filter
-    _p.write_compact_array_len(b, a_states_filter, False)
+    b += _p.uvarint(len(a_states_filter) + 1)
     for e_states_filter in a_states_filter:
         _p.write_compact_string(b, e_states_filter)
     a_types_filter = o.types_filter
-    _p.write_compact_array_len(b, a_types_filter, False)
+    b += _p.uvarint(len(a_types_filter) + 1)
     for e_types_filter in a_types_filter:
         _p.write_compact_string(b, e_types_filter)
     b.append(0)
@@ -199,7 +209,10 @@ def _d_ListGroupsResponse_ListedGroup_v0(b: memoryview, p: int) -> tuple[ListGro
 def _d_ListGroupsResponse_ListedGroup_v3(b: memoryview, p: int) -> tuple[ListGroupsResponse.ListedGroup, int]:
     f_group_id, p = _p.read_compact_string(b, p)
     f_protocol_type, p = _p.read_compact_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ListGroupsResponse.ListedGroup(f_group_id, f_protocol_type, '', ''), p
 
 
@@ -207,7 +220,10 @@ def _d_ListGroupsResponse_ListedGroup_v4(b: memoryview, p: int) -> tuple[ListGro
     f_group_id, p = _p.read_compact_string(b, p)
     f_protocol_type, p = _p.read_compact_string(b, p)
     f_group_state, p = _p.read_compact_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ListGroupsResponse.ListedGroup(f_group_id, f_protocol_type, f_group_state, ''), p
 
 
@@ -216,7 +232,10 @@ def _d_ListGroupsResponse_ListedGroup_v5(b: memoryview, p: int) -> tuple[ListGro
     f_protocol_type, p = _p.read_compact_string(b, p)
     f_group_state, p = _p.read_compact_string(b, p)
     f_group_type, p = _p.read_compact_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ListGroupsResponse.ListedGroup(f_group_id, f_protocol_type, f_group_state, f_group_type), p
 
 
@@ -279,7 +298,10 @@ def _d_ListGroupsResponse_v3(b: memoryview, p: int) -> tuple[ListGroupsResponse,
         e_f_groups, p = _d_ListGroupsResponse_ListedGroup_v3(b, p)
         a_f_groups.append(e_f_groups)
     f_groups = a_f_groups
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ListGroupsResponse(f_throttle_time_ms, f_error_code, f_groups), p
 
 
@@ -292,7 +314,10 @@ def _d_ListGroupsResponse_v4(b: memoryview, p: int) -> tuple[ListGroupsResponse,
         e_f_groups, p = _d_ListGroupsResponse_ListedGroup_v4(b, p)
         a_f_groups.append(e_f_groups)
     f_groups = a_f_groups
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ListGroupsResponse(f_throttle_time_ms, f_error_code, f_groups), p
 
 
@@ -305,14 +330,17 @@ def _d_ListGroupsResponse_v5(b: memoryview, p: int) -> tuple[ListGroupsResponse,
         e_f_groups, p = _d_ListGroupsResponse_ListedGroup_v5(b, p)
         a_f_groups.append(e_f_groups)
     f_groups = a_f_groups
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ListGroupsResponse(f_throttle_time_ms, f_error_code, f_groups), p
 
 
 def _e_ListGroupsResponse_v0(o: ListGroupsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_h.pack(o.error_code)
     a_groups = o.groups
-    _p.write_array_len(b, a_groups, False)
+    b += _S_i.pack(len(a_groups))
     for e_groups in a_groups:
         _e_ListGroupsResponse_ListedGroup_v0(e_groups, b)
 
@@ -320,7 +348,7 @@ def _e_ListGroupsResponse_v0(o: ListGroupsResponse, b: bytearray, parts: list[_p
 def _e_ListGroupsResponse_v1(o: ListGroupsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_ih.pack(o.throttle_time_ms, o.error_code)
     a_groups = o.groups
-    _p.write_array_len(b, a_groups, False)
+    b += _S_i.pack(len(a_groups))
     for e_groups in a_groups:
         _e_ListGroupsResponse_ListedGroup_v0(e_groups, b)
 
@@ -328,7 +356,7 @@ def _e_ListGroupsResponse_v1(o: ListGroupsResponse, b: bytearray, parts: list[_p
 def _e_ListGroupsResponse_v3(o: ListGroupsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_ih.pack(o.throttle_time_ms, o.error_code)
     a_groups = o.groups
-    _p.write_compact_array_len(b, a_groups, False)
+    b += _p.uvarint(len(a_groups) + 1)
     for e_groups in a_groups:
         _e_ListGroupsResponse_ListedGroup_v3(e_groups, b)
     b.append(0)
@@ -337,7 +365,7 @@ def _e_ListGroupsResponse_v3(o: ListGroupsResponse, b: bytearray, parts: list[_p
 def _e_ListGroupsResponse_v4(o: ListGroupsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_ih.pack(o.throttle_time_ms, o.error_code)
     a_groups = o.groups
-    _p.write_compact_array_len(b, a_groups, False)
+    b += _p.uvarint(len(a_groups) + 1)
     for e_groups in a_groups:
         _e_ListGroupsResponse_ListedGroup_v4(e_groups, b)
     b.append(0)
@@ -346,7 +374,7 @@ def _e_ListGroupsResponse_v4(o: ListGroupsResponse, b: bytearray, parts: list[_p
 def _e_ListGroupsResponse_v5(o: ListGroupsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_ih.pack(o.throttle_time_ms, o.error_code)
     a_groups = o.groups
-    _p.write_compact_array_len(b, a_groups, False)
+    b += _p.uvarint(len(a_groups) + 1)
     for e_groups in a_groups:
         _e_ListGroupsResponse_ListedGroup_v5(e_groups, b)
     b.append(0)

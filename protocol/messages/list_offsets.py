@@ -168,7 +168,10 @@ def _d_ListOffsetsRequest_ListOffsetsPartition_v4(b: memoryview, p: int) -> tupl
 def _d_ListOffsetsRequest_ListOffsetsPartition_v6(b: memoryview, p: int) -> tuple[ListOffsetsRequest.ListOffsetsPartition, int]:
     f_partition_index, f_current_leader_epoch, f_timestamp = _S_iiq.unpack_from(b, p)
     p += 16
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ListOffsetsRequest.ListOffsetsPartition(f_partition_index, f_current_leader_epoch, f_timestamp, 1), p
 
 
@@ -236,14 +239,17 @@ def _d_ListOffsetsRequest_ListOffsetsTopic_v6(b: memoryview, p: int) -> tuple[Li
         e_f_partitions, p = _d_ListOffsetsRequest_ListOffsetsPartition_v6(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ListOffsetsRequest.ListOffsetsTopic(f_name, f_partitions), p
 
 
 def _e_ListOffsetsRequest_ListOffsetsTopic_v0(o: ListOffsetsRequest.ListOffsetsTopic, b: bytearray) -> None:
     _p.write_string(b, o.name)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     for e_partitions in a_partitions:
         _e_ListOffsetsRequest_ListOffsetsPartition_v0(e_partitions, b)
 
@@ -251,7 +257,7 @@ def _e_ListOffsetsRequest_ListOffsetsTopic_v0(o: ListOffsetsRequest.ListOffsetsT
 def _e_ListOffsetsRequest_ListOffsetsTopic_v1(o: ListOffsetsRequest.ListOffsetsTopic, b: bytearray) -> None:
     _p.write_string(b, o.name)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     for e_partitions in a_partitions:
         _e_ListOffsetsRequest_ListOffsetsPartition_v1(e_partitions, b)
 
@@ -259,7 +265,7 @@ def _e_ListOffsetsRequest_ListOffsetsTopic_v1(o: ListOffsetsRequest.ListOffsetsT
 def _e_ListOffsetsRequest_ListOffsetsTopic_v4(o: ListOffsetsRequest.ListOffsetsTopic, b: bytearray) -> None:
     _p.write_string(b, o.name)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     for e_partitions in a_partitions:
         _e_ListOffsetsRequest_ListOffsetsPartition_v4(e_partitions, b)
 
@@ -267,7 +273,7 @@ def _e_ListOffsetsRequest_ListOffsetsTopic_v4(o: ListOffsetsRequest.ListOffsetsT
 def _e_ListOffsetsRequest_ListOffsetsTopic_v6(o: ListOffsetsRequest.ListOffsetsTopic, b: bytearray) -> None:
     _p.write_compact_string(b, o.name)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_ListOffsetsRequest_ListOffsetsPartition_v6(e_partitions, b)
     b.append(0)
@@ -330,7 +336,10 @@ def _d_ListOffsetsRequest_v6(b: memoryview, p: int) -> tuple[ListOffsetsRequest,
         e_f_topics, p = _d_ListOffsetsRequest_ListOffsetsTopic_v6(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ListOffsetsRequest(f_replica_id, f_isolation_level, f_topics), p
 
 
@@ -339,7 +348,7 @@ def _e_ListOffsetsRequest_v0(o: ListOffsetsRequest, b: bytearray, parts: list[_p
         raise _p.UnsupportedVersionError('non-default IsolationLevel cannot be encoded at this version')
     b += _S_i.pack(o.replica_id)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_ListOffsetsRequest_ListOffsetsTopic_v0(e_topics, b)
 
@@ -349,7 +358,7 @@ def _e_ListOffsetsRequest_v1(o: ListOffsetsRequest, b: bytearray, parts: list[_p
         raise _p.UnsupportedVersionError('non-default IsolationLevel cannot be encoded at this version')
     b += _S_i.pack(o.replica_id)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_ListOffsetsRequest_ListOffsetsTopic_v1(e_topics, b)
 
@@ -357,7 +366,7 @@ def _e_ListOffsetsRequest_v1(o: ListOffsetsRequest, b: bytearray, parts: list[_p
 def _e_ListOffsetsRequest_v2(o: ListOffsetsRequest, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_ib.pack(o.replica_id, o.isolation_level)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_ListOffsetsRequest_ListOffsetsTopic_v1(e_topics, b)
 
@@ -365,7 +374,7 @@ def _e_ListOffsetsRequest_v2(o: ListOffsetsRequest, b: bytearray, parts: list[_p
 def _e_ListOffsetsRequest_v4(o: ListOffsetsRequest, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_ib.pack(o.replica_id, o.isolation_level)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_ListOffsetsRequest_ListOffsetsTopic_v4(e_topics, b)
 
@@ -373,7 +382,7 @@ def _e_ListOffsetsRequest_v4(o: ListOffsetsRequest, b: bytearray, parts: list[_p
 def _e_ListOffsetsRequest_v6(o: ListOffsetsRequest, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_ib.pack(o.replica_id, o.isolation_level)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_ListOffsetsRequest_ListOffsetsTopic_v6(e_topics, b)
     b.append(0)
@@ -416,7 +425,10 @@ def _d_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(b: memoryview, p: int
 def _d_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(b: memoryview, p: int) -> tuple[ListOffsetsResponse.ListOffsetsPartitionResponse, int]:
     f_partition_index, f_error_code, f_timestamp, f_offset, f_leader_epoch = _S_ihqqi.unpack_from(b, p)
     p += 26
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ListOffsetsResponse.ListOffsetsPartitionResponse(f_partition_index, f_error_code, [], f_timestamp, f_offset, f_leader_epoch), p
 
 
@@ -429,7 +441,7 @@ def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(o: ListOffsetsRespons
         raise _p.UnsupportedVersionError('non-default LeaderEpoch cannot be encoded at this version')
     b += _S_ih.pack(o.partition_index, o.error_code)
     a_old_style_offsets = o.old_style_offsets
-    _p.write_array_len(b, a_old_style_offsets, False)
+    b += _S_i.pack(len(a_old_style_offsets))
     b += _p.pack_int64_array(a_old_style_offsets)
 
 
@@ -495,14 +507,17 @@ def _d_ListOffsetsResponse_ListOffsetsTopicResponse_v6(b: memoryview, p: int) ->
         e_f_partitions, p = _d_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ListOffsetsResponse.ListOffsetsTopicResponse(f_name, f_partitions), p
 
 
 def _e_ListOffsetsResponse_ListOffsetsTopicResponse_v0(o: ListOffsetsResponse.ListOffsetsTopicResponse, b: bytearray) -> None:
     _p.write_string(b, o.name)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     for e_partitions in a_partitions:
         _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(e_partitions, b)
 
@@ -510,7 +525,7 @@ def _e_ListOffsetsResponse_ListOffsetsTopicResponse_v0(o: ListOffsetsResponse.Li
 def _e_ListOffsetsResponse_ListOffsetsTopicResponse_v1(o: ListOffsetsResponse.ListOffsetsTopicResponse, b: bytearray) -> None:
     _p.write_string(b, o.name)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     for e_partitions in a_partitions:
         _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(e_partitions, b)
 
@@ -518,7 +533,7 @@ def _e_ListOffsetsResponse_ListOffsetsTopicResponse_v1(o: ListOffsetsResponse.Li
 def _e_ListOffsetsResponse_ListOffsetsTopicResponse_v4(o: ListOffsetsResponse.ListOffsetsTopicResponse, b: bytearray) -> None:
     _p.write_string(b, o.name)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     for e_partitions in a_partitions:
         _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(e_partitions, b)
 
@@ -526,7 +541,7 @@ def _e_ListOffsetsResponse_ListOffsetsTopicResponse_v4(o: ListOffsetsResponse.Li
 def _e_ListOffsetsResponse_ListOffsetsTopicResponse_v6(o: ListOffsetsResponse.ListOffsetsTopicResponse, b: bytearray) -> None:
     _p.write_compact_string(b, o.name)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(e_partitions, b)
     b.append(0)
@@ -585,20 +600,23 @@ def _d_ListOffsetsResponse_v6(b: memoryview, p: int) -> tuple[ListOffsetsRespons
         e_f_topics, p = _d_ListOffsetsResponse_ListOffsetsTopicResponse_v6(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ListOffsetsResponse(f_throttle_time_ms, f_topics), p
 
 
 def _e_ListOffsetsResponse_v0(o: ListOffsetsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_ListOffsetsResponse_ListOffsetsTopicResponse_v0(e_topics, b)
 
 
 def _e_ListOffsetsResponse_v1(o: ListOffsetsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_ListOffsetsResponse_ListOffsetsTopicResponse_v1(e_topics, b)
 
@@ -606,7 +624,7 @@ def _e_ListOffsetsResponse_v1(o: ListOffsetsResponse, b: bytearray, parts: list[
 def _e_ListOffsetsResponse_v2(o: ListOffsetsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_ListOffsetsResponse_ListOffsetsTopicResponse_v1(e_topics, b)
 
@@ -614,7 +632,7 @@ def _e_ListOffsetsResponse_v2(o: ListOffsetsResponse, b: bytearray, parts: list[
 def _e_ListOffsetsResponse_v4(o: ListOffsetsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_ListOffsetsResponse_ListOffsetsTopicResponse_v4(e_topics, b)
 
@@ -622,7 +640,7 @@ def _e_ListOffsetsResponse_v4(o: ListOffsetsResponse, b: bytearray, parts: list[
 def _e_ListOffsetsResponse_v6(o: ListOffsetsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_ListOffsetsResponse_ListOffsetsTopicResponse_v6(e_topics, b)
     b.append(0)

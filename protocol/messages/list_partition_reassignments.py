@@ -130,14 +130,17 @@ def _d_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(b: 
     f_name, p = _p.read_compact_string(b, p)
     n, p = _p.read_compact_array_len(b, p, False)
     f_partition_indexes, p = _p.read_int32_array(b, p, n)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics(f_name, f_partition_indexes), p
 
 
 def _e_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(o: ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics, b: bytearray) -> None:
     _p.write_compact_string(b, o.name)
     a_partition_indexes = o.partition_indexes
-    _p.write_compact_array_len(b, a_partition_indexes, False)
+    b += _p.uvarint(len(a_partition_indexes) + 1)
     b += _p.pack_int32_array(a_partition_indexes)
     b.append(0)
 
@@ -154,15 +157,20 @@ def _d_ListPartitionReassignmentsRequest_v0(b: memoryview, p: int) -> tuple[List
             e_f_topics, p = _d_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(b, p)
             a_f_topics.append(e_f_topics)
         f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ListPartitionReassignmentsRequest(f_timeout_ms, f_topics), p
 
 
 def _e_ListPartitionReassignmentsRequest_v0(o: ListPartitionReassignmentsRequest, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.timeout_ms)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, True)
-    if a_topics is not None:
+    if a_topics is None:
+        b += b'\x00'
+    else:
+        b += _p.uvarint(len(a_topics) + 1)
         for e_topics in a_topics:
             _e_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(e_topics, b)
     b.append(0)
@@ -185,20 +193,23 @@ def _d_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(b: mem
     f_adding_replicas, p = _p.read_int32_array(b, p, n)
     n, p = _p.read_compact_array_len(b, p, False)
     f_removing_replicas, p = _p.read_int32_array(b, p, n)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ListPartitionReassignmentsResponse.OngoingPartitionReassignment(f_partition_index, f_replicas, f_adding_replicas, f_removing_replicas), p
 
 
 def _e_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(o: ListPartitionReassignmentsResponse.OngoingPartitionReassignment, b: bytearray) -> None:
     b += _S_i.pack(o.partition_index)
     a_replicas = o.replicas
-    _p.write_compact_array_len(b, a_replicas, False)
+    b += _p.uvarint(len(a_replicas) + 1)
     b += _p.pack_int32_array(a_replicas)
     a_adding_replicas = o.adding_replicas
-    _p.write_compact_array_len(b, a_adding_replicas, False)
+    b += _p.uvarint(len(a_adding_replicas) + 1)
     b += _p.pack_int32_array(a_adding_replicas)
     a_removing_replicas = o.removing_replicas
-    _p.write_compact_array_len(b, a_removing_replicas, False)
+    b += _p.uvarint(len(a_removing_replicas) + 1)
     b += _p.pack_int32_array(a_removing_replicas)
     b.append(0)
 
@@ -211,14 +222,17 @@ def _d_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(b: memoryv
         e_f_partitions, p = _d_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ListPartitionReassignmentsResponse.OngoingTopicReassignment(f_name, f_partitions), p
 
 
 def _e_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(o: ListPartitionReassignmentsResponse.OngoingTopicReassignment, b: bytearray) -> None:
     _p.write_compact_string(b, o.name)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(e_partitions, b)
     b.append(0)
@@ -234,7 +248,10 @@ def _d_ListPartitionReassignmentsResponse_v0(b: memoryview, p: int) -> tuple[Lis
         e_f_topics, p = _d_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ListPartitionReassignmentsResponse(f_throttle_time_ms, f_error_code, f_error_message, f_topics), p
 
 
@@ -242,7 +259,7 @@ def _e_ListPartitionReassignmentsResponse_v0(o: ListPartitionReassignmentsRespon
     b += _S_ih.pack(o.throttle_time_ms, o.error_code)
     _p.write_compact_nullable_string(b, o.error_message)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(e_topics, b)
     b.append(0)

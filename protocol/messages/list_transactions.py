@@ -117,7 +117,10 @@ def _d_ListTransactionsRequest_v0(b: memoryview, p: int) -> tuple[ListTransactio
     f_state_filters = a_f_state_filters
     n, p = _p.read_compact_array_len(b, p, False)
     f_producer_id_filters, p = _p.read_int64_array(b, p, n)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ListTransactionsRequest(f_state_filters, f_producer_id_filters, -1), p
 
 
@@ -132,7 +135,10 @@ def _d_ListTransactionsRequest_v1(b: memoryview, p: int) -> tuple[ListTransactio
     f_producer_id_filters, p = _p.read_int64_array(b, p, n)
     f_duration_filter = _S_q.unpack_from(b, p)[0]
     p += 8
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ListTransactionsRequest(f_state_filters, f_producer_id_filters, f_duration_filter), p
 
 
@@ -140,22 +146,22 @@ def _e_ListTransactionsRequest_v0(o: ListTransactionsRequest, b: bytearray, part
     if not (o.duration_filter == -1):
         raise _p.UnsupportedVersionError('non-default DurationFilter cannot be encoded at this version')
     a_state_filters = o.state_filters
-    _p.write_compact_array_len(b, a_state_filters, False)
+    b += _p.uvarint(len(a_state_filters) + 1)
     for e_state_filters in a_state_filters:
         _p.write_compact_string(b, e_state_filters)
     a_producer_id_filters = o.producer_id_filters
-    _p.write_compact_array_len(b, a_producer_id_filters, False)
+    b += _p.uvarint(len(a_producer_id_filters) + 1)
     b += _p.pack_int64_array(a_producer_id_filters)
     b.append(0)
 
 
 def _e_ListTransactionsRequest_v1(o: ListTransactionsRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_state_filters = o.state_filters
-    _p.write_compact_array_len(b, a_state_filters, False)
+    b += _p.uvarint(len(a_state_filters) + 1)
     for e_state_filters in a_state_filters:
         _p.write_compact_string(b, e_state_filters)
     a_producer_id_filters = o.producer_id_filters
-    _p.write_compact_array_len(b, a_producer_id_filters, False)
+    b += _p.uvarint(len(a_producer_id_filters) + 1)
     b += _p.pack_int64_array(a_producer_id_filters)
     b += _S_q.pack(o.duration_filter)
     b.append(0)
@@ -174,7 +180,10 @@ def _d_ListTransactionsResponse_TransactionState_v0(b: memoryview, p: int) -> tu
     f_producer_id = _S_q.unpack_from(b, p)[0]
     p += 8
     f_transaction_state, p = _p.read_compact_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ListTransactionsResponse.TransactionState(f_transactional_id, f_producer_id, f_transaction_state), p
 
 
@@ -200,18 +209,21 @@ def _d_ListTransactionsResponse_v0(b: memoryview, p: int) -> tuple[ListTransacti
         e_f_transaction_states, p = _d_ListTransactionsResponse_TransactionState_v0(b, p)
         a_f_transaction_states.append(e_f_transaction_states)
     f_transaction_states = a_f_transaction_states
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ListTransactionsResponse(f_throttle_time_ms, f_error_code, f_unknown_state_filters, f_transaction_states), p
 
 
 def _e_ListTransactionsResponse_v0(o: ListTransactionsResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_ih.pack(o.throttle_time_ms, o.error_code)
     a_unknown_state_filters = o.unknown_state_filters
-    _p.write_compact_array_len(b, a_unknown_state_filters, False)
+    b += _p.uvarint(len(a_unknown_state_filters) + 1)
     for e_unknown_state_filters in a_unknown_state_filters:
         _p.write_compact_string(b, e_unknown_state_filters)
     a_transaction_states = o.transaction_states
-    _p.write_compact_array_len(b, a_transaction_states, False)
+    b += _p.uvarint(len(a_transaction_states) + 1)
     for e_transaction_states in a_transaction_states:
         _e_ListTransactionsResponse_TransactionState_v0(e_transaction_states, b)
     b.append(0)

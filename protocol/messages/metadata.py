@@ -173,14 +173,20 @@ def _d_MetadataRequest_MetadataRequestTopic_v0(b: memoryview, p: int) -> tuple[M
 
 def _d_MetadataRequest_MetadataRequestTopic_v9(b: memoryview, p: int) -> tuple[MetadataRequest.MetadataRequestTopic, int]:
     f_name, p = _p.read_compact_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return MetadataRequest.MetadataRequestTopic(_p.ZERO_UUID, f_name), p
 
 
 def _d_MetadataRequest_MetadataRequestTopic_v10(b: memoryview, p: int) -> tuple[MetadataRequest.MetadataRequestTopic, int]:
     f_topic_id, p = _p.read_uuid(b, p)
     f_name, p = _p.read_compact_nullable_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return MetadataRequest.MetadataRequestTopic(f_topic_id, f_name), p
 
 
@@ -264,7 +270,10 @@ def _d_MetadataRequest_v9(b: memoryview, p: int) -> tuple[MetadataRequest, int]:
         f_topics = a_f_topics
     f_allow_auto_topic_creation, f_include_cluster_authorized_operations, f_include_topic_authorized_operations = _S_ooo.unpack_from(b, p)
     p += 3
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return MetadataRequest(f_topics, f_allow_auto_topic_creation, f_include_cluster_authorized_operations, f_include_topic_authorized_operations), p
 
 
@@ -280,7 +289,10 @@ def _d_MetadataRequest_v10(b: memoryview, p: int) -> tuple[MetadataRequest, int]
         f_topics = a_f_topics
     f_allow_auto_topic_creation, f_include_cluster_authorized_operations, f_include_topic_authorized_operations = _S_ooo.unpack_from(b, p)
     p += 3
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return MetadataRequest(f_topics, f_allow_auto_topic_creation, f_include_cluster_authorized_operations, f_include_topic_authorized_operations), p
 
 
@@ -296,7 +308,10 @@ def _d_MetadataRequest_v11(b: memoryview, p: int) -> tuple[MetadataRequest, int]
         f_topics = a_f_topics
     f_allow_auto_topic_creation, f_include_topic_authorized_operations = _S_oo.unpack_from(b, p)
     p += 2
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return MetadataRequest(f_topics, f_allow_auto_topic_creation, False, f_include_topic_authorized_operations), p
 
 
@@ -308,8 +323,10 @@ def _e_MetadataRequest_v0(o: MetadataRequest, b: bytearray, parts: list[_p.Part]
     if not (o.include_topic_authorized_operations == False):
         raise _p.UnsupportedVersionError('non-default IncludeTopicAuthorizedOperations cannot be encoded at this version')
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
-    if a_topics is not None:
+    if a_topics is None:
+        raise _p.ProtocolError('null array in non-nullable Topics')
+    else:
+        b += _S_i.pack(len(a_topics))
         for e_topics in a_topics:
             _e_MetadataRequest_MetadataRequestTopic_v0(e_topics, b)
 
@@ -322,8 +339,10 @@ def _e_MetadataRequest_v1(o: MetadataRequest, b: bytearray, parts: list[_p.Part]
     if not (o.include_topic_authorized_operations == False):
         raise _p.UnsupportedVersionError('non-default IncludeTopicAuthorizedOperations cannot be encoded at this version')
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, True)
-    if a_topics is not None:
+    if a_topics is None:
+        b += b'\xff\xff\xff\xff'
+    else:
+        b += _S_i.pack(len(a_topics))
         for e_topics in a_topics:
             _e_MetadataRequest_MetadataRequestTopic_v0(e_topics, b)
 
@@ -334,8 +353,10 @@ def _e_MetadataRequest_v4(o: MetadataRequest, b: bytearray, parts: list[_p.Part]
     if not (o.include_topic_authorized_operations == False):
         raise _p.UnsupportedVersionError('non-default IncludeTopicAuthorizedOperations cannot be encoded at this version')
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, True)
-    if a_topics is not None:
+    if a_topics is None:
+        b += b'\xff\xff\xff\xff'
+    else:
+        b += _S_i.pack(len(a_topics))
         for e_topics in a_topics:
             _e_MetadataRequest_MetadataRequestTopic_v0(e_topics, b)
     b += _S_o.pack(o.allow_auto_topic_creation)
@@ -343,8 +364,10 @@ def _e_MetadataRequest_v4(o: MetadataRequest, b: bytearray, parts: list[_p.Part]
 
 def _e_MetadataRequest_v8(o: MetadataRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, True)
-    if a_topics is not None:
+    if a_topics is None:
+        b += b'\xff\xff\xff\xff'
+    else:
+        b += _S_i.pack(len(a_topics))
         for e_topics in a_topics:
             _e_MetadataRequest_MetadataRequestTopic_v0(e_topics, b)
     b += _S_ooo.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations)
@@ -352,8 +375,10 @@ def _e_MetadataRequest_v8(o: MetadataRequest, b: bytearray, parts: list[_p.Part]
 
 def _e_MetadataRequest_v9(o: MetadataRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, True)
-    if a_topics is not None:
+    if a_topics is None:
+        b += b'\x00'
+    else:
+        b += _p.uvarint(len(a_topics) + 1)
         for e_topics in a_topics:
             _e_MetadataRequest_MetadataRequestTopic_v9(e_topics, b)
     b += _S_ooo.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations)
@@ -362,8 +387,10 @@ def _e_MetadataRequest_v9(o: MetadataRequest, b: bytearray, parts: list[_p.Part]
 
 def _e_MetadataRequest_v10(o: MetadataRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, True)
-    if a_topics is not None:
+    if a_topics is None:
+        b += b'\x00'
+    else:
+        b += _p.uvarint(len(a_topics) + 1)
         for e_topics in a_topics:
             _e_MetadataRequest_MetadataRequestTopic_v10(e_topics, b)
     b += _S_ooo.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations)
@@ -374,8 +401,10 @@ def _e_MetadataRequest_v11(o: MetadataRequest, b: bytearray, parts: list[_p.Part
     if not (o.include_cluster_authorized_operations == False):
         raise _p.UnsupportedVersionError('non-default IncludeClusterAuthorizedOperations cannot be encoded at this version')
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, True)
-    if a_topics is not None:
+    if a_topics is None:
+        b += b'\x00'
+    else:
+        b += _p.uvarint(len(a_topics) + 1)
         for e_topics in a_topics:
             _e_MetadataRequest_MetadataRequestTopic_v10(e_topics, b)
     b += _S_oo.pack(o.allow_auto_topic_creation, o.include_topic_authorized_operations)
@@ -424,7 +453,10 @@ def _d_MetadataResponse_MetadataResponseBroker_v9(b: memoryview, p: int) -> tupl
     f_port = _S_i.unpack_from(b, p)[0]
     p += 4
     f_rack, p = _p.read_compact_nullable_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return MetadataResponse.MetadataResponseBroker(f_node_id, f_host, f_port, f_rack), p
 
 
@@ -492,56 +524,59 @@ def _d_MetadataResponse_MetadataResponsePartition_v9(b: memoryview, p: int) -> t
     f_isr_nodes, p = _p.read_int32_array(b, p, n)
     n, p = _p.read_compact_array_len(b, p, False)
     f_offline_replicas, p = _p.read_int32_array(b, p, n)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return MetadataResponse.MetadataResponsePartition(f_error_code, f_partition_index, f_leader_id, f_leader_epoch, f_replica_nodes, f_isr_nodes, f_offline_replicas), p
 
 
 def _e_MetadataResponse_MetadataResponsePartition_v0(o: MetadataResponse.MetadataResponsePartition, b: bytearray) -> None:
     b += _S_hii.pack(o.error_code, o.partition_index, o.leader_id)
     a_replica_nodes = o.replica_nodes
-    _p.write_array_len(b, a_replica_nodes, False)
+    b += _S_i.pack(len(a_replica_nodes))
     b += _p.pack_int32_array(a_replica_nodes)
     a_isr_nodes = o.isr_nodes
-    _p.write_array_len(b, a_isr_nodes, False)
+    b += _S_i.pack(len(a_isr_nodes))
     b += _p.pack_int32_array(a_isr_nodes)
 
 
 def _e_MetadataResponse_MetadataResponsePartition_v5(o: MetadataResponse.MetadataResponsePartition, b: bytearray) -> None:
     b += _S_hii.pack(o.error_code, o.partition_index, o.leader_id)
     a_replica_nodes = o.replica_nodes
-    _p.write_array_len(b, a_replica_nodes, False)
+    b += _S_i.pack(len(a_replica_nodes))
     b += _p.pack_int32_array(a_replica_nodes)
     a_isr_nodes = o.isr_nodes
-    _p.write_array_len(b, a_isr_nodes, False)
+    b += _S_i.pack(len(a_isr_nodes))
     b += _p.pack_int32_array(a_isr_nodes)
     a_offline_replicas = o.offline_replicas
-    _p.write_array_len(b, a_offline_replicas, False)
+    b += _S_i.pack(len(a_offline_replicas))
     b += _p.pack_int32_array(a_offline_replicas)
 
 
 def _e_MetadataResponse_MetadataResponsePartition_v7(o: MetadataResponse.MetadataResponsePartition, b: bytearray) -> None:
     b += _S_hiii.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
     a_replica_nodes = o.replica_nodes
-    _p.write_array_len(b, a_replica_nodes, False)
+    b += _S_i.pack(len(a_replica_nodes))
     b += _p.pack_int32_array(a_replica_nodes)
     a_isr_nodes = o.isr_nodes
-    _p.write_array_len(b, a_isr_nodes, False)
+    b += _S_i.pack(len(a_isr_nodes))
     b += _p.pack_int32_array(a_isr_nodes)
     a_offline_replicas = o.offline_replicas
-    _p.write_array_len(b, a_offline_replicas, False)
+    b += _S_i.pack(len(a_offline_replicas))
     b += _p.pack_int32_array(a_offline_replicas)
 
 
 def _e_MetadataResponse_MetadataResponsePartition_v9(o: MetadataResponse.MetadataResponsePartition, b: bytearray) -> None:
     b += _S_hiii.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
     a_replica_nodes = o.replica_nodes
-    _p.write_compact_array_len(b, a_replica_nodes, False)
+    b += _p.uvarint(len(a_replica_nodes) + 1)
     b += _p.pack_int32_array(a_replica_nodes)
     a_isr_nodes = o.isr_nodes
-    _p.write_compact_array_len(b, a_isr_nodes, False)
+    b += _p.uvarint(len(a_isr_nodes) + 1)
     b += _p.pack_int32_array(a_isr_nodes)
     a_offline_replicas = o.offline_replicas
-    _p.write_compact_array_len(b, a_offline_replicas, False)
+    b += _p.uvarint(len(a_offline_replicas) + 1)
     b += _p.pack_int32_array(a_offline_replicas)
     b.append(0)
 
@@ -635,7 +670,10 @@ def _d_MetadataResponse_MetadataResponseTopic_v9(b: memoryview, p: int) -> tuple
     f_partitions = a_f_partitions
     f_topic_authorized_operations = _S_i.unpack_from(b, p)[0]
     p += 4
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return MetadataResponse.MetadataResponseTopic(f_error_code, f_name, _p.ZERO_UUID, f_is_internal, f_partitions, f_topic_authorized_operations), p
 
 
@@ -654,7 +692,10 @@ def _d_MetadataResponse_MetadataResponseTopic_v10(b: memoryview, p: int) -> tupl
     f_partitions = a_f_partitions
     f_topic_authorized_operations = _S_i.unpack_from(b, p)[0]
     p += 4
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return MetadataResponse.MetadataResponseTopic(f_error_code, f_name, f_topic_id, f_is_internal, f_partitions, f_topic_authorized_operations), p
 
 
@@ -673,7 +714,10 @@ def _d_MetadataResponse_MetadataResponseTopic_v12(b: memoryview, p: int) -> tupl
     f_partitions = a_f_partitions
     f_topic_authorized_operations = _S_i.unpack_from(b, p)[0]
     p += 4
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return MetadataResponse.MetadataResponseTopic(f_error_code, f_name, f_topic_id, f_is_internal, f_partitions, f_topic_authorized_operations), p
 
 
@@ -683,7 +727,7 @@ def _e_MetadataResponse_MetadataResponseTopic_v0(o: MetadataResponse.MetadataRes
     b += _S_h.pack(o.error_code)
     _p.write_string(b, o.name)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     for e_partitions in a_partitions:
         _e_MetadataResponse_MetadataResponsePartition_v0(e_partitions, b)
 
@@ -695,7 +739,7 @@ def _e_MetadataResponse_MetadataResponseTopic_v1(o: MetadataResponse.MetadataRes
     _p.write_string(b, o.name)
     b += _S_o.pack(o.is_internal)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     for e_partitions in a_partitions:
         _e_MetadataResponse_MetadataResponsePartition_v0(e_partitions, b)
 
@@ -707,7 +751,7 @@ def _e_MetadataResponse_MetadataResponseTopic_v5(o: MetadataResponse.MetadataRes
     _p.write_string(b, o.name)
     b += _S_o.pack(o.is_internal)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     for e_partitions in a_partitions:
         _e_MetadataResponse_MetadataResponsePartition_v5(e_partitions, b)
 
@@ -719,7 +763,7 @@ def _e_MetadataResponse_MetadataResponseTopic_v7(o: MetadataResponse.MetadataRes
     _p.write_string(b, o.name)
     b += _S_o.pack(o.is_internal)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     for e_partitions in a_partitions:
         _e_MetadataResponse_MetadataResponsePartition_v7(e_partitions, b)
 
@@ -729,7 +773,7 @@ def _e_MetadataResponse_MetadataResponseTopic_v8(o: MetadataResponse.MetadataRes
     _p.write_string(b, o.name)
     b += _S_o.pack(o.is_internal)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     for e_partitions in a_partitions:
         _e_MetadataResponse_MetadataResponsePartition_v7(e_partitions, b)
     b += _S_i.pack(o.topic_authorized_operations)
@@ -740,7 +784,7 @@ def _e_MetadataResponse_MetadataResponseTopic_v9(o: MetadataResponse.MetadataRes
     _p.write_compact_string(b, o.name)
     b += _S_o.pack(o.is_internal)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_MetadataResponse_MetadataResponsePartition_v9(e_partitions, b)
     b += _S_i.pack(o.topic_authorized_operations)
@@ -753,7 +797,7 @@ def _e_MetadataResponse_MetadataResponseTopic_v10(o: MetadataResponse.MetadataRe
     b += o.topic_id.bytes
     b += _S_o.pack(o.is_internal)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_MetadataResponse_MetadataResponsePartition_v9(e_partitions, b)
     b += _S_i.pack(o.topic_authorized_operations)
@@ -766,7 +810,7 @@ def _e_MetadataResponse_MetadataResponseTopic_v12(o: MetadataResponse.MetadataRe
     b += o.topic_id.bytes
     b += _S_o.pack(o.is_internal)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_MetadataResponse_MetadataResponsePartition_v9(e_partitions, b)
     b += _S_i.pack(o.topic_authorized_operations)
@@ -932,7 +976,10 @@ def _d_MetadataResponse_v9(b: memoryview, p: int) -> tuple[MetadataResponse, int
     f_topics = a_f_topics
     f_cluster_authorized_operations = _S_i.unpack_from(b, p)[0]
     p += 4
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return MetadataResponse(f_throttle_time_ms, f_brokers, f_cluster_id, f_controller_id, f_topics, f_cluster_authorized_operations), p
 
 
@@ -956,7 +1003,10 @@ def _d_MetadataResponse_v10(b: memoryview, p: int) -> tuple[MetadataResponse, in
     f_topics = a_f_topics
     f_cluster_authorized_operations = _S_i.unpack_from(b, p)[0]
     p += 4
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return MetadataResponse(f_throttle_time_ms, f_brokers, f_cluster_id, f_controller_id, f_topics, f_cluster_authorized_operations), p
 
 
@@ -978,7 +1028,10 @@ def _d_MetadataResponse_v11(b: memoryview, p: int) -> tuple[MetadataResponse, in
         e_f_topics, p = _d_MetadataResponse_MetadataResponseTopic_v10(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return MetadataResponse(f_throttle_time_ms, f_brokers, f_cluster_id, f_controller_id, f_topics, -2147483648), p
 
 
@@ -1000,7 +1053,10 @@ def _d_MetadataResponse_v12(b: memoryview, p: int) -> tuple[MetadataResponse, in
         e_f_topics, p = _d_MetadataResponse_MetadataResponseTopic_v12(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return MetadataResponse(f_throttle_time_ms, f_brokers, f_cluster_id, f_controller_id, f_topics, -2147483648), p
 
 
@@ -1008,11 +1064,11 @@ def _e_MetadataResponse_v0(o: MetadataResponse, b: bytearray, parts: list[_p.Par
     if not (o.cluster_authorized_operations == -2147483648):
         raise _p.UnsupportedVersionError('non-default ClusterAuthorizedOperations cannot be encoded at this version')
     a_brokers = o.brokers
-    _p.write_array_len(b, a_brokers, False)
+    b += _S_i.pack(len(a_brokers))
     for e_brokers in a_brokers:
         _e_MetadataResponse_MetadataResponseBroker_v0(e_brokers, b)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_MetadataResponse_MetadataResponseTopic_v0(e_topics, b)
 
@@ -1021,12 +1077,12 @@ def _e_MetadataResponse_v1(o: MetadataResponse, b: bytearray, parts: list[_p.Par
     if not (o.cluster_authorized_operations == -2147483648):
         raise _p.UnsupportedVersionError('non-default ClusterAuthorizedOperations cannot be encoded at this version')
     a_brokers = o.brokers
-    _p.write_array_len(b, a_brokers, False)
+    b += _S_i.pack(len(a_brokers))
     for e_brokers in a_brokers:
         _e_MetadataResponse_MetadataResponseBroker_v1(e_brokers, b)
     b += _S_i.pack(o.controller_id)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_MetadataResponse_MetadataResponseTopic_v1(e_topics, b)
 
@@ -1035,13 +1091,13 @@ def _e_MetadataResponse_v2(o: MetadataResponse, b: bytearray, parts: list[_p.Par
     if not (o.cluster_authorized_operations == -2147483648):
         raise _p.UnsupportedVersionError('non-default ClusterAuthorizedOperations cannot be encoded at this version')
     a_brokers = o.brokers
-    _p.write_array_len(b, a_brokers, False)
+    b += _S_i.pack(len(a_brokers))
     for e_brokers in a_brokers:
         _e_MetadataResponse_MetadataResponseBroker_v1(e_brokers, b)
     _p.write_nullable_string(b, o.cluster_id)
     b += _S_i.pack(o.controller_id)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_MetadataResponse_MetadataResponseTopic_v1(e_topics, b)
 
@@ -1051,13 +1107,13 @@ def _e_MetadataResponse_v3(o: MetadataResponse, b: bytearray, parts: list[_p.Par
         raise _p.UnsupportedVersionError('non-default ClusterAuthorizedOperations cannot be encoded at this version')
     b += _S_i.pack(o.throttle_time_ms)
     a_brokers = o.brokers
-    _p.write_array_len(b, a_brokers, False)
+    b += _S_i.pack(len(a_brokers))
     for e_brokers in a_brokers:
         _e_MetadataResponse_MetadataResponseBroker_v1(e_brokers, b)
     _p.write_nullable_string(b, o.cluster_id)
     b += _S_i.pack(o.controller_id)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_MetadataResponse_MetadataResponseTopic_v1(e_topics, b)
 
@@ -1067,13 +1123,13 @@ def _e_MetadataResponse_v5(o: MetadataResponse, b: bytearray, parts: list[_p.Par
         raise _p.UnsupportedVersionError('non-default ClusterAuthorizedOperations cannot be encoded at this version')
     b += _S_i.pack(o.throttle_time_ms)
     a_brokers = o.brokers
-    _p.write_array_len(b, a_brokers, False)
+    b += _S_i.pack(len(a_brokers))
     for e_brokers in a_brokers:
         _e_MetadataResponse_MetadataResponseBroker_v1(e_brokers, b)
     _p.write_nullable_string(b, o.cluster_id)
     b += _S_i.pack(o.controller_id)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_MetadataResponse_MetadataResponseTopic_v5(e_topics, b)
 
@@ -1083,13 +1139,13 @@ def _e_MetadataResponse_v7(o: MetadataResponse, b: bytearray, parts: list[_p.Par
         raise _p.UnsupportedVersionError('non-default ClusterAuthorizedOperations cannot be encoded at this version')
     b += _S_i.pack(o.throttle_time_ms)
     a_brokers = o.brokers
-    _p.write_array_len(b, a_brokers, False)
+    b += _S_i.pack(len(a_brokers))
     for e_brokers in a_brokers:
         _e_MetadataResponse_MetadataResponseBroker_v1(e_brokers, b)
     _p.write_nullable_string(b, o.cluster_id)
     b += _S_i.pack(o.controller_id)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_MetadataResponse_MetadataResponseTopic_v7(e_topics, b)
 
@@ -1097,13 +1153,13 @@ def _e_MetadataResponse_v7(o: MetadataResponse, b: bytearray, parts: list[_p.Par
 def _e_MetadataResponse_v8(o: MetadataResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_brokers = o.brokers
-    _p.write_array_len(b, a_brokers, False)
+    b += _S_i.pack(len(a_brokers))
     for e_brokers in a_brokers:
         _e_MetadataResponse_MetadataResponseBroker_v1(e_brokers, b)
     _p.write_nullable_string(b, o.cluster_id)
     b += _S_i.pack(o.controller_id)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_MetadataResponse_MetadataResponseTopic_v8(e_topics, b)
     b += _S_i.pack(o.cluster_authorized_operations)
@@ -1112,13 +1168,13 @@ def _e_MetadataResponse_v8(o: MetadataResponse, b: bytearray, parts: list[_p.Par
 def _e_MetadataResponse_v9(o: MetadataResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_brokers = o.brokers
-    _p.write_compact_array_len(b, a_brokers, False)
+    b += _p.uvarint(len(a_brokers) + 1)
     for e_brokers in a_brokers:
         _e_MetadataResponse_MetadataResponseBroker_v9(e_brokers, b)
     _p.write_compact_nullable_string(b, o.cluster_id)
     b += _S_i.pack(o.controller_id)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_MetadataResponse_MetadataResponseTopic_v9(e_topics, b)
     b += _S_i.pack(o.cluster_authorized_operations)
@@ -1128,13 +1184,13 @@ def _e_MetadataResponse_v9(o: MetadataResponse, b: bytearray, parts: list[_p.Par
 def _e_MetadataResponse_v10(o: MetadataResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_brokers = o.brokers
-    _p.write_compact_array_len(b, a_brokers, False)
+    b += _p.uvarint(len(a_brokers) + 1)
     for e_brokers in a_brokers:
         _e_MetadataResponse_MetadataResponseBroker_v9(e_brokers, b)
     _p.write_compact_nullable_string(b, o.cluster_id)
     b += _S_i.pack(o.controller_id)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_MetadataResponse_MetadataResponseTopic_v10(e_topics, b)
     b += _S_i.pack(o.cluster_authorized_operations)
@@ -1146,13 +1202,13 @@ def _e_MetadataResponse_v11(o: MetadataResponse, b: bytearray, parts: list[_p.Pa
         raise _p.UnsupportedVersionError('non-default ClusterAuthorizedOperations cannot be encoded at this version')
     b += _S_i.pack(o.throttle_time_ms)
     a_brokers = o.brokers
-    _p.write_compact_array_len(b, a_brokers, False)
+    b += _p.uvarint(len(a_brokers) + 1)
     for e_brokers in a_brokers:
         _e_MetadataResponse_MetadataResponseBroker_v9(e_brokers, b)
     _p.write_compact_nullable_string(b, o.cluster_id)
     b += _S_i.pack(o.controller_id)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_MetadataResponse_MetadataResponseTopic_v10(e_topics, b)
     b.append(0)
@@ -1163,13 +1219,13 @@ def _e_MetadataResponse_v12(o: MetadataResponse, b: bytearray, parts: list[_p.Pa
         raise _p.UnsupportedVersionError('non-default ClusterAuthorizedOperations cannot be encoded at this version')
     b += _S_i.pack(o.throttle_time_ms)
     a_brokers = o.brokers
-    _p.write_compact_array_len(b, a_brokers, False)
+    b += _p.uvarint(len(a_brokers) + 1)
     for e_brokers in a_brokers:
         _e_MetadataResponse_MetadataResponseBroker_v9(e_brokers, b)
     _p.write_compact_nullable_string(b, o.cluster_id)
     b += _S_i.pack(o.controller_id)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_MetadataResponse_MetadataResponseTopic_v12(e_topics, b)
     b.append(0)

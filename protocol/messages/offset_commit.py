@@ -170,7 +170,10 @@ def _d_OffsetCommitRequest_OffsetCommitRequestPartition_v8(b: memoryview, p: int
     f_partition_index, f_committed_offset, f_committed_leader_epoch = _S_iqi.unpack_from(b, p)
     p += 16
     f_committed_metadata, p = _p.read_compact_nullable_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return OffsetCommitRequest.OffsetCommitRequestPartition(f_partition_index, f_committed_offset, f_committed_leader_epoch, -1, f_committed_metadata), p
 
 
@@ -242,14 +245,17 @@ def _d_OffsetCommitRequest_OffsetCommitRequestTopic_v8(b: memoryview, p: int) ->
         e_f_partitions, p = _d_OffsetCommitRequest_OffsetCommitRequestPartition_v8(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return OffsetCommitRequest.OffsetCommitRequestTopic(f_name, f_partitions), p
 
 
 def _e_OffsetCommitRequest_OffsetCommitRequestTopic_v0(o: OffsetCommitRequest.OffsetCommitRequestTopic, b: bytearray) -> None:
     _p.write_string(b, o.name)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     for e_partitions in a_partitions:
         _e_OffsetCommitRequest_OffsetCommitRequestPartition_v0(e_partitions, b)
 
@@ -257,7 +263,7 @@ def _e_OffsetCommitRequest_OffsetCommitRequestTopic_v0(o: OffsetCommitRequest.Of
 def _e_OffsetCommitRequest_OffsetCommitRequestTopic_v1(o: OffsetCommitRequest.OffsetCommitRequestTopic, b: bytearray) -> None:
     _p.write_string(b, o.name)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     for e_partitions in a_partitions:
         _e_OffsetCommitRequest_OffsetCommitRequestPartition_v1(e_partitions, b)
 
@@ -265,7 +271,7 @@ def _e_OffsetCommitRequest_OffsetCommitRequestTopic_v1(o: OffsetCommitRequest.Of
 def _e_OffsetCommitRequest_OffsetCommitRequestTopic_v6(o: OffsetCommitRequest.OffsetCommitRequestTopic, b: bytearray) -> None:
     _p.write_string(b, o.name)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     for e_partitions in a_partitions:
         _e_OffsetCommitRequest_OffsetCommitRequestPartition_v6(e_partitions, b)
 
@@ -273,7 +279,7 @@ def _e_OffsetCommitRequest_OffsetCommitRequestTopic_v6(o: OffsetCommitRequest.Of
 def _e_OffsetCommitRequest_OffsetCommitRequestTopic_v8(o: OffsetCommitRequest.OffsetCommitRequestTopic, b: bytearray) -> None:
     _p.write_compact_string(b, o.name)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_OffsetCommitRequest_OffsetCommitRequestPartition_v8(e_partitions, b)
     b.append(0)
@@ -375,7 +381,10 @@ def _d_OffsetCommitRequest_v8(b: memoryview, p: int) -> tuple[OffsetCommitReques
         e_f_topics, p = _d_OffsetCommitRequest_OffsetCommitRequestTopic_v8(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return OffsetCommitRequest(f_group_id, f_generation_id_or_member_epoch, f_member_id, f_group_instance_id, -1, f_topics), p
 
 
@@ -384,7 +393,7 @@ def _e_OffsetCommitRequest_v0(o: OffsetCommitRequest, b: bytearray, parts: list[
         raise _p.UnsupportedVersionError('non-default GroupInstanceId cannot be encoded at this version')
     _p.write_string(b, o.group_id)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_OffsetCommitRequest_OffsetCommitRequestTopic_v0(e_topics, b)
 
@@ -396,7 +405,7 @@ def _e_OffsetCommitRequest_v1(o: OffsetCommitRequest, b: bytearray, parts: list[
     b += _S_i.pack(o.generation_id_or_member_epoch)
     _p.write_string(b, o.member_id)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_OffsetCommitRequest_OffsetCommitRequestTopic_v1(e_topics, b)
 
@@ -409,7 +418,7 @@ def _e_OffsetCommitRequest_v2(o: OffsetCommitRequest, b: bytearray, parts: list[
     _p.write_string(b, o.member_id)
     b += _S_q.pack(o.retention_time_ms)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_OffsetCommitRequest_OffsetCommitRequestTopic_v0(e_topics, b)
 
@@ -421,7 +430,7 @@ def _e_OffsetCommitRequest_v5(o: OffsetCommitRequest, b: bytearray, parts: list[
     b += _S_i.pack(o.generation_id_or_member_epoch)
     _p.write_string(b, o.member_id)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_OffsetCommitRequest_OffsetCommitRequestTopic_v0(e_topics, b)
 
@@ -433,7 +442,7 @@ def _e_OffsetCommitRequest_v6(o: OffsetCommitRequest, b: bytearray, parts: list[
     b += _S_i.pack(o.generation_id_or_member_epoch)
     _p.write_string(b, o.member_id)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_OffsetCommitRequest_OffsetCommitRequestTopic_v6(e_topics, b)
 
@@ -444,7 +453,7 @@ def _e_OffsetCommitRequest_v7(o: OffsetCommitRequest, b: bytearray, parts: list[
     _p.write_string(b, o.member_id)
     _p.write_nullable_string(b, o.group_instance_id)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_OffsetCommitRequest_OffsetCommitRequestTopic_v6(e_topics, b)
 
@@ -455,7 +464,7 @@ def _e_OffsetCommitRequest_v8(o: OffsetCommitRequest, b: bytearray, parts: list[
     _p.write_compact_string(b, o.member_id)
     _p.write_compact_nullable_string(b, o.group_instance_id)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_OffsetCommitRequest_OffsetCommitRequestTopic_v8(e_topics, b)
     b.append(0)
@@ -484,7 +493,10 @@ def _d_OffsetCommitResponse_OffsetCommitResponsePartition_v0(b: memoryview, p: i
 def _d_OffsetCommitResponse_OffsetCommitResponsePartition_v8(b: memoryview, p: int) -> tuple[OffsetCommitResponse.OffsetCommitResponsePartition, int]:
     f_partition_index, f_error_code = _S_ih.unpack_from(b, p)
     p += 6
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return OffsetCommitResponse.OffsetCommitResponsePartition(f_partition_index, f_error_code), p
 
 
@@ -516,14 +528,17 @@ def _d_OffsetCommitResponse_OffsetCommitResponseTopic_v8(b: memoryview, p: int) 
         e_f_partitions, p = _d_OffsetCommitResponse_OffsetCommitResponsePartition_v8(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return OffsetCommitResponse.OffsetCommitResponseTopic(f_name, f_partitions), p
 
 
 def _e_OffsetCommitResponse_OffsetCommitResponseTopic_v0(o: OffsetCommitResponse.OffsetCommitResponseTopic, b: bytearray) -> None:
     _p.write_string(b, o.name)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     for e_partitions in a_partitions:
         _e_OffsetCommitResponse_OffsetCommitResponsePartition_v0(e_partitions, b)
 
@@ -531,7 +546,7 @@ def _e_OffsetCommitResponse_OffsetCommitResponseTopic_v0(o: OffsetCommitResponse
 def _e_OffsetCommitResponse_OffsetCommitResponseTopic_v8(o: OffsetCommitResponse.OffsetCommitResponseTopic, b: bytearray) -> None:
     _p.write_compact_string(b, o.name)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_OffsetCommitResponse_OffsetCommitResponsePartition_v8(e_partitions, b)
     b.append(0)
@@ -568,13 +583,16 @@ def _d_OffsetCommitResponse_v8(b: memoryview, p: int) -> tuple[OffsetCommitRespo
         e_f_topics, p = _d_OffsetCommitResponse_OffsetCommitResponseTopic_v8(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return OffsetCommitResponse(f_throttle_time_ms, f_topics), p
 
 
 def _e_OffsetCommitResponse_v0(o: OffsetCommitResponse, b: bytearray, parts: list[_p.Part]) -> None:
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_OffsetCommitResponse_OffsetCommitResponseTopic_v0(e_topics, b)
 
@@ -582,7 +600,7 @@ def _e_OffsetCommitResponse_v0(o: OffsetCommitResponse, b: bytearray, parts: lis
 def _e_OffsetCommitResponse_v3(o: OffsetCommitResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_OffsetCommitResponse_OffsetCommitResponseTopic_v0(e_topics, b)
 
@@ -590,7 +608,7 @@ def _e_OffsetCommitResponse_v3(o: OffsetCommitResponse, b: bytearray, parts: lis
 def _e_OffsetCommitResponse_v8(o: OffsetCommitResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_OffsetCommitResponse_OffsetCommitResponseTopic_v8(e_topics, b)
     b.append(0)

@@ -152,7 +152,7 @@ def _d_OffsetDeleteRequest_OffsetDeleteRequestTopic_v0(b: memoryview, p: int) ->
 def _e_OffsetDeleteRequest_OffsetDeleteRequestTopic_v0(o: OffsetDeleteRequest.OffsetDeleteRequestTopic, b: bytearray) -> None:
     _p.write_string(b, o.name)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     for e_partitions in a_partitions:
         _e_OffsetDeleteRequest_OffsetDeleteRequestPartition_v0(e_partitions, b)
 
@@ -171,7 +171,7 @@ def _d_OffsetDeleteRequest_v0(b: memoryview, p: int) -> tuple[OffsetDeleteReques
 def _e_OffsetDeleteRequest_v0(o: OffsetDeleteRequest, b: bytearray, parts: list[_p.Part]) -> None:
     _p.write_string(b, o.group_id)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_OffsetDeleteRequest_OffsetDeleteRequestTopic_v0(e_topics, b)
 
@@ -208,7 +208,7 @@ def _d_OffsetDeleteResponse_OffsetDeleteResponseTopic_v0(b: memoryview, p: int) 
 def _e_OffsetDeleteResponse_OffsetDeleteResponseTopic_v0(o: OffsetDeleteResponse.OffsetDeleteResponseTopic, b: bytearray) -> None:
     _p.write_string(b, o.name)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     for e_partitions in a_partitions:
         _e_OffsetDeleteResponse_OffsetDeleteResponsePartition_v0(e_partitions, b)
 
@@ -228,7 +228,7 @@ def _d_OffsetDeleteResponse_v0(b: memoryview, p: int) -> tuple[OffsetDeleteRespo
 def _e_OffsetDeleteResponse_v0(o: OffsetDeleteResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_hi.pack(o.error_code, o.throttle_time_ms)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_OffsetDeleteResponse_OffsetDeleteResponseTopic_v0(e_topics, b)
 

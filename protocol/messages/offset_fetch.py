@@ -203,21 +203,24 @@ def _d_OffsetFetchRequest_OffsetFetchRequestTopic_v6(b: memoryview, p: int) -> t
     f_name, p = _p.read_compact_string(b, p)
     n, p = _p.read_compact_array_len(b, p, False)
     f_partition_indexes, p = _p.read_int32_array(b, p, n)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return OffsetFetchRequest.OffsetFetchRequestTopic(f_name, f_partition_indexes), p
 
 
 def _e_OffsetFetchRequest_OffsetFetchRequestTopic_v0(o: OffsetFetchRequest.OffsetFetchRequestTopic, b: bytearray) -> None:
     _p.write_string(b, o.name)
     a_partition_indexes = o.partition_indexes
-    _p.write_array_len(b, a_partition_indexes, False)
+    b += _S_i.pack(len(a_partition_indexes))
     b += _p.pack_int32_array(a_partition_indexes)
 
 
 def _e_OffsetFetchRequest_OffsetFetchRequestTopic_v6(o: OffsetFetchRequest.OffsetFetchRequestTopic, b: bytearray) -> None:
     _p.write_compact_string(b, o.name)
     a_partition_indexes = o.partition_indexes
-    _p.write_compact_array_len(b, a_partition_indexes, False)
+    b += _p.uvarint(len(a_partition_indexes) + 1)
     b += _p.pack_int32_array(a_partition_indexes)
     b.append(0)
 
@@ -226,14 +229,17 @@ def _d_OffsetFetchRequest_OffsetFetchRequestTopics_v8(b: memoryview, p: int) -> 
     f_name, p = _p.read_compact_string(b, p)
     n, p = _p.read_compact_array_len(b, p, False)
     f_partition_indexes, p = _p.read_int32_array(b, p, n)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return OffsetFetchRequest.OffsetFetchRequestTopics(f_name, f_partition_indexes), p
 
 
 def _e_OffsetFetchRequest_OffsetFetchRequestTopics_v8(o: OffsetFetchRequest.OffsetFetchRequestTopics, b: bytearray) -> None:
     _p.write_compact_string(b, o.name)
     a_partition_indexes = o.partition_indexes
-    _p.write_compact_array_len(b, a_partition_indexes, False)
+    b += _p.uvarint(len(a_partition_indexes) + 1)
     b += _p.pack_int32_array(a_partition_indexes)
     b.append(0)
 
@@ -249,7 +255,10 @@ def _d_OffsetFetchRequest_OffsetFetchRequestGroup_v8(b: memoryview, p: int) -> t
             e_f_topics, p = _d_OffsetFetchRequest_OffsetFetchRequestTopics_v8(b, p)
             a_f_topics.append(e_f_topics)
         f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return OffsetFetchRequest.OffsetFetchRequestGroup(f_group_id, None, -1, f_topics), p
 
 
@@ -267,15 +276,20 @@ def _d_OffsetFetchRequest_OffsetFetchRequestGroup_v9(b: memoryview, p: int) -> t
             e_f_topics, p = _d_OffsetFetchRequest_OffsetFetchRequestTopics_v8(b, p)
             a_f_topics.append(e_f_topics)
         f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return OffsetFetchRequest.OffsetFetchRequestGroup(f_group_id, f_member_id, f_member_epoch, f_topics), p
 
 
 def _e_OffsetFetchRequest_OffsetFetchRequestGroup_v8(o: OffsetFetchRequest.OffsetFetchRequestGroup, b: bytearray) -> None:
     _p.write_compact_string(b, o.group_id)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, True)
-    if a_topics is not None:
+    if a_topics is None:
+        b += b'\x00'
+    else:
+        b += _p.uvarint(len(a_topics) + 1)
         for e_topics in a_topics:
             _e_OffsetFetchRequest_OffsetFetchRequestTopics_v8(e_topics, b)
     b.append(0)
@@ -286,8 +300,10 @@ def _e_OffsetFetchRequest_OffsetFetchRequestGroup_v9(o: OffsetFetchRequest.Offse
     _p.write_compact_nullable_string(b, o.member_id)
     b += _S_i.pack(o.member_epoch)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, True)
-    if a_topics is not None:
+    if a_topics is None:
+        b += b'\x00'
+    else:
+        b += _p.uvarint(len(a_topics) + 1)
         for e_topics in a_topics:
             _e_OffsetFetchRequest_OffsetFetchRequestTopics_v8(e_topics, b)
     b.append(0)
@@ -329,7 +345,10 @@ def _d_OffsetFetchRequest_v6(b: memoryview, p: int) -> tuple[OffsetFetchRequest,
             e_f_topics, p = _d_OffsetFetchRequest_OffsetFetchRequestTopic_v6(b, p)
             a_f_topics.append(e_f_topics)
         f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return OffsetFetchRequest(f_group_id, f_topics, [], False), p
 
 
@@ -346,7 +365,10 @@ def _d_OffsetFetchRequest_v7(b: memoryview, p: int) -> tuple[OffsetFetchRequest,
         f_topics = a_f_topics
     f_require_stable = _S_o.unpack_from(b, p)[0]
     p += 1
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return OffsetFetchRequest(f_group_id, f_topics, [], f_require_stable), p
 
 
@@ -359,7 +381,10 @@ def _d_OffsetFetchRequest_v8(b: memoryview, p: int) -> tuple[OffsetFetchRequest,
     f_groups = a_f_groups
     f_require_stable = _S_o.unpack_from(b, p)[0]
     p += 1
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return OffsetFetchRequest('', [], f_groups, f_require_stable), p
 
 
@@ -372,7 +397,10 @@ def _d_OffsetFetchRequest_v9(b: memoryview, p: int) -> tuple[OffsetFetchRequest,
     f_groups = a_f_groups
     f_require_stable = _S_o.unpack_from(b, p)[0]
     p += 1
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return OffsetFetchRequest('', [], f_groups, f_require_stable), p
 
 
@@ -383,8 +411,10 @@ def _e_OffsetFetchRequest_v0(o: OffsetFetchRequest, b: bytearray, parts: list[_p
         raise _p.UnsupportedVersionError('non-default RequireStable cannot be encoded at this version')
     _p.write_string(b, o.group_id)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
-    if a_topics is not None:
+    if a_topics is None:
+        raise _p.ProtocolError('null array in non-nullable Topics')
+    else:
+        b += _S_i.pack(len(a_topics))
         for e_topics in a_topics:
             _e_OffsetFetchRequest_OffsetFetchRequestTopic_v0(e_topics, b)
 
@@ -396,8 +426,10 @@ def _e_OffsetFetchRequest_v2(o: OffsetFetchRequest, b: bytearray, parts: list[_p
         raise _p.UnsupportedVersionError('non-default RequireStable cannot be encoded at this version')
     _p.write_string(b, o.group_id)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, True)
-    if a_topics is not None:
+    if a_topics is None:
+        b += b'\xff\xff\xff\xff'
+    else:
+        b += _S_i.pack(len(a_topics))
         for e_topics in a_topics:
             _e_OffsetFetchRequest_OffsetFetchRequestTopic_v0(e_topics, b)
 
@@ -409,8 +441,10 @@ def _e_OffsetFetchRequest_v6(o: OffsetFetchRequest, b: bytearray, parts: list[_p
         raise _p.UnsupportedVersionError('non-default RequireStable cannot be encoded at this version')
     _p.write_compact_string(b, o.group_id)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, True)
-    if a_topics is not None:
+    if a_topics is None:
+        b += b'\x00'
+    else:
+        b += _p.uvarint(len(a_topics) + 1)
         for e_topics in a_topics:
             _e_OffsetFetchRequest_OffsetFetchRequestTopic_v6(e_topics, b)
     b.append(0)
@@ -421,8 +455,10 @@ def _e_OffsetFetchRequest_v7(o: OffsetFetchRequest, b: bytearray, parts: list[_p
         raise _p.UnsupportedVersionError('non-default Groups cannot be encoded at this version')
     _p.write_compact_string(b, o.group_id)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, True)
-    if a_topics is not None:
+    if a_topics is None:
+        b += b'\x00'
+    else:
+        b += _p.uvarint(len(a_topics) + 1)
         for e_topics in a_topics:
             _e_OffsetFetchRequest_OffsetFetchRequestTopic_v6(e_topics, b)
     b += _S_o.pack(o.require_stable)
@@ -435,7 +471,7 @@ def _e_OffsetFetchRequest_v8(o: OffsetFetchRequest, b: bytearray, parts: list[_p
     if not (not o.topics):
         raise _p.UnsupportedVersionError('non-default Topics cannot be encoded at this version')
     a_groups = o.groups
-    _p.write_compact_array_len(b, a_groups, False)
+    b += _p.uvarint(len(a_groups) + 1)
     for e_groups in a_groups:
         _e_OffsetFetchRequest_OffsetFetchRequestGroup_v8(e_groups, b)
     b += _S_o.pack(o.require_stable)
@@ -448,7 +484,7 @@ def _e_OffsetFetchRequest_v9(o: OffsetFetchRequest, b: bytearray, parts: list[_p
     if not (not o.topics):
         raise _p.UnsupportedVersionError('non-default Topics cannot be encoded at this version')
     a_groups = o.groups
-    _p.write_compact_array_len(b, a_groups, False)
+    b += _p.uvarint(len(a_groups) + 1)
     for e_groups in a_groups:
         _e_OffsetFetchRequest_OffsetFetchRequestGroup_v9(e_groups, b)
     b += _S_o.pack(o.require_stable)
@@ -493,7 +529,10 @@ def _d_OffsetFetchResponse_OffsetFetchResponsePartition_v6(b: memoryview, p: int
     f_metadata, p = _p.read_compact_nullable_string(b, p)
     f_error_code = _S_h.unpack_from(b, p)[0]
     p += 2
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return OffsetFetchResponse.OffsetFetchResponsePartition(f_partition_index, f_committed_offset, f_committed_leader_epoch, f_metadata, f_error_code), p
 
 
@@ -546,14 +585,17 @@ def _d_OffsetFetchResponse_OffsetFetchResponseTopic_v6(b: memoryview, p: int) ->
         e_f_partitions, p = _d_OffsetFetchResponse_OffsetFetchResponsePartition_v6(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return OffsetFetchResponse.OffsetFetchResponseTopic(f_name, f_partitions), p
 
 
 def _e_OffsetFetchResponse_OffsetFetchResponseTopic_v0(o: OffsetFetchResponse.OffsetFetchResponseTopic, b: bytearray) -> None:
     _p.write_string(b, o.name)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     for e_partitions in a_partitions:
         _e_OffsetFetchResponse_OffsetFetchResponsePartition_v0(e_partitions, b)
 
@@ -561,7 +603,7 @@ def _e_OffsetFetchResponse_OffsetFetchResponseTopic_v0(o: OffsetFetchResponse.Of
 def _e_OffsetFetchResponse_OffsetFetchResponseTopic_v5(o: OffsetFetchResponse.OffsetFetchResponseTopic, b: bytearray) -> None:
     _p.write_string(b, o.name)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     for e_partitions in a_partitions:
         _e_OffsetFetchResponse_OffsetFetchResponsePartition_v5(e_partitions, b)
 
@@ -569,7 +611,7 @@ def _e_OffsetFetchResponse_OffsetFetchResponseTopic_v5(o: OffsetFetchResponse.Of
 def _e_OffsetFetchResponse_OffsetFetchResponseTopic_v6(o: OffsetFetchResponse.OffsetFetchResponseTopic, b: bytearray) -> None:
     _p.write_compact_string(b, o.name)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_OffsetFetchResponse_OffsetFetchResponsePartition_v6(e_partitions, b)
     b.append(0)
@@ -581,7 +623,10 @@ def _d_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(b: memoryview, p: in
     f_metadata, p = _p.read_compact_nullable_string(b, p)
     f_error_code = _S_h.unpack_from(b, p)[0]
     p += 2
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return OffsetFetchResponse.OffsetFetchResponsePartitions(f_partition_index, f_committed_offset, f_committed_leader_epoch, f_metadata, f_error_code), p
 
 
@@ -600,14 +645,17 @@ def _d_OffsetFetchResponse_OffsetFetchResponseTopics_v8(b: memoryview, p: int) -
         e_f_partitions, p = _d_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return OffsetFetchResponse.OffsetFetchResponseTopics(f_name, f_partitions), p
 
 
 def _e_OffsetFetchResponse_OffsetFetchResponseTopics_v8(o: OffsetFetchResponse.OffsetFetchResponseTopics, b: bytearray) -> None:
     _p.write_compact_string(b, o.name)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(e_partitions, b)
     b.append(0)
@@ -623,14 +671,17 @@ def _d_OffsetFetchResponse_OffsetFetchResponseGroup_v8(b: memoryview, p: int) ->
     f_topics = a_f_topics
     f_error_code = _S_h.unpack_from(b, p)[0]
     p += 2
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return OffsetFetchResponse.OffsetFetchResponseGroup(f_group_id, f_topics, f_error_code), p
 
 
 def _e_OffsetFetchResponse_OffsetFetchResponseGroup_v8(o: OffsetFetchResponse.OffsetFetchResponseGroup, b: bytearray) -> None:
     _p.write_compact_string(b, o.group_id)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_OffsetFetchResponse_OffsetFetchResponseTopics_v8(e_topics, b)
     b += _S_h.pack(o.error_code)
@@ -698,7 +749,10 @@ def _d_OffsetFetchResponse_v6(b: memoryview, p: int) -> tuple[OffsetFetchRespons
     f_topics = a_f_topics
     f_error_code = _S_h.unpack_from(b, p)[0]
     p += 2
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return OffsetFetchResponse(f_throttle_time_ms, f_topics, f_error_code, []), p
 
 
@@ -711,7 +765,10 @@ def _d_OffsetFetchResponse_v8(b: memoryview, p: int) -> tuple[OffsetFetchRespons
         e_f_groups, p = _d_OffsetFetchResponse_OffsetFetchResponseGroup_v8(b, p)
         a_f_groups.append(e_f_groups)
     f_groups = a_f_groups
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return OffsetFetchResponse(f_throttle_time_ms, [], 0, f_groups), p
 
 
@@ -719,7 +776,7 @@ def _e_OffsetFetchResponse_v0(o: OffsetFetchResponse, b: bytearray, parts: list[
     if not (not o.groups):
         raise _p.UnsupportedVersionError('non-default Groups cannot be encoded at this version')
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_OffsetFetchResponse_OffsetFetchResponseTopic_v0(e_topics, b)
 
@@ -728,7 +785,7 @@ def _e_OffsetFetchResponse_v2(o: OffsetFetchResponse, b: bytearray, parts: list[
     if not (not o.groups):
         raise _p.UnsupportedVersionError('non-default Groups cannot be encoded at this version')
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_OffsetFetchResponse_OffsetFetchResponseTopic_v0(e_topics, b)
     b += _S_h.pack(o.error_code)
@@ -739,7 +796,7 @@ def _e_OffsetFetchResponse_v3(o: OffsetFetchResponse, b: bytearray, parts: list[
         raise _p.UnsupportedVersionError('non-default Groups cannot be encoded at this version')
     b += _S_i.pack(o.throttle_time_ms)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_OffsetFetchResponse_OffsetFetchResponseTopic_v0(e_topics, b)
     b += _S_h.pack(o.error_code)
@@ -750,7 +807,7 @@ def _e_OffsetFetchResponse_v5(o: OffsetFetchResponse, b: bytearray, parts: list[
         raise _p.UnsupportedVersionError('non-default Groups cannot be encoded at this version')
     b += _S_i.pack(o.throttle_time_ms)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_OffsetFetchResponse_OffsetFetchResponseTopic_v5(e_topics, b)
     b += _S_h.pack(o.error_code)
@@ -761,7 +818,7 @@ def _e_OffsetFetchResponse_v6(o: OffsetFetchResponse, b: bytearray, parts: list[
         raise _p.UnsupportedVersionError('non-default Groups cannot be encoded at this version')
     b += _S_i.pack(o.throttle_time_ms)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_OffsetFetchResponse_OffsetFetchResponseTopic_v6(e_topics, b)
     b += _S_h.pack(o.error_code)
@@ -773,7 +830,7 @@ def _e_OffsetFetchResponse_v8(o: OffsetFetchResponse, b: bytearray, parts: list[
         raise _p.UnsupportedVersionError('non-default Topics cannot be encoded at this version')
     b += _S_i.pack(o.throttle_time_ms)
     a_groups = o.groups
-    _p.write_compact_array_len(b, a_groups, False)
+    b += _p.uvarint(len(a_groups) + 1)
     for e_groups in a_groups:
         _e_OffsetFetchResponse_OffsetFetchResponseGroup_v8(e_groups, b)
     b.append(0)

@@ -151,7 +151,10 @@ def _d_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v2(b: memoryview, p:
 def _d_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v4(b: memoryview, p: int) -> tuple[OffsetForLeaderEpochRequest.OffsetForLeaderPartition, int]:
     f_partition, f_current_leader_epoch, f_leader_epoch = _S_iii.unpack_from(b, p)
     p += 12
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return OffsetForLeaderEpochRequest.OffsetForLeaderPartition(f_partition, f_current_leader_epoch, f_leader_epoch), p
 
 
@@ -198,14 +201,17 @@ def _d_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(b: memoryview, p: int
         e_f_partitions, p = _d_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v4(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return OffsetForLeaderEpochRequest.OffsetForLeaderTopic(f_topic, f_partitions), p
 
 
 def _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(o: OffsetForLeaderEpochRequest.OffsetForLeaderTopic, b: bytearray) -> None:
     _p.write_string(b, o.topic)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     for e_partitions in a_partitions:
         _e_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v0(e_partitions, b)
 
@@ -213,7 +219,7 @@ def _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(o: OffsetForLeaderEpo
 def _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(o: OffsetForLeaderEpochRequest.OffsetForLeaderTopic, b: bytearray) -> None:
     _p.write_string(b, o.topic)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     for e_partitions in a_partitions:
         _e_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v2(e_partitions, b)
 
@@ -221,7 +227,7 @@ def _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(o: OffsetForLeaderEpo
 def _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(o: OffsetForLeaderEpochRequest.OffsetForLeaderTopic, b: bytearray) -> None:
     _p.write_compact_string(b, o.topic)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v4(e_partitions, b)
     b.append(0)
@@ -268,20 +274,23 @@ def _d_OffsetForLeaderEpochRequest_v4(b: memoryview, p: int) -> tuple[OffsetForL
         e_f_topics, p = _d_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return OffsetForLeaderEpochRequest(f_replica_id, f_topics), p
 
 
 def _e_OffsetForLeaderEpochRequest_v0(o: OffsetForLeaderEpochRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(e_topics, b)
 
 
 def _e_OffsetForLeaderEpochRequest_v2(o: OffsetForLeaderEpochRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(e_topics, b)
 
@@ -289,7 +298,7 @@ def _e_OffsetForLeaderEpochRequest_v2(o: OffsetForLeaderEpochRequest, b: bytearr
 def _e_OffsetForLeaderEpochRequest_v3(o: OffsetForLeaderEpochRequest, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.replica_id)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(e_topics, b)
 
@@ -297,7 +306,7 @@ def _e_OffsetForLeaderEpochRequest_v3(o: OffsetForLeaderEpochRequest, b: bytearr
 def _e_OffsetForLeaderEpochRequest_v4(o: OffsetForLeaderEpochRequest, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.replica_id)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(e_topics, b)
     b.append(0)
@@ -330,7 +339,10 @@ def _d_OffsetForLeaderEpochResponse_EpochEndOffset_v1(b: memoryview, p: int) -> 
 def _d_OffsetForLeaderEpochResponse_EpochEndOffset_v4(b: memoryview, p: int) -> tuple[OffsetForLeaderEpochResponse.EpochEndOffset, int]:
     f_error_code, f_partition, f_leader_epoch, f_end_offset = _S_hiiq.unpack_from(b, p)
     p += 18
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return OffsetForLeaderEpochResponse.EpochEndOffset(f_error_code, f_partition, f_leader_epoch, f_end_offset), p
 
 
@@ -377,14 +389,17 @@ def _d_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(b: memoryview,
         e_f_partitions, p = _d_OffsetForLeaderEpochResponse_EpochEndOffset_v4(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult(f_topic, f_partitions), p
 
 
 def _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(o: OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult, b: bytearray) -> None:
     _p.write_string(b, o.topic)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     for e_partitions in a_partitions:
         _e_OffsetForLeaderEpochResponse_EpochEndOffset_v0(e_partitions, b)
 
@@ -392,7 +407,7 @@ def _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(o: OffsetForLe
 def _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(o: OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult, b: bytearray) -> None:
     _p.write_string(b, o.topic)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     for e_partitions in a_partitions:
         _e_OffsetForLeaderEpochResponse_EpochEndOffset_v1(e_partitions, b)
 
@@ -400,7 +415,7 @@ def _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(o: OffsetForLe
 def _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(o: OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult, b: bytearray) -> None:
     _p.write_compact_string(b, o.topic)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_OffsetForLeaderEpochResponse_EpochEndOffset_v4(e_partitions, b)
     b.append(0)
@@ -447,20 +462,23 @@ def _d_OffsetForLeaderEpochResponse_v4(b: memoryview, p: int) -> tuple[OffsetFor
         e_f_topics, p = _d_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return OffsetForLeaderEpochResponse(f_throttle_time_ms, f_topics), p
 
 
 def _e_OffsetForLeaderEpochResponse_v0(o: OffsetForLeaderEpochResponse, b: bytearray, parts: list[_p.Part]) -> None:
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(e_topics, b)
 
 
 def _e_OffsetForLeaderEpochResponse_v1(o: OffsetForLeaderEpochResponse, b: bytearray, parts: list[_p.Part]) -> None:
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(e_topics, b)
 
@@ -468,7 +486,7 @@ def _e_OffsetForLeaderEpochResponse_v1(o: OffsetForLeaderEpochResponse, b: bytea
 def _e_OffsetForLeaderEpochResponse_v2(o: OffsetForLeaderEpochResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(e_topics, b)
 
@@ -476,7 +494,7 @@ def _e_OffsetForLeaderEpochResponse_v2(o: OffsetForLeaderEpochResponse, b: bytea
 def _e_OffsetForLeaderEpochResponse_v4(o: OffsetForLeaderEpochResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(e_topics, b)
     b.append(0)

@@ -191,7 +191,10 @@ def _d_ProduceRequest_PartitionProduceData_v9(b: memoryview, p: int) -> tuple[Pr
     f_index = _S_i.unpack_from(b, p)[0]
     p += 4
     f_records, p = _p.read_nullable_view(b, p, True)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ProduceRequest.PartitionProduceData(f_index, f_records), p
 
 
@@ -225,14 +228,17 @@ def _d_ProduceRequest_TopicProduceData_v9(b: memoryview, p: int) -> tuple[Produc
         e_f_partition_data, p = _d_ProduceRequest_PartitionProduceData_v9(b, p)
         a_f_partition_data.append(e_f_partition_data)
     f_partition_data = a_f_partition_data
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ProduceRequest.TopicProduceData(f_name, f_partition_data), p
 
 
 def _e_ProduceRequest_TopicProduceData_v0(o: ProduceRequest.TopicProduceData, b: bytearray, parts: list[_p.Part]) -> None:
     _p.write_string(b, o.name)
     a_partition_data = o.partition_data
-    _p.write_array_len(b, a_partition_data, False)
+    b += _S_i.pack(len(a_partition_data))
     for e_partition_data in a_partition_data:
         _e_ProduceRequest_PartitionProduceData_v0(e_partition_data, b, parts)
 
@@ -240,7 +246,7 @@ def _e_ProduceRequest_TopicProduceData_v0(o: ProduceRequest.TopicProduceData, b:
 def _e_ProduceRequest_TopicProduceData_v9(o: ProduceRequest.TopicProduceData, b: bytearray, parts: list[_p.Part]) -> None:
     _p.write_compact_string(b, o.name)
     a_partition_data = o.partition_data
-    _p.write_compact_array_len(b, a_partition_data, False)
+    b += _p.uvarint(len(a_partition_data) + 1)
     for e_partition_data in a_partition_data:
         _e_ProduceRequest_PartitionProduceData_v9(e_partition_data, b, parts)
     b.append(0)
@@ -281,7 +287,10 @@ def _d_ProduceRequest_v9(b: memoryview, p: int) -> tuple[ProduceRequest, int]:
         e_f_topic_data, p = _d_ProduceRequest_TopicProduceData_v9(b, p)
         a_f_topic_data.append(e_f_topic_data)
     f_topic_data = a_f_topic_data
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ProduceRequest(f_transactional_id, f_acks, f_timeout_ms, f_topic_data), p
 
 
@@ -290,7 +299,7 @@ def _e_ProduceRequest_v0(o: ProduceRequest, b: bytearray, parts: list[_p.Part]) 
         raise _p.UnsupportedVersionError('non-default TransactionalId cannot be encoded at this version')
     b += _S_hi.pack(o.acks, o.timeout_ms)
     a_topic_data = o.topic_data
-    _p.write_array_len(b, a_topic_data, False)
+    b += _S_i.pack(len(a_topic_data))
     for e_topic_data in a_topic_data:
         _e_ProduceRequest_TopicProduceData_v0(e_topic_data, b, parts)
 
@@ -299,7 +308,7 @@ def _e_ProduceRequest_v3(o: ProduceRequest, b: bytearray, parts: list[_p.Part]) 
     _p.write_nullable_string(b, o.transactional_id)
     b += _S_hi.pack(o.acks, o.timeout_ms)
     a_topic_data = o.topic_data
-    _p.write_array_len(b, a_topic_data, False)
+    b += _S_i.pack(len(a_topic_data))
     for e_topic_data in a_topic_data:
         _e_ProduceRequest_TopicProduceData_v0(e_topic_data, b, parts)
 
@@ -308,7 +317,7 @@ def _e_ProduceRequest_v9(o: ProduceRequest, b: bytearray, parts: list[_p.Part]) 
     _p.write_compact_nullable_string(b, o.transactional_id)
     b += _S_hi.pack(o.acks, o.timeout_ms)
     a_topic_data = o.topic_data
-    _p.write_compact_array_len(b, a_topic_data, False)
+    b += _p.uvarint(len(a_topic_data) + 1)
     for e_topic_data in a_topic_data:
         _e_ProduceRequest_TopicProduceData_v9(e_topic_data, b, parts)
     b.append(0)
@@ -339,7 +348,10 @@ def _d_ProduceResponse_BatchIndexAndErrorMessage_v9(b: memoryview, p: int) -> tu
     f_batch_index = _S_i.unpack_from(b, p)[0]
     p += 4
     f_batch_index_error_message, p = _p.read_compact_nullable_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ProduceResponse.BatchIndexAndErrorMessage(f_batch_index, f_batch_index_error_message), p
 
 
@@ -357,7 +369,10 @@ def _e_ProduceResponse_BatchIndexAndErrorMessage_v9(o: ProduceResponse.BatchInde
 def _d_ProduceResponse_LeaderIdAndEpoch_v10(b: memoryview, p: int) -> tuple[ProduceResponse.LeaderIdAndEpoch, int]:
     f_leader_id, f_leader_epoch = _S_ii.unpack_from(b, p)
     p += 8
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ProduceResponse.LeaderIdAndEpoch(f_leader_id, f_leader_epoch), p
 
 
@@ -411,7 +426,10 @@ def _d_ProduceResponse_PartitionProduceResponse_v9(b: memoryview, p: int) -> tup
         a_f_record_errors.append(e_f_record_errors)
     f_record_errors = a_f_record_errors
     f_error_message, p = _p.read_compact_nullable_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ProduceResponse.PartitionProduceResponse(f_index, f_error_code, f_base_offset, f_log_append_time_ms, f_log_start_offset, f_record_errors, f_error_message, ProduceResponse.LeaderIdAndEpoch()), p
 
 
@@ -459,7 +477,7 @@ def _e_ProduceResponse_PartitionProduceResponse_v8(o: ProduceResponse.PartitionP
         raise _p.UnsupportedVersionError('non-default CurrentLeader cannot be encoded at this version')
     b += _S_ihqqq.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
     a_record_errors = o.record_errors
-    _p.write_array_len(b, a_record_errors, False)
+    b += _S_i.pack(len(a_record_errors))
     for e_record_errors in a_record_errors:
         _e_ProduceResponse_BatchIndexAndErrorMessage_v8(e_record_errors, b)
     _p.write_nullable_string(b, o.error_message)
@@ -470,7 +488,7 @@ def _e_ProduceResponse_PartitionProduceResponse_v9(o: ProduceResponse.PartitionP
         raise _p.UnsupportedVersionError('non-default CurrentLeader cannot be encoded at this version')
     b += _S_ihqqq.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
     a_record_errors = o.record_errors
-    _p.write_compact_array_len(b, a_record_errors, False)
+    b += _p.uvarint(len(a_record_errors) + 1)
     for e_record_errors in a_record_errors:
         _e_ProduceResponse_BatchIndexAndErrorMessage_v9(e_record_errors, b)
     _p.write_compact_nullable_string(b, o.error_message)
@@ -480,15 +498,13 @@ def _e_ProduceResponse_PartitionProduceResponse_v9(o: ProduceResponse.PartitionP
 def _e_ProduceResponse_PartitionProduceResponse_v10(o: ProduceResponse.PartitionProduceResponse, b: bytearray) -> None:
     b += _S_ihqqq.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
     a_record_errors = o.record_errors
-    _p.write_compact_array_len(b, a_record_errors, False)
+    b += _p.uvarint(len(a_record_errors) + 1)
     for e_record_errors in a_record_errors:
         _e_ProduceResponse_BatchIndexAndErrorMessage_v9(e_record_errors, b)
     _p.write_compact_nullable_string(b, o.error_message)
-    n_tags = 0
-    if not (_isdef_ProduceResponse_LeaderIdAndEpoch(o.current_leader)):
-        n_tags += 1
-    b += _p.uvarint(n_tags)
-    if not (_isdef_ProduceResponse_LeaderIdAndEpoch(o.current_leader)):
+    w_current_leader = not (_isdef_ProduceResponse_LeaderIdAndEpoch(o.current_leader))
+    b += _p.uvarint(int(w_current_leader))
+    if w_current_leader:
         t = bytearray()
         _e_ProduceResponse_LeaderIdAndEpoch_v10(o.current_leader, t)
         _p.write_tagged(b, 0, t)
@@ -546,7 +562,10 @@ def _d_ProduceResponse_TopicProduceResponse_v9(b: memoryview, p: int) -> tuple[P
         e_f_partition_responses, p = _d_ProduceResponse_PartitionProduceResponse_v9(b, p)
         a_f_partition_responses.append(e_f_partition_responses)
     f_partition_responses = a_f_partition_responses
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ProduceResponse.TopicProduceResponse(f_name, f_partition_responses), p
 
 
@@ -558,14 +577,17 @@ def _d_ProduceResponse_TopicProduceResponse_v10(b: memoryview, p: int) -> tuple[
         e_f_partition_responses, p = _d_ProduceResponse_PartitionProduceResponse_v10(b, p)
         a_f_partition_responses.append(e_f_partition_responses)
     f_partition_responses = a_f_partition_responses
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ProduceResponse.TopicProduceResponse(f_name, f_partition_responses), p
 
 
 def _e_ProduceResponse_TopicProduceResponse_v0(o: ProduceResponse.TopicProduceResponse, b: bytearray) -> None:
     _p.write_string(b, o.name)
     a_partition_responses = o.partition_responses
-    _p.write_array_len(b, a_partition_responses, False)
+    b += _S_i.pack(len(a_partition_responses))
     for e_partition_responses in a_partition_responses:
         _e_ProduceResponse_PartitionProduceResponse_v0(e_partition_responses, b)
 
@@ -573,7 +595,7 @@ def _e_ProduceResponse_TopicProduceResponse_v0(o: ProduceResponse.TopicProduceRe
 def _e_ProduceResponse_TopicProduceResponse_v2(o: ProduceResponse.TopicProduceResponse, b: bytearray) -> None:
     _p.write_string(b, o.name)
     a_partition_responses = o.partition_responses
-    _p.write_array_len(b, a_partition_responses, False)
+    b += _S_i.pack(len(a_partition_responses))
     for e_partition_responses in a_partition_responses:
         _e_ProduceResponse_PartitionProduceResponse_v2(e_partition_responses, b)
 
@@ -581,7 +603,7 @@ def _e_ProduceResponse_TopicProduceResponse_v2(o: ProduceResponse.TopicProduceRe
 def _e_ProduceResponse_TopicProduceResponse_v5(o: ProduceResponse.TopicProduceResponse, b: bytearray) -> None:
     _p.write_string(b, o.name)
     a_partition_responses = o.partition_responses
-    _p.write_array_len(b, a_partition_responses, False)
+    b += _S_i.pack(len(a_partition_responses))
     for e_partition_responses in a_partition_responses:
         _e_ProduceResponse_PartitionProduceResponse_v5(e_partition_responses, b)
 
@@ -589,7 +611,7 @@ def _e_ProduceResponse_TopicProduceResponse_v5(o: ProduceResponse.TopicProduceRe
 def _e_ProduceResponse_TopicProduceResponse_v8(o: ProduceResponse.TopicProduceResponse, b: bytearray) -> None:
     _p.write_string(b, o.name)
     a_partition_responses = o.partition_responses
-    _p.write_array_len(b, a_partition_responses, False)
+    b += _S_i.pack(len(a_partition_responses))
     for e_partition_responses in a_partition_responses:
         _e_ProduceResponse_PartitionProduceResponse_v8(e_partition_responses, b)
 
@@ -597,7 +619,7 @@ def _e_ProduceResponse_TopicProduceResponse_v8(o: ProduceResponse.TopicProduceRe
 def _e_ProduceResponse_TopicProduceResponse_v9(o: ProduceResponse.TopicProduceResponse, b: bytearray) -> None:
     _p.write_compact_string(b, o.name)
     a_partition_responses = o.partition_responses
-    _p.write_compact_array_len(b, a_partition_responses, False)
+    b += _p.uvarint(len(a_partition_responses) + 1)
     for e_partition_responses in a_partition_responses:
         _e_ProduceResponse_PartitionProduceResponse_v9(e_partition_responses, b)
     b.append(0)
@@ -606,7 +628,7 @@ def _e_ProduceResponse_TopicProduceResponse_v9(o: ProduceResponse.TopicProduceRe
 def _e_ProduceResponse_TopicProduceResponse_v10(o: ProduceResponse.TopicProduceResponse, b: bytearray) -> None:
     _p.write_compact_string(b, o.name)
     a_partition_responses = o.partition_responses
-    _p.write_compact_array_len(b, a_partition_responses, False)
+    b += _p.uvarint(len(a_partition_responses) + 1)
     for e_partition_responses in a_partition_responses:
         _e_ProduceResponse_PartitionProduceResponse_v10(e_partition_responses, b)
     b.append(0)
@@ -619,7 +641,10 @@ def _d_ProduceResponse_NodeEndpoint_v10(b: memoryview, p: int) -> tuple[ProduceR
     f_port = _S_i.unpack_from(b, p)[0]
     p += 4
     f_rack, p = _p.read_compact_nullable_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ProduceResponse.NodeEndpoint(f_node_id, f_host, f_port, f_rack), p
 
 
@@ -698,7 +723,10 @@ def _d_ProduceResponse_v9(b: memoryview, p: int) -> tuple[ProduceResponse, int]:
     f_responses = a_f_responses
     f_throttle_time_ms = _S_i.unpack_from(b, p)[0]
     p += 4
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ProduceResponse(f_responses, f_throttle_time_ms, []), p
 
 
@@ -731,7 +759,7 @@ def _e_ProduceResponse_v0(o: ProduceResponse, b: bytearray, parts: list[_p.Part]
     if not (not o.node_endpoints):
         raise _p.UnsupportedVersionError('non-default NodeEndpoints cannot be encoded at this version')
     a_responses = o.responses
-    _p.write_array_len(b, a_responses, False)
+    b += _S_i.pack(len(a_responses))
     for e_responses in a_responses:
         _e_ProduceResponse_TopicProduceResponse_v0(e_responses, b)
 
@@ -740,7 +768,7 @@ def _e_ProduceResponse_v1(o: ProduceResponse, b: bytearray, parts: list[_p.Part]
     if not (not o.node_endpoints):
         raise _p.UnsupportedVersionError('non-default NodeEndpoints cannot be encoded at this version')
     a_responses = o.responses
-    _p.write_array_len(b, a_responses, False)
+    b += _S_i.pack(len(a_responses))
     for e_responses in a_responses:
         _e_ProduceResponse_TopicProduceResponse_v0(e_responses, b)
     b += _S_i.pack(o.throttle_time_ms)
@@ -750,7 +778,7 @@ def _e_ProduceResponse_v2(o: ProduceResponse, b: bytearray, parts: list[_p.Part]
     if not (not o.node_endpoints):
         raise _p.UnsupportedVersionError('non-default NodeEndpoints cannot be encoded at this version')
     a_responses = o.responses
-    _p.write_array_len(b, a_responses, False)
+    b += _S_i.pack(len(a_responses))
     for e_responses in a_responses:
         _e_ProduceResponse_TopicProduceResponse_v2(e_responses, b)
     b += _S_i.pack(o.throttle_time_ms)
@@ -760,7 +788,7 @@ def _e_ProduceResponse_v5(o: ProduceResponse, b: bytearray, parts: list[_p.Part]
     if not (not o.node_endpoints):
         raise _p.UnsupportedVersionError('non-default NodeEndpoints cannot be encoded at this version')
     a_responses = o.responses
-    _p.write_array_len(b, a_responses, False)
+    b += _S_i.pack(len(a_responses))
     for e_responses in a_responses:
         _e_ProduceResponse_TopicProduceResponse_v5(e_responses, b)
     b += _S_i.pack(o.throttle_time_ms)
@@ -770,7 +798,7 @@ def _e_ProduceResponse_v8(o: ProduceResponse, b: bytearray, parts: list[_p.Part]
     if not (not o.node_endpoints):
         raise _p.UnsupportedVersionError('non-default NodeEndpoints cannot be encoded at this version')
     a_responses = o.responses
-    _p.write_array_len(b, a_responses, False)
+    b += _S_i.pack(len(a_responses))
     for e_responses in a_responses:
         _e_ProduceResponse_TopicProduceResponse_v8(e_responses, b)
     b += _S_i.pack(o.throttle_time_ms)
@@ -780,7 +808,7 @@ def _e_ProduceResponse_v9(o: ProduceResponse, b: bytearray, parts: list[_p.Part]
     if not (not o.node_endpoints):
         raise _p.UnsupportedVersionError('non-default NodeEndpoints cannot be encoded at this version')
     a_responses = o.responses
-    _p.write_compact_array_len(b, a_responses, False)
+    b += _p.uvarint(len(a_responses) + 1)
     for e_responses in a_responses:
         _e_ProduceResponse_TopicProduceResponse_v9(e_responses, b)
     b += _S_i.pack(o.throttle_time_ms)
@@ -789,18 +817,16 @@ def _e_ProduceResponse_v9(o: ProduceResponse, b: bytearray, parts: list[_p.Part]
 
 def _e_ProduceResponse_v10(o: ProduceResponse, b: bytearray, parts: list[_p.Part]) -> None:
     a_responses = o.responses
-    _p.write_compact_array_len(b, a_responses, False)
+    b += _p.uvarint(len(a_responses) + 1)
     for e_responses in a_responses:
         _e_ProduceResponse_TopicProduceResponse_v10(e_responses, b)
     b += _S_i.pack(o.throttle_time_ms)
-    n_tags = 0
-    if not (not o.node_endpoints):
-        n_tags += 1
-    b += _p.uvarint(n_tags)
-    if not (not o.node_endpoints):
+    w_node_endpoints = not (not o.node_endpoints)
+    b += _p.uvarint(int(w_node_endpoints))
+    if w_node_endpoints:
         t = bytearray()
         a_node_endpoints = o.node_endpoints
-        _p.write_compact_array_len(t, a_node_endpoints, False)
+        t += _p.uvarint(len(a_node_endpoints) + 1)
         for e_node_endpoints in a_node_endpoints:
             _e_ProduceResponse_NodeEndpoint_v10(e_node_endpoints, t)
         _p.write_tagged(b, 0, t)

@@ -102,7 +102,10 @@ def _d_PushTelemetryRequest_v0(b: memoryview, p: int) -> tuple[PushTelemetryRequ
     f_subscription_id, f_terminating, f_compression_type = _S_iob.unpack_from(b, p)
     p += 6
     f_metrics, p = _p.read_bytes(b, p, True)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return PushTelemetryRequest(f_client_instance_id, f_subscription_id, f_terminating, f_compression_type, f_metrics), p
 
 
@@ -124,7 +127,10 @@ _ENCODERS_PushTelemetryRequest: dict[int, Callable[[PushTelemetryRequest, bytear
 def _d_PushTelemetryResponse_v0(b: memoryview, p: int) -> tuple[PushTelemetryResponse, int]:
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(b, p)
     p += 6
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return PushTelemetryResponse(f_throttle_time_ms, f_error_code), p
 
 

@@ -151,7 +151,10 @@ class ReadShareGroupStateResponse:
 def _d_ReadShareGroupStateRequest_PartitionData_v0(b: memoryview, p: int) -> tuple[ReadShareGroupStateRequest.PartitionData, int]:
     f_partition, f_leader_epoch = _S_ii.unpack_from(b, p)
     p += 8
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ReadShareGroupStateRequest.PartitionData(f_partition, f_leader_epoch), p
 
 
@@ -168,14 +171,17 @@ def _d_ReadShareGroupStateRequest_ReadStateData_v0(b: memoryview, p: int) -> tup
         e_f_partitions, p = _d_ReadShareGroupStateRequest_PartitionData_v0(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ReadShareGroupStateRequest.ReadStateData(f_topic_id, f_partitions), p
 
 
 def _e_ReadShareGroupStateRequest_ReadStateData_v0(o: ReadShareGroupStateRequest.ReadStateData, b: bytearray) -> None:
     b += o.topic_id.bytes
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_ReadShareGroupStateRequest_PartitionData_v0(e_partitions, b)
     b.append(0)
@@ -189,14 +195,17 @@ def _d_ReadShareGroupStateRequest_v0(b: memoryview, p: int) -> tuple[ReadShareGr
         e_f_topics, p = _d_ReadShareGroupStateRequest_ReadStateData_v0(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ReadShareGroupStateRequest(f_group_id, f_topics), p
 
 
 def _e_ReadShareGroupStateRequest_v0(o: ReadShareGroupStateRequest, b: bytearray, parts: list[_p.Part]) -> None:
     _p.write_compact_string(b, o.group_id)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_ReadShareGroupStateRequest_ReadStateData_v0(e_topics, b)
     b.append(0)
@@ -213,7 +222,10 @@ _ENCODERS_ReadShareGroupStateRequest: dict[int, Callable[[ReadShareGroupStateReq
 def _d_ReadShareGroupStateResponse_StateBatch_v0(b: memoryview, p: int) -> tuple[ReadShareGroupStateResponse.StateBatch, int]:
     f_first_offset, f_last_offset, f_delivery_state, f_delivery_count = _S_qqbh.unpack_from(b, p)
     p += 19
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ReadShareGroupStateResponse.StateBatch(f_first_offset, f_last_offset, f_delivery_state, f_delivery_count), p
 
 
@@ -234,7 +246,10 @@ def _d_ReadShareGroupStateResponse_PartitionResult_v0(b: memoryview, p: int) -> 
         e_f_state_batches, p = _d_ReadShareGroupStateResponse_StateBatch_v0(b, p)
         a_f_state_batches.append(e_f_state_batches)
     f_state_batches = a_f_state_batches
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ReadShareGroupStateResponse.PartitionResult(f_partition, f_error_code, f_error_message, f_state_epoch, f_start_offset, f_state_batches), p
 
 
@@ -243,7 +258,7 @@ def _e_ReadShareGroupStateResponse_PartitionResult_v0(o: ReadShareGroupStateResp
     _p.write_compact_nullable_string(b, o.error_message)
     b += _S_iq.pack(o.state_epoch, o.start_offset)
     a_state_batches = o.state_batches
-    _p.write_compact_array_len(b, a_state_batches, False)
+    b += _p.uvarint(len(a_state_batches) + 1)
     for e_state_batches in a_state_batches:
         _e_ReadShareGroupStateResponse_StateBatch_v0(e_state_batches, b)
     b.append(0)
@@ -257,14 +272,17 @@ def _d_ReadShareGroupStateResponse_ReadStateResult_v0(b: memoryview, p: int) -> 
         e_f_partitions, p = _d_ReadShareGroupStateResponse_PartitionResult_v0(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ReadShareGroupStateResponse.ReadStateResult(f_topic_id, f_partitions), p
 
 
 def _e_ReadShareGroupStateResponse_ReadStateResult_v0(o: ReadShareGroupStateResponse.ReadStateResult, b: bytearray) -> None:
     b += o.topic_id.bytes
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_ReadShareGroupStateResponse_PartitionResult_v0(e_partitions, b)
     b.append(0)
@@ -277,13 +295,16 @@ def _d_ReadShareGroupStateResponse_v0(b: memoryview, p: int) -> tuple[ReadShareG
         e_f_results, p = _d_ReadShareGroupStateResponse_ReadStateResult_v0(b, p)
         a_f_results.append(e_f_results)
     f_results = a_f_results
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ReadShareGroupStateResponse(f_results), p
 
 
 def _e_ReadShareGroupStateResponse_v0(o: ReadShareGroupStateResponse, b: bytearray, parts: list[_p.Part]) -> None:
     a_results = o.results
-    _p.write_compact_array_len(b, a_results, False)
+    b += _p.uvarint(len(a_results) + 1)
     for e_results in a_results:
         _e_ReadShareGroupStateResponse_ReadStateResult_v0(e_results, b)
     b.append(0)

@@ -135,7 +135,10 @@ class ReadShareGroupStateSummaryResponse:
 def _d_ReadShareGroupStateSummaryRequest_PartitionData_v0(b: memoryview, p: int) -> tuple[ReadShareGroupStateSummaryRequest.PartitionData, int]:
     f_partition, f_leader_epoch = _S_ii.unpack_from(b, p)
     p += 8
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ReadShareGroupStateSummaryRequest.PartitionData(f_partition, f_leader_epoch), p
 
 
@@ -152,14 +155,17 @@ def _d_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_v0(b: memoryview, 
         e_f_partitions, p = _d_ReadShareGroupStateSummaryRequest_PartitionData_v0(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ReadShareGroupStateSummaryRequest.ReadStateSummaryData(f_topic_id, f_partitions), p
 
 
 def _e_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_v0(o: ReadShareGroupStateSummaryRequest.ReadStateSummaryData, b: bytearray) -> None:
     b += o.topic_id.bytes
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_ReadShareGroupStateSummaryRequest_PartitionData_v0(e_partitions, b)
     b.append(0)
@@ -173,14 +179,17 @@ def _d_ReadShareGroupStateSummaryRequest_v0(b: memoryview, p: int) -> tuple[Read
         e_f_topics, p = _d_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_v0(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ReadShareGroupStateSummaryRequest(f_group_id, f_topics), p
 
 
 def _e_ReadShareGroupStateSummaryRequest_v0(o: ReadShareGroupStateSummaryRequest, b: bytearray, parts: list[_p.Part]) -> None:
     _p.write_compact_string(b, o.group_id)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_v0(e_topics, b)
     b.append(0)
@@ -200,7 +209,10 @@ def _d_ReadShareGroupStateSummaryResponse_PartitionResult_v0(b: memoryview, p: i
     f_error_message, p = _p.read_compact_nullable_string(b, p)
     f_state_epoch, f_start_offset = _S_iq.unpack_from(b, p)
     p += 12
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ReadShareGroupStateSummaryResponse.PartitionResult(f_partition, f_error_code, f_error_message, f_state_epoch, f_start_offset), p
 
 
@@ -219,14 +231,17 @@ def _d_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v0(b: memoryvie
         e_f_partitions, p = _d_ReadShareGroupStateSummaryResponse_PartitionResult_v0(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ReadShareGroupStateSummaryResponse.ReadStateSummaryResult(f_topic_id, f_partitions), p
 
 
 def _e_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v0(o: ReadShareGroupStateSummaryResponse.ReadStateSummaryResult, b: bytearray) -> None:
     b += o.topic_id.bytes
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_ReadShareGroupStateSummaryResponse_PartitionResult_v0(e_partitions, b)
     b.append(0)
@@ -239,13 +254,16 @@ def _d_ReadShareGroupStateSummaryResponse_v0(b: memoryview, p: int) -> tuple[Rea
         e_f_results, p = _d_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v0(b, p)
         a_f_results.append(e_f_results)
     f_results = a_f_results
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ReadShareGroupStateSummaryResponse(f_results), p
 
 
 def _e_ReadShareGroupStateSummaryResponse_v0(o: ReadShareGroupStateSummaryResponse, b: bytearray, parts: list[_p.Part]) -> None:
     a_results = o.results
-    _p.write_compact_array_len(b, a_results, False)
+    b += _p.uvarint(len(a_results) + 1)
     for e_results in a_results:
         _e_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v0(e_results, b)
     b.append(0)

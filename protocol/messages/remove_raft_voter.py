@@ -100,7 +100,10 @@ def _d_RemoveRaftVoterRequest_v0(b: memoryview, p: int) -> tuple[RemoveRaftVoter
     f_voter_id = _S_i.unpack_from(b, p)[0]
     p += 4
     f_voter_directory_id, p = _p.read_uuid(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return RemoveRaftVoterRequest(f_cluster_id, f_voter_id, f_voter_directory_id), p
 
 
@@ -123,7 +126,10 @@ def _d_RemoveRaftVoterResponse_v0(b: memoryview, p: int) -> tuple[RemoveRaftVote
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(b, p)
     p += 6
     f_error_message, p = _p.read_compact_nullable_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return RemoveRaftVoterResponse(f_throttle_time_ms, f_error_code, f_error_message), p
 
 

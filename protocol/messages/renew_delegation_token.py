@@ -104,7 +104,10 @@ def _d_RenewDelegationTokenRequest_v2(b: memoryview, p: int) -> tuple[RenewDeleg
     f_hmac, p = _p.read_bytes(b, p, True)
     f_renew_period_ms = _S_q.unpack_from(b, p)[0]
     p += 8
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return RenewDelegationTokenRequest(f_hmac, f_renew_period_ms), p
 
 
@@ -138,7 +141,10 @@ def _d_RenewDelegationTokenResponse_v0(b: memoryview, p: int) -> tuple[RenewDele
 def _d_RenewDelegationTokenResponse_v2(b: memoryview, p: int) -> tuple[RenewDelegationTokenResponse, int]:
     f_error_code, f_expiry_timestamp_ms, f_throttle_time_ms = _S_hqi.unpack_from(b, p)
     p += 14
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return RenewDelegationTokenResponse(f_error_code, f_expiry_timestamp_ms, f_throttle_time_ms), p
 
 

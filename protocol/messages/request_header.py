@@ -76,7 +76,10 @@ def _d_RequestHeader_v2(b: memoryview, p: int) -> tuple[RequestHeader, int]:
     f_request_api_key, f_request_api_version, f_correlation_id = _S_hhi.unpack_from(b, p)
     p += 8
     f_client_id, p = _p.read_nullable_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return RequestHeader(f_request_api_key, f_request_api_version, f_correlation_id, f_client_id), p
 
 

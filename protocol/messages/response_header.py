@@ -62,7 +62,10 @@ def _d_ResponseHeader_v0(b: memoryview, p: int) -> tuple[ResponseHeader, int]:
 def _d_ResponseHeader_v1(b: memoryview, p: int) -> tuple[ResponseHeader, int]:
     f_correlation_id = _S_i.unpack_from(b, p)[0]
     p += 4
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ResponseHeader(f_correlation_id), p
 
 

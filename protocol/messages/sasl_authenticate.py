@@ -100,7 +100,10 @@ def _d_SaslAuthenticateRequest_v0(b: memoryview, p: int) -> tuple[SaslAuthentica
 
 def _d_SaslAuthenticateRequest_v2(b: memoryview, p: int) -> tuple[SaslAuthenticateRequest, int]:
     f_auth_bytes, p = _p.read_bytes(b, p, True)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return SaslAuthenticateRequest(f_auth_bytes), p
 
 
@@ -148,7 +151,10 @@ def _d_SaslAuthenticateResponse_v2(b: memoryview, p: int) -> tuple[SaslAuthentic
     f_auth_bytes, p = _p.read_bytes(b, p, True)
     f_session_lifetime_ms = _S_q.unpack_from(b, p)[0]
     p += 8
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return SaslAuthenticateResponse(f_error_code, f_error_message, f_auth_bytes, f_session_lifetime_ms), p
 
 

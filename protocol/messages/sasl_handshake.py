@@ -20,6 +20,7 @@ __all__ = ['SaslHandshakeRequest', 'SaslHandshakeResponse']
 _ = (uuid, field)  # keep imports used in every module
 
 _S_h = struct.Struct('>h')
+_S_i = struct.Struct('>i')
 
 
 @dataclass(slots=True)
@@ -120,7 +121,7 @@ def _d_SaslHandshakeResponse_v0(b: memoryview, p: int) -> tuple[SaslHandshakeRes
 def _e_SaslHandshakeResponse_v0(o: SaslHandshakeResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_h.pack(o.error_code)
     a_mechanisms = o.mechanisms
-    _p.write_array_len(b, a_mechanisms, False)
+    b += _S_i.pack(len(a_mechanisms))
     for e_mechanisms in a_mechanisms:
         _p.write_string(b, e_mechanisms)
 

@@ -181,14 +181,17 @@ def _d_ShareAcknowledgeRequest_AcknowledgementBatch_v0(b: memoryview, p: int) ->
     p += 16
     n, p = _p.read_compact_array_len(b, p, False)
     f_acknowledge_types, p = _p.read_int8_array(b, p, n)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ShareAcknowledgeRequest.AcknowledgementBatch(f_first_offset, f_last_offset, f_acknowledge_types), p
 
 
 def _e_ShareAcknowledgeRequest_AcknowledgementBatch_v0(o: ShareAcknowledgeRequest.AcknowledgementBatch, b: bytearray) -> None:
     b += _S_qq.pack(o.first_offset, o.last_offset)
     a_acknowledge_types = o.acknowledge_types
-    _p.write_compact_array_len(b, a_acknowledge_types, False)
+    b += _p.uvarint(len(a_acknowledge_types) + 1)
     b += _p.pack_int8_array(a_acknowledge_types)
     b.append(0)
 
@@ -202,14 +205,17 @@ def _d_ShareAcknowledgeRequest_AcknowledgePartition_v0(b: memoryview, p: int) ->
         e_f_acknowledgement_batches, p = _d_ShareAcknowledgeRequest_AcknowledgementBatch_v0(b, p)
         a_f_acknowledgement_batches.append(e_f_acknowledgement_batches)
     f_acknowledgement_batches = a_f_acknowledgement_batches
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ShareAcknowledgeRequest.AcknowledgePartition(f_partition_index, f_acknowledgement_batches), p
 
 
 def _e_ShareAcknowledgeRequest_AcknowledgePartition_v0(o: ShareAcknowledgeRequest.AcknowledgePartition, b: bytearray) -> None:
     b += _S_i.pack(o.partition_index)
     a_acknowledgement_batches = o.acknowledgement_batches
-    _p.write_compact_array_len(b, a_acknowledgement_batches, False)
+    b += _p.uvarint(len(a_acknowledgement_batches) + 1)
     for e_acknowledgement_batches in a_acknowledgement_batches:
         _e_ShareAcknowledgeRequest_AcknowledgementBatch_v0(e_acknowledgement_batches, b)
     b.append(0)
@@ -223,14 +229,17 @@ def _d_ShareAcknowledgeRequest_AcknowledgeTopic_v0(b: memoryview, p: int) -> tup
         e_f_partitions, p = _d_ShareAcknowledgeRequest_AcknowledgePartition_v0(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ShareAcknowledgeRequest.AcknowledgeTopic(f_topic_id, f_partitions), p
 
 
 def _e_ShareAcknowledgeRequest_AcknowledgeTopic_v0(o: ShareAcknowledgeRequest.AcknowledgeTopic, b: bytearray) -> None:
     b += o.topic_id.bytes
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_ShareAcknowledgeRequest_AcknowledgePartition_v0(e_partitions, b)
     b.append(0)
@@ -247,7 +256,10 @@ def _d_ShareAcknowledgeRequest_v0(b: memoryview, p: int) -> tuple[ShareAcknowled
         e_f_topics, p = _d_ShareAcknowledgeRequest_AcknowledgeTopic_v0(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ShareAcknowledgeRequest(f_group_id, f_member_id, f_share_session_epoch, f_topics), p
 
 
@@ -256,7 +268,7 @@ def _e_ShareAcknowledgeRequest_v0(o: ShareAcknowledgeRequest, b: bytearray, part
     _p.write_compact_nullable_string(b, o.member_id)
     b += _S_i.pack(o.share_session_epoch)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_ShareAcknowledgeRequest_AcknowledgeTopic_v0(e_topics, b)
     b.append(0)
@@ -273,7 +285,10 @@ _ENCODERS_ShareAcknowledgeRequest: dict[int, Callable[[ShareAcknowledgeRequest, 
 def _d_ShareAcknowledgeResponse_LeaderIdAndEpoch_v0(b: memoryview, p: int) -> tuple[ShareAcknowledgeResponse.LeaderIdAndEpoch, int]:
     f_leader_id, f_leader_epoch = _S_ii.unpack_from(b, p)
     p += 8
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ShareAcknowledgeResponse.LeaderIdAndEpoch(f_leader_id, f_leader_epoch), p
 
 
@@ -291,7 +306,10 @@ def _d_ShareAcknowledgeResponse_PartitionData_v0(b: memoryview, p: int) -> tuple
     p += 6
     f_error_message, p = _p.read_compact_nullable_string(b, p)
     f_current_leader, p = _d_ShareAcknowledgeResponse_LeaderIdAndEpoch_v0(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ShareAcknowledgeResponse.PartitionData(f_partition_index, f_error_code, f_error_message, f_current_leader), p
 
 
@@ -310,14 +328,17 @@ def _d_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v0(b: memoryview, 
         e_f_partitions, p = _d_ShareAcknowledgeResponse_PartitionData_v0(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse(f_topic_id, f_partitions), p
 
 
 def _e_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v0(o: ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse, b: bytearray) -> None:
     b += o.topic_id.bytes
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_ShareAcknowledgeResponse_PartitionData_v0(e_partitions, b)
     b.append(0)
@@ -330,7 +351,10 @@ def _d_ShareAcknowledgeResponse_NodeEndpoint_v0(b: memoryview, p: int) -> tuple[
     f_port = _S_i.unpack_from(b, p)[0]
     p += 4
     f_rack, p = _p.read_compact_nullable_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ShareAcknowledgeResponse.NodeEndpoint(f_node_id, f_host, f_port, f_rack), p
 
 
@@ -358,7 +382,10 @@ def _d_ShareAcknowledgeResponse_v0(b: memoryview, p: int) -> tuple[ShareAcknowle
         e_f_node_endpoints, p = _d_ShareAcknowledgeResponse_NodeEndpoint_v0(b, p)
         a_f_node_endpoints.append(e_f_node_endpoints)
     f_node_endpoints = a_f_node_endpoints
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ShareAcknowledgeResponse(f_throttle_time_ms, f_error_code, f_error_message, f_responses, f_node_endpoints), p
 
 
@@ -366,11 +393,11 @@ def _e_ShareAcknowledgeResponse_v0(o: ShareAcknowledgeResponse, b: bytearray, pa
     b += _S_ih.pack(o.throttle_time_ms, o.error_code)
     _p.write_compact_nullable_string(b, o.error_message)
     a_responses = o.responses
-    _p.write_compact_array_len(b, a_responses, False)
+    b += _p.uvarint(len(a_responses) + 1)
     for e_responses in a_responses:
         _e_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v0(e_responses, b)
     a_node_endpoints = o.node_endpoints
-    _p.write_compact_array_len(b, a_node_endpoints, False)
+    b += _p.uvarint(len(a_node_endpoints) + 1)
     for e_node_endpoints in a_node_endpoints:
         _e_ShareAcknowledgeResponse_NodeEndpoint_v0(e_node_endpoints, b)
     b.append(0)

@@ -222,14 +222,17 @@ def _d_ShareFetchRequest_AcknowledgementBatch_v0(b: memoryview, p: int) -> tuple
     p += 16
     n, p = _p.read_compact_array_len(b, p, False)
     f_acknowledge_types, p = _p.read_int8_array(b, p, n)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ShareFetchRequest.AcknowledgementBatch(f_first_offset, f_last_offset, f_acknowledge_types), p
 
 
 def _e_ShareFetchRequest_AcknowledgementBatch_v0(o: ShareFetchRequest.AcknowledgementBatch, b: bytearray) -> None:
     b += _S_qq.pack(o.first_offset, o.last_offset)
     a_acknowledge_types = o.acknowledge_types
-    _p.write_compact_array_len(b, a_acknowledge_types, False)
+    b += _p.uvarint(len(a_acknowledge_types) + 1)
     b += _p.pack_int8_array(a_acknowledge_types)
     b.append(0)
 
@@ -243,14 +246,17 @@ def _d_ShareFetchRequest_FetchPartition_v0(b: memoryview, p: int) -> tuple[Share
         e_f_acknowledgement_batches, p = _d_ShareFetchRequest_AcknowledgementBatch_v0(b, p)
         a_f_acknowledgement_batches.append(e_f_acknowledgement_batches)
     f_acknowledgement_batches = a_f_acknowledgement_batches
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ShareFetchRequest.FetchPartition(f_partition_index, f_partition_max_bytes, f_acknowledgement_batches), p
 
 
 def _e_ShareFetchRequest_FetchPartition_v0(o: ShareFetchRequest.FetchPartition, b: bytearray) -> None:
     b += _S_ii.pack(o.partition_index, o.partition_max_bytes)
     a_acknowledgement_batches = o.acknowledgement_batches
-    _p.write_compact_array_len(b, a_acknowledgement_batches, False)
+    b += _p.uvarint(len(a_acknowledgement_batches) + 1)
     for e_acknowledgement_batches in a_acknowledgement_batches:
         _e_ShareFetchRequest_AcknowledgementBatch_v0(e_acknowledgement_batches, b)
     b.append(0)
@@ -264,14 +270,17 @@ def _d_ShareFetchRequest_FetchTopic_v0(b: memoryview, p: int) -> tuple[ShareFetc
         e_f_partitions, p = _d_ShareFetchRequest_FetchPartition_v0(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ShareFetchRequest.FetchTopic(f_topic_id, f_partitions), p
 
 
 def _e_ShareFetchRequest_FetchTopic_v0(o: ShareFetchRequest.FetchTopic, b: bytearray) -> None:
     b += o.topic_id.bytes
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_ShareFetchRequest_FetchPartition_v0(e_partitions, b)
     b.append(0)
@@ -281,14 +290,17 @@ def _d_ShareFetchRequest_ForgottenTopic_v0(b: memoryview, p: int) -> tuple[Share
     f_topic_id, p = _p.read_uuid(b, p)
     n, p = _p.read_compact_array_len(b, p, False)
     f_partitions, p = _p.read_int32_array(b, p, n)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ShareFetchRequest.ForgottenTopic(f_topic_id, f_partitions), p
 
 
 def _e_ShareFetchRequest_ForgottenTopic_v0(o: ShareFetchRequest.ForgottenTopic, b: bytearray) -> None:
     b += o.topic_id.bytes
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     b += _p.pack_int32_array(a_partitions)
     b.append(0)
 
@@ -310,7 +322,10 @@ def _d_ShareFetchRequest_v0(b: memoryview, p: int) -> tuple[ShareFetchRequest, i
         e_f_forgotten_topics_data, p = _d_ShareFetchRequest_ForgottenTopic_v0(b, p)
         a_f_forgotten_topics_data.append(e_f_forgotten_topics_data)
     f_forgotten_topics_data = a_f_forgotten_topics_data
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ShareFetchRequest(f_group_id, f_member_id, f_share_session_epoch, f_max_wait_ms, f_min_bytes, f_max_bytes, f_topics, f_forgotten_topics_data), p
 
 
@@ -319,11 +334,11 @@ def _e_ShareFetchRequest_v0(o: ShareFetchRequest, b: bytearray, parts: list[_p.P
     _p.write_compact_nullable_string(b, o.member_id)
     b += _S_iiii.pack(o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_ShareFetchRequest_FetchTopic_v0(e_topics, b)
     a_forgotten_topics_data = o.forgotten_topics_data
-    _p.write_compact_array_len(b, a_forgotten_topics_data, False)
+    b += _p.uvarint(len(a_forgotten_topics_data) + 1)
     for e_forgotten_topics_data in a_forgotten_topics_data:
         _e_ShareFetchRequest_ForgottenTopic_v0(e_forgotten_topics_data, b)
     b.append(0)
@@ -340,7 +355,10 @@ _ENCODERS_ShareFetchRequest: dict[int, Callable[[ShareFetchRequest, bytearray, l
 def _d_ShareFetchResponse_LeaderIdAndEpoch_v0(b: memoryview, p: int) -> tuple[ShareFetchResponse.LeaderIdAndEpoch, int]:
     f_leader_id, f_leader_epoch = _S_ii.unpack_from(b, p)
     p += 8
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ShareFetchResponse.LeaderIdAndEpoch(f_leader_id, f_leader_epoch), p
 
 
@@ -356,7 +374,10 @@ def _isdef_ShareFetchResponse_LeaderIdAndEpoch(o: ShareFetchResponse.LeaderIdAnd
 def _d_ShareFetchResponse_AcquiredRecords_v0(b: memoryview, p: int) -> tuple[ShareFetchResponse.AcquiredRecords, int]:
     f_first_offset, f_last_offset, f_delivery_count = _S_qqh.unpack_from(b, p)
     p += 18
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ShareFetchResponse.AcquiredRecords(f_first_offset, f_last_offset, f_delivery_count), p
 
 
@@ -380,7 +401,10 @@ def _d_ShareFetchResponse_PartitionData_v0(b: memoryview, p: int) -> tuple[Share
         e_f_acquired_records, p = _d_ShareFetchResponse_AcquiredRecords_v0(b, p)
         a_f_acquired_records.append(e_f_acquired_records)
     f_acquired_records = a_f_acquired_records
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ShareFetchResponse.PartitionData(f_partition_index, f_error_code, f_error_message, f_acknowledge_error_code, f_acknowledge_error_message, f_current_leader, f_records, f_acquired_records), p
 
 
@@ -392,7 +416,7 @@ def _e_ShareFetchResponse_PartitionData_v0(o: ShareFetchResponse.PartitionData, 
     _e_ShareFetchResponse_LeaderIdAndEpoch_v0(o.current_leader, b)
     _p.write_records(b, parts, o.records, True, True)
     a_acquired_records = o.acquired_records
-    _p.write_compact_array_len(b, a_acquired_records, False)
+    b += _p.uvarint(len(a_acquired_records) + 1)
     for e_acquired_records in a_acquired_records:
         _e_ShareFetchResponse_AcquiredRecords_v0(e_acquired_records, b)
     b.append(0)
@@ -406,14 +430,17 @@ def _d_ShareFetchResponse_ShareFetchableTopicResponse_v0(b: memoryview, p: int) 
         e_f_partitions, p = _d_ShareFetchResponse_PartitionData_v0(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ShareFetchResponse.ShareFetchableTopicResponse(f_topic_id, f_partitions), p
 
 
 def _e_ShareFetchResponse_ShareFetchableTopicResponse_v0(o: ShareFetchResponse.ShareFetchableTopicResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += o.topic_id.bytes
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_ShareFetchResponse_PartitionData_v0(e_partitions, b, parts)
     b.append(0)
@@ -426,7 +453,10 @@ def _d_ShareFetchResponse_NodeEndpoint_v0(b: memoryview, p: int) -> tuple[ShareF
     f_port = _S_i.unpack_from(b, p)[0]
     p += 4
     f_rack, p = _p.read_compact_nullable_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ShareFetchResponse.NodeEndpoint(f_node_id, f_host, f_port, f_rack), p
 
 
@@ -454,7 +484,10 @@ def _d_ShareFetchResponse_v0(b: memoryview, p: int) -> tuple[ShareFetchResponse,
         e_f_node_endpoints, p = _d_ShareFetchResponse_NodeEndpoint_v0(b, p)
         a_f_node_endpoints.append(e_f_node_endpoints)
     f_node_endpoints = a_f_node_endpoints
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ShareFetchResponse(f_throttle_time_ms, f_error_code, f_error_message, f_responses, f_node_endpoints), p
 
 
@@ -462,11 +495,11 @@ def _e_ShareFetchResponse_v0(o: ShareFetchResponse, b: bytearray, parts: list[_p
     b += _S_ih.pack(o.throttle_time_ms, o.error_code)
     _p.write_compact_nullable_string(b, o.error_message)
     a_responses = o.responses
-    _p.write_compact_array_len(b, a_responses, False)
+    b += _p.uvarint(len(a_responses) + 1)
     for e_responses in a_responses:
         _e_ShareFetchResponse_ShareFetchableTopicResponse_v0(e_responses, b, parts)
     a_node_endpoints = o.node_endpoints
-    _p.write_compact_array_len(b, a_node_endpoints, False)
+    b += _p.uvarint(len(a_node_endpoints) + 1)
     for e_node_endpoints in a_node_endpoints:
         _e_ShareFetchResponse_NodeEndpoint_v0(e_node_endpoints, b)
     b.append(0)

@@ -162,13 +162,16 @@ def _d_ShareGroupDescribeRequest_v0(b: memoryview, p: int) -> tuple[ShareGroupDe
     f_group_ids = a_f_group_ids
     f_include_authorized_operations = _S_o.unpack_from(b, p)[0]
     p += 1
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ShareGroupDescribeRequest(f_group_ids, f_include_authorized_operations), p
 
 
 def _e_ShareGroupDescribeRequest_v0(o: ShareGroupDescribeRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_group_ids = o.group_ids
-    _p.write_compact_array_len(b, a_group_ids, False)
+    b += _p.uvarint(len(a_group_ids) + 1)
     for e_group_ids in a_group_ids:
         _p.write_compact_string(b, e_group_ids)
     b += _S_o.pack(o.include_authorized_operations)
@@ -188,7 +191,10 @@ def _d_ShareGroupDescribeResponse_TopicPartitions_v0(b: memoryview, p: int) -> t
     f_topic_name, p = _p.read_compact_string(b, p)
     n, p = _p.read_compact_array_len(b, p, False)
     f_partitions, p = _p.read_int32_array(b, p, n)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ShareGroupDescribeResponse.TopicPartitions(f_topic_id, f_topic_name, f_partitions), p
 
 
@@ -196,7 +202,7 @@ def _e_ShareGroupDescribeResponse_TopicPartitions_v0(o: ShareGroupDescribeRespon
     b += o.topic_id.bytes
     _p.write_compact_string(b, o.topic_name)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     b += _p.pack_int32_array(a_partitions)
     b.append(0)
 
@@ -208,13 +214,16 @@ def _d_ShareGroupDescribeResponse_Assignment_v0(b: memoryview, p: int) -> tuple[
         e_f_topic_partitions, p = _d_ShareGroupDescribeResponse_TopicPartitions_v0(b, p)
         a_f_topic_partitions.append(e_f_topic_partitions)
     f_topic_partitions = a_f_topic_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ShareGroupDescribeResponse.Assignment(f_topic_partitions), p
 
 
 def _e_ShareGroupDescribeResponse_Assignment_v0(o: ShareGroupDescribeResponse.Assignment, b: bytearray) -> None:
     a_topic_partitions = o.topic_partitions
-    _p.write_compact_array_len(b, a_topic_partitions, False)
+    b += _p.uvarint(len(a_topic_partitions) + 1)
     for e_topic_partitions in a_topic_partitions:
         _e_ShareGroupDescribeResponse_TopicPartitions_v0(e_topic_partitions, b)
     b.append(0)
@@ -238,7 +247,10 @@ def _d_ShareGroupDescribeResponse_Member_v0(b: memoryview, p: int) -> tuple[Shar
         a_f_subscribed_topic_names.append(e_f_subscribed_topic_names)
     f_subscribed_topic_names = a_f_subscribed_topic_names
     f_assignment, p = _d_ShareGroupDescribeResponse_Assignment_v0(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ShareGroupDescribeResponse.Member(f_member_id, f_rack_id, f_member_epoch, f_client_id, f_client_host, f_subscribed_topic_names, f_assignment), p
 
 
@@ -249,7 +261,7 @@ def _e_ShareGroupDescribeResponse_Member_v0(o: ShareGroupDescribeResponse.Member
     _p.write_compact_string(b, o.client_id)
     _p.write_compact_string(b, o.client_host)
     a_subscribed_topic_names = o.subscribed_topic_names
-    _p.write_compact_array_len(b, a_subscribed_topic_names, False)
+    b += _p.uvarint(len(a_subscribed_topic_names) + 1)
     for e_subscribed_topic_names in a_subscribed_topic_names:
         _p.write_compact_string(b, e_subscribed_topic_names)
     _e_ShareGroupDescribeResponse_Assignment_v0(o.assignment, b)
@@ -273,7 +285,10 @@ def _d_ShareGroupDescribeResponse_DescribedGroup_v0(b: memoryview, p: int) -> tu
     f_members = a_f_members
     f_authorized_operations = _S_i.unpack_from(b, p)[0]
     p += 4
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ShareGroupDescribeResponse.DescribedGroup(f_error_code, f_error_message, f_group_id, f_group_state, f_group_epoch, f_assignment_epoch, f_assignor_name, f_members, f_authorized_operations), p
 
 
@@ -285,7 +300,7 @@ def _e_ShareGroupDescribeResponse_DescribedGroup_v0(o: ShareGroupDescribeRespons
     b += _S_ii.pack(o.group_epoch, o.assignment_epoch)
     _p.write_compact_string(b, o.assignor_name)
     a_members = o.members
-    _p.write_compact_array_len(b, a_members, False)
+    b += _p.uvarint(len(a_members) + 1)
     for e_members in a_members:
         _e_ShareGroupDescribeResponse_Member_v0(e_members, b)
     b += _S_i.pack(o.authorized_operations)
@@ -301,14 +316,17 @@ def _d_ShareGroupDescribeResponse_v0(b: memoryview, p: int) -> tuple[ShareGroupD
         e_f_groups, p = _d_ShareGroupDescribeResponse_DescribedGroup_v0(b, p)
         a_f_groups.append(e_f_groups)
     f_groups = a_f_groups
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ShareGroupDescribeResponse(f_throttle_time_ms, f_groups), p
 
 
 def _e_ShareGroupDescribeResponse_v0(o: ShareGroupDescribeResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_groups = o.groups
-    _p.write_compact_array_len(b, a_groups, False)
+    b += _p.uvarint(len(a_groups) + 1)
     for e_groups in a_groups:
         _e_ShareGroupDescribeResponse_DescribedGroup_v0(e_groups, b)
     b.append(0)

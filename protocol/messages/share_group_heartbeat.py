@@ -139,7 +139,10 @@ def _d_ShareGroupHeartbeatRequest_v0(b: memoryview, p: int) -> tuple[ShareGroupH
             e_f_subscribed_topic_names, p = _p.read_compact_string(b, p)
             a_f_subscribed_topic_names.append(e_f_subscribed_topic_names)
         f_subscribed_topic_names = a_f_subscribed_topic_names
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ShareGroupHeartbeatRequest(f_group_id, f_member_id, f_member_epoch, f_rack_id, f_subscribed_topic_names), p
 
 
@@ -149,8 +152,10 @@ def _e_ShareGroupHeartbeatRequest_v0(o: ShareGroupHeartbeatRequest, b: bytearray
     b += _S_i.pack(o.member_epoch)
     _p.write_compact_nullable_string(b, o.rack_id)
     a_subscribed_topic_names = o.subscribed_topic_names
-    _p.write_compact_array_len(b, a_subscribed_topic_names, True)
-    if a_subscribed_topic_names is not None:
+    if a_subscribed_topic_names is None:
+        b += b'\x00'
+    else:
+        b += _p.uvarint(len(a_subscribed_topic_names) + 1)
         for e_subscribed_topic_names in a_subscribed_topic_names:
             _p.write_compact_string(b, e_subscribed_topic_names)
     b.append(0)
@@ -168,14 +173,17 @@ def _d_ShareGroupHeartbeatResponse_TopicPartitions_v0(b: memoryview, p: int) -> 
     f_topic_id, p = _p.read_uuid(b, p)
     n, p = _p.read_compact_array_len(b, p, False)
     f_partitions, p = _p.read_int32_array(b, p, n)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ShareGroupHeartbeatResponse.TopicPartitions(f_topic_id, f_partitions), p
 
 
 def _e_ShareGroupHeartbeatResponse_TopicPartitions_v0(o: ShareGroupHeartbeatResponse.TopicPartitions, b: bytearray) -> None:
     b += o.topic_id.bytes
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     b += _p.pack_int32_array(a_partitions)
     b.append(0)
 
@@ -187,13 +195,16 @@ def _d_ShareGroupHeartbeatResponse_Assignment_v0(b: memoryview, p: int) -> tuple
         e_f_topic_partitions, p = _d_ShareGroupHeartbeatResponse_TopicPartitions_v0(b, p)
         a_f_topic_partitions.append(e_f_topic_partitions)
     f_topic_partitions = a_f_topic_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ShareGroupHeartbeatResponse.Assignment(f_topic_partitions), p
 
 
 def _e_ShareGroupHeartbeatResponse_Assignment_v0(o: ShareGroupHeartbeatResponse.Assignment, b: bytearray) -> None:
     a_topic_partitions = o.topic_partitions
-    _p.write_compact_array_len(b, a_topic_partitions, False)
+    b += _p.uvarint(len(a_topic_partitions) + 1)
     for e_topic_partitions in a_topic_partitions:
         _e_ShareGroupHeartbeatResponse_TopicPartitions_v0(e_topic_partitions, b)
     b.append(0)
@@ -211,7 +222,10 @@ def _d_ShareGroupHeartbeatResponse_v0(b: memoryview, p: int) -> tuple[ShareGroup
         p += 1
     else:
         f_assignment, p = _d_ShareGroupHeartbeatResponse_Assignment_v0(b, p + 1)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return ShareGroupHeartbeatResponse(f_throttle_time_ms, f_error_code, f_error_message, f_member_id, f_member_epoch, f_heartbeat_interval_ms, f_assignment), p
 
 

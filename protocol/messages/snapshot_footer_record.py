@@ -56,7 +56,10 @@ class SnapshotFooterRecord:
 def _d_SnapshotFooterRecord_v0(b: memoryview, p: int) -> tuple[SnapshotFooterRecord, int]:
     f_version = _S_h.unpack_from(b, p)[0]
     p += 2
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return SnapshotFooterRecord(f_version), p
 
 

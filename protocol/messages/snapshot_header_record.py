@@ -58,7 +58,10 @@ class SnapshotHeaderRecord:
 def _d_SnapshotHeaderRecord_v0(b: memoryview, p: int) -> tuple[SnapshotHeaderRecord, int]:
     f_version, f_last_contained_log_timestamp = _S_hq.unpack_from(b, p)
     p += 10
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return SnapshotHeaderRecord(f_version, f_last_contained_log_timestamp), p
 
 

@@ -180,21 +180,24 @@ def _d_StopReplicaRequest_StopReplicaTopicV1_v2(b: memoryview, p: int) -> tuple[
     f_name, p = _p.read_compact_string(b, p)
     n, p = _p.read_compact_array_len(b, p, False)
     f_partition_indexes, p = _p.read_int32_array(b, p, n)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return StopReplicaRequest.StopReplicaTopicV1(f_name, f_partition_indexes), p
 
 
 def _e_StopReplicaRequest_StopReplicaTopicV1_v1(o: StopReplicaRequest.StopReplicaTopicV1, b: bytearray) -> None:
     _p.write_string(b, o.name)
     a_partition_indexes = o.partition_indexes
-    _p.write_array_len(b, a_partition_indexes, False)
+    b += _S_i.pack(len(a_partition_indexes))
     b += _p.pack_int32_array(a_partition_indexes)
 
 
 def _e_StopReplicaRequest_StopReplicaTopicV1_v2(o: StopReplicaRequest.StopReplicaTopicV1, b: bytearray) -> None:
     _p.write_compact_string(b, o.name)
     a_partition_indexes = o.partition_indexes
-    _p.write_compact_array_len(b, a_partition_indexes, False)
+    b += _p.uvarint(len(a_partition_indexes) + 1)
     b += _p.pack_int32_array(a_partition_indexes)
     b.append(0)
 
@@ -202,7 +205,10 @@ def _e_StopReplicaRequest_StopReplicaTopicV1_v2(o: StopReplicaRequest.StopReplic
 def _d_StopReplicaRequest_StopReplicaPartitionState_v3(b: memoryview, p: int) -> tuple[StopReplicaRequest.StopReplicaPartitionState, int]:
     f_partition_index, f_leader_epoch, f_delete_partition = _S_iio.unpack_from(b, p)
     p += 9
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return StopReplicaRequest.StopReplicaPartitionState(f_partition_index, f_leader_epoch, f_delete_partition), p
 
 
@@ -219,14 +225,17 @@ def _d_StopReplicaRequest_StopReplicaTopicState_v3(b: memoryview, p: int) -> tup
         e_f_partition_states, p = _d_StopReplicaRequest_StopReplicaPartitionState_v3(b, p)
         a_f_partition_states.append(e_f_partition_states)
     f_partition_states = a_f_partition_states
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return StopReplicaRequest.StopReplicaTopicState(f_topic_name, f_partition_states), p
 
 
 def _e_StopReplicaRequest_StopReplicaTopicState_v3(o: StopReplicaRequest.StopReplicaTopicState, b: bytearray) -> None:
     _p.write_compact_string(b, o.topic_name)
     a_partition_states = o.partition_states
-    _p.write_compact_array_len(b, a_partition_states, False)
+    b += _p.uvarint(len(a_partition_states) + 1)
     for e_partition_states in a_partition_states:
         _e_StopReplicaRequest_StopReplicaPartitionState_v3(e_partition_states, b)
     b.append(0)
@@ -265,7 +274,10 @@ def _d_StopReplicaRequest_v2(b: memoryview, p: int) -> tuple[StopReplicaRequest,
         e_f_topics, p = _d_StopReplicaRequest_StopReplicaTopicV1_v2(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return StopReplicaRequest(f_controller_id, False, f_controller_epoch, f_broker_epoch, f_delete_partitions, [], f_topics, []), p
 
 
@@ -278,7 +290,10 @@ def _d_StopReplicaRequest_v3(b: memoryview, p: int) -> tuple[StopReplicaRequest,
         e_f_topic_states, p = _d_StopReplicaRequest_StopReplicaTopicState_v3(b, p)
         a_f_topic_states.append(e_f_topic_states)
     f_topic_states = a_f_topic_states
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return StopReplicaRequest(f_controller_id, False, f_controller_epoch, f_broker_epoch, False, [], [], f_topic_states), p
 
 
@@ -291,7 +306,10 @@ def _d_StopReplicaRequest_v4(b: memoryview, p: int) -> tuple[StopReplicaRequest,
         e_f_topic_states, p = _d_StopReplicaRequest_StopReplicaTopicState_v3(b, p)
         a_f_topic_states.append(e_f_topic_states)
     f_topic_states = a_f_topic_states
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return StopReplicaRequest(f_controller_id, f_is_k_raft_controller, f_controller_epoch, f_broker_epoch, False, [], [], f_topic_states), p
 
 
@@ -304,7 +322,7 @@ def _e_StopReplicaRequest_v0(o: StopReplicaRequest, b: bytearray, parts: list[_p
         raise _p.UnsupportedVersionError('non-default TopicStates cannot be encoded at this version')
     b += _S_iio.pack(o.controller_id, o.controller_epoch, o.delete_partitions)
     a_ungrouped_partitions = o.ungrouped_partitions
-    _p.write_array_len(b, a_ungrouped_partitions, False)
+    b += _S_i.pack(len(a_ungrouped_partitions))
     for e_ungrouped_partitions in a_ungrouped_partitions:
         _e_StopReplicaRequest_StopReplicaPartitionV0_v0(e_ungrouped_partitions, b)
 
@@ -318,7 +336,7 @@ def _e_StopReplicaRequest_v1(o: StopReplicaRequest, b: bytearray, parts: list[_p
         raise _p.UnsupportedVersionError('non-default TopicStates cannot be encoded at this version')
     b += _S_iiqo.pack(o.controller_id, o.controller_epoch, o.broker_epoch, o.delete_partitions)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_StopReplicaRequest_StopReplicaTopicV1_v1(e_topics, b)
 
@@ -332,7 +350,7 @@ def _e_StopReplicaRequest_v2(o: StopReplicaRequest, b: bytearray, parts: list[_p
         raise _p.UnsupportedVersionError('non-default TopicStates cannot be encoded at this version')
     b += _S_iiqo.pack(o.controller_id, o.controller_epoch, o.broker_epoch, o.delete_partitions)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_StopReplicaRequest_StopReplicaTopicV1_v2(e_topics, b)
     b.append(0)
@@ -349,7 +367,7 @@ def _e_StopReplicaRequest_v3(o: StopReplicaRequest, b: bytearray, parts: list[_p
         raise _p.UnsupportedVersionError('non-default Topics cannot be encoded at this version')
     b += _S_iiq.pack(o.controller_id, o.controller_epoch, o.broker_epoch)
     a_topic_states = o.topic_states
-    _p.write_compact_array_len(b, a_topic_states, False)
+    b += _p.uvarint(len(a_topic_states) + 1)
     for e_topic_states in a_topic_states:
         _e_StopReplicaRequest_StopReplicaTopicState_v3(e_topic_states, b)
     b.append(0)
@@ -364,7 +382,7 @@ def _e_StopReplicaRequest_v4(o: StopReplicaRequest, b: bytearray, parts: list[_p
         raise _p.UnsupportedVersionError('non-default Topics cannot be encoded at this version')
     b += _S_ioiq.pack(o.controller_id, o.is_k_raft_controller, o.controller_epoch, o.broker_epoch)
     a_topic_states = o.topic_states
-    _p.write_compact_array_len(b, a_topic_states, False)
+    b += _p.uvarint(len(a_topic_states) + 1)
     for e_topic_states in a_topic_states:
         _e_StopReplicaRequest_StopReplicaTopicState_v3(e_topic_states, b)
     b.append(0)
@@ -391,7 +409,10 @@ def _d_StopReplicaResponse_StopReplicaPartitionError_v2(b: memoryview, p: int) -
     f_topic_name, p = _p.read_compact_string(b, p)
     f_partition_index, f_error_code = _S_ih.unpack_from(b, p)
     p += 6
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return StopReplicaResponse.StopReplicaPartitionError(f_topic_name, f_partition_index, f_error_code), p
 
 
@@ -427,14 +448,17 @@ def _d_StopReplicaResponse_v2(b: memoryview, p: int) -> tuple[StopReplicaRespons
         e_f_partition_errors, p = _d_StopReplicaResponse_StopReplicaPartitionError_v2(b, p)
         a_f_partition_errors.append(e_f_partition_errors)
     f_partition_errors = a_f_partition_errors
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return StopReplicaResponse(f_error_code, f_partition_errors), p
 
 
 def _e_StopReplicaResponse_v0(o: StopReplicaResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_h.pack(o.error_code)
     a_partition_errors = o.partition_errors
-    _p.write_array_len(b, a_partition_errors, False)
+    b += _S_i.pack(len(a_partition_errors))
     for e_partition_errors in a_partition_errors:
         _e_StopReplicaResponse_StopReplicaPartitionError_v0(e_partition_errors, b)
 
@@ -442,7 +466,7 @@ def _e_StopReplicaResponse_v0(o: StopReplicaResponse, b: bytearray, parts: list[
 def _e_StopReplicaResponse_v2(o: StopReplicaResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_h.pack(o.error_code)
     a_partition_errors = o.partition_errors
-    _p.write_compact_array_len(b, a_partition_errors, False)
+    b += _p.uvarint(len(a_partition_errors) + 1)
     for e_partition_errors in a_partition_errors:
         _e_StopReplicaResponse_StopReplicaPartitionError_v2(e_partition_errors, b)
     b.append(0)

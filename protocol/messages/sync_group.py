@@ -126,7 +126,10 @@ def _d_SyncGroupRequest_SyncGroupRequestAssignment_v0(b: memoryview, p: int) -> 
 def _d_SyncGroupRequest_SyncGroupRequestAssignment_v4(b: memoryview, p: int) -> tuple[SyncGroupRequest.SyncGroupRequestAssignment, int]:
     f_member_id, p = _p.read_compact_string(b, p)
     f_assignment, p = _p.read_bytes(b, p, True)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return SyncGroupRequest.SyncGroupRequestAssignment(f_member_id, f_assignment), p
 
 
@@ -182,7 +185,10 @@ def _d_SyncGroupRequest_v4(b: memoryview, p: int) -> tuple[SyncGroupRequest, int
         e_f_assignments, p = _d_SyncGroupRequest_SyncGroupRequestAssignment_v4(b, p)
         a_f_assignments.append(e_f_assignments)
     f_assignments = a_f_assignments
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return SyncGroupRequest(f_group_id, f_generation_id, f_member_id, f_group_instance_id, None, None, f_assignments), p
 
 
@@ -200,7 +206,10 @@ def _d_SyncGroupRequest_v5(b: memoryview, p: int) -> tuple[SyncGroupRequest, int
         e_f_assignments, p = _d_SyncGroupRequest_SyncGroupRequestAssignment_v4(b, p)
         a_f_assignments.append(e_f_assignments)
     f_assignments = a_f_assignments
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return SyncGroupRequest(f_group_id, f_generation_id, f_member_id, f_group_instance_id, f_protocol_type, f_protocol_name, f_assignments), p
 
 
@@ -211,7 +220,7 @@ def _e_SyncGroupRequest_v0(o: SyncGroupRequest, b: bytearray, parts: list[_p.Par
     b += _S_i.pack(o.generation_id)
     _p.write_string(b, o.member_id)
     a_assignments = o.assignments
-    _p.write_array_len(b, a_assignments, False)
+    b += _S_i.pack(len(a_assignments))
     for e_assignments in a_assignments:
         _e_SyncGroupRequest_SyncGroupRequestAssignment_v0(e_assignments, b)
 
@@ -222,7 +231,7 @@ def _e_SyncGroupRequest_v3(o: SyncGroupRequest, b: bytearray, parts: list[_p.Par
     _p.write_string(b, o.member_id)
     _p.write_nullable_string(b, o.group_instance_id)
     a_assignments = o.assignments
-    _p.write_array_len(b, a_assignments, False)
+    b += _S_i.pack(len(a_assignments))
     for e_assignments in a_assignments:
         _e_SyncGroupRequest_SyncGroupRequestAssignment_v0(e_assignments, b)
 
@@ -233,7 +242,7 @@ def _e_SyncGroupRequest_v4(o: SyncGroupRequest, b: bytearray, parts: list[_p.Par
     _p.write_compact_string(b, o.member_id)
     _p.write_compact_nullable_string(b, o.group_instance_id)
     a_assignments = o.assignments
-    _p.write_compact_array_len(b, a_assignments, False)
+    b += _p.uvarint(len(a_assignments) + 1)
     for e_assignments in a_assignments:
         _e_SyncGroupRequest_SyncGroupRequestAssignment_v4(e_assignments, b)
     b.append(0)
@@ -247,7 +256,7 @@ def _e_SyncGroupRequest_v5(o: SyncGroupRequest, b: bytearray, parts: list[_p.Par
     _p.write_compact_nullable_string(b, o.protocol_type)
     _p.write_compact_nullable_string(b, o.protocol_name)
     a_assignments = o.assignments
-    _p.write_compact_array_len(b, a_assignments, False)
+    b += _p.uvarint(len(a_assignments) + 1)
     for e_assignments in a_assignments:
         _e_SyncGroupRequest_SyncGroupRequestAssignment_v4(e_assignments, b)
     b.append(0)
@@ -281,7 +290,10 @@ def _d_SyncGroupResponse_v4(b: memoryview, p: int) -> tuple[SyncGroupResponse, i
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(b, p)
     p += 6
     f_assignment, p = _p.read_bytes(b, p, True)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return SyncGroupResponse(f_throttle_time_ms, f_error_code, None, None, f_assignment), p
 
 
@@ -291,7 +303,10 @@ def _d_SyncGroupResponse_v5(b: memoryview, p: int) -> tuple[SyncGroupResponse, i
     f_protocol_type, p = _p.read_compact_nullable_string(b, p)
     f_protocol_name, p = _p.read_compact_nullable_string(b, p)
     f_assignment, p = _p.read_bytes(b, p, True)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return SyncGroupResponse(f_throttle_time_ms, f_error_code, f_protocol_type, f_protocol_name, f_assignment), p
 
 

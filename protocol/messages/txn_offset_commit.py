@@ -165,7 +165,10 @@ def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(b: memoryview, 
     f_partition_index, f_committed_offset, f_committed_leader_epoch = _S_iqi.unpack_from(b, p)
     p += 16
     f_committed_metadata, p = _p.read_compact_nullable_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition(f_partition_index, f_committed_offset, f_committed_leader_epoch, f_committed_metadata), p
 
 
@@ -215,14 +218,17 @@ def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(b: memoryview, p: i
         e_f_partitions, p = _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(f_name, f_partitions), p
 
 
 def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0(o: TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic, b: bytearray) -> None:
     _p.write_string(b, o.name)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     for e_partitions in a_partitions:
         _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0(e_partitions, b)
 
@@ -230,7 +236,7 @@ def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0(o: TxnOffsetCommitR
 def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(o: TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic, b: bytearray) -> None:
     _p.write_string(b, o.name)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     for e_partitions in a_partitions:
         _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2(e_partitions, b)
 
@@ -238,7 +244,7 @@ def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(o: TxnOffsetCommitR
 def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(o: TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic, b: bytearray) -> None:
     _p.write_compact_string(b, o.name)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(e_partitions, b)
     b.append(0)
@@ -285,7 +291,10 @@ def _d_TxnOffsetCommitRequest_v3(b: memoryview, p: int) -> tuple[TxnOffsetCommit
         e_f_topics, p = _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return TxnOffsetCommitRequest(f_transactional_id, f_group_id, f_producer_id, f_producer_epoch, f_generation_id, f_member_id, f_group_instance_id, f_topics), p
 
 
@@ -300,7 +309,7 @@ def _e_TxnOffsetCommitRequest_v0(o: TxnOffsetCommitRequest, b: bytearray, parts:
     _p.write_string(b, o.group_id)
     b += _S_qh.pack(o.producer_id, o.producer_epoch)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0(e_topics, b)
 
@@ -316,7 +325,7 @@ def _e_TxnOffsetCommitRequest_v2(o: TxnOffsetCommitRequest, b: bytearray, parts:
     _p.write_string(b, o.group_id)
     b += _S_qh.pack(o.producer_id, o.producer_epoch)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(e_topics, b)
 
@@ -328,7 +337,7 @@ def _e_TxnOffsetCommitRequest_v3(o: TxnOffsetCommitRequest, b: bytearray, parts:
     _p.write_compact_string(b, o.member_id)
     _p.write_compact_nullable_string(b, o.group_instance_id)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(e_topics, b)
     b.append(0)
@@ -355,7 +364,10 @@ def _d_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0(b: memoryview
 def _d_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3(b: memoryview, p: int) -> tuple[TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition, int]:
     f_partition_index, f_error_code = _S_ih.unpack_from(b, p)
     p += 6
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition(f_partition_index, f_error_code), p
 
 
@@ -387,14 +399,17 @@ def _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(b: memoryview, p:
         e_f_partitions, p = _d_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic(f_name, f_partitions), p
 
 
 def _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(o: TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic, b: bytearray) -> None:
     _p.write_string(b, o.name)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     for e_partitions in a_partitions:
         _e_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0(e_partitions, b)
 
@@ -402,7 +417,7 @@ def _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(o: TxnOffsetCommi
 def _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(o: TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic, b: bytearray) -> None:
     _p.write_compact_string(b, o.name)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3(e_partitions, b)
     b.append(0)
@@ -429,14 +444,17 @@ def _d_TxnOffsetCommitResponse_v3(b: memoryview, p: int) -> tuple[TxnOffsetCommi
         e_f_topics, p = _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return TxnOffsetCommitResponse(f_throttle_time_ms, f_topics), p
 
 
 def _e_TxnOffsetCommitResponse_v0(o: TxnOffsetCommitResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(e_topics, b)
 
@@ -444,7 +462,7 @@ def _e_TxnOffsetCommitResponse_v0(o: TxnOffsetCommitResponse, b: bytearray, part
 def _e_TxnOffsetCommitResponse_v3(o: TxnOffsetCommitResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.throttle_time_ms)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(e_topics, b)
     b.append(0)

@@ -94,7 +94,10 @@ class UnregisterBrokerResponse:
 def _d_UnregisterBrokerRequest_v0(b: memoryview, p: int) -> tuple[UnregisterBrokerRequest, int]:
     f_broker_id = _S_i.unpack_from(b, p)[0]
     p += 4
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return UnregisterBrokerRequest(f_broker_id), p
 
 
@@ -115,7 +118,10 @@ def _d_UnregisterBrokerResponse_v0(b: memoryview, p: int) -> tuple[UnregisterBro
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(b, p)
     p += 6
     f_error_message, p = _p.read_compact_nullable_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return UnregisterBrokerResponse(f_throttle_time_ms, f_error_code, f_error_message), p
 
 

@@ -129,7 +129,10 @@ def _d_UpdateFeaturesRequest_FeatureUpdateKey_v0(b: memoryview, p: int) -> tuple
     f_feature, p = _p.read_compact_string(b, p)
     f_max_version_level, f_allow_downgrade = _S_ho.unpack_from(b, p)
     p += 3
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return UpdateFeaturesRequest.FeatureUpdateKey(f_feature, f_max_version_level, f_allow_downgrade, 1), p
 
 
@@ -137,7 +140,10 @@ def _d_UpdateFeaturesRequest_FeatureUpdateKey_v1(b: memoryview, p: int) -> tuple
     f_feature, p = _p.read_compact_string(b, p)
     f_max_version_level, f_upgrade_type = _S_hb.unpack_from(b, p)
     p += 3
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return UpdateFeaturesRequest.FeatureUpdateKey(f_feature, f_max_version_level, False, f_upgrade_type), p
 
 
@@ -166,7 +172,10 @@ def _d_UpdateFeaturesRequest_v0(b: memoryview, p: int) -> tuple[UpdateFeaturesRe
         e_f_feature_updates, p = _d_UpdateFeaturesRequest_FeatureUpdateKey_v0(b, p)
         a_f_feature_updates.append(e_f_feature_updates)
     f_feature_updates = a_f_feature_updates
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return UpdateFeaturesRequest(f_timeout_ms, f_feature_updates, False), p
 
 
@@ -181,7 +190,10 @@ def _d_UpdateFeaturesRequest_v1(b: memoryview, p: int) -> tuple[UpdateFeaturesRe
     f_feature_updates = a_f_feature_updates
     f_validate_only = _S_o.unpack_from(b, p)[0]
     p += 1
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return UpdateFeaturesRequest(f_timeout_ms, f_feature_updates, f_validate_only), p
 
 
@@ -190,7 +202,7 @@ def _e_UpdateFeaturesRequest_v0(o: UpdateFeaturesRequest, b: bytearray, parts: l
         raise _p.UnsupportedVersionError('non-default ValidateOnly cannot be encoded at this version')
     b += _S_i.pack(o.timeout_ms)
     a_feature_updates = o.feature_updates
-    _p.write_compact_array_len(b, a_feature_updates, False)
+    b += _p.uvarint(len(a_feature_updates) + 1)
     for e_feature_updates in a_feature_updates:
         _e_UpdateFeaturesRequest_FeatureUpdateKey_v0(e_feature_updates, b)
     b.append(0)
@@ -199,7 +211,7 @@ def _e_UpdateFeaturesRequest_v0(o: UpdateFeaturesRequest, b: bytearray, parts: l
 def _e_UpdateFeaturesRequest_v1(o: UpdateFeaturesRequest, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_i.pack(o.timeout_ms)
     a_feature_updates = o.feature_updates
-    _p.write_compact_array_len(b, a_feature_updates, False)
+    b += _p.uvarint(len(a_feature_updates) + 1)
     for e_feature_updates in a_feature_updates:
         _e_UpdateFeaturesRequest_FeatureUpdateKey_v1(e_feature_updates, b)
     b += _S_o.pack(o.validate_only)
@@ -219,7 +231,10 @@ def _d_UpdateFeaturesResponse_UpdatableFeatureResult_v0(b: memoryview, p: int) -
     f_error_code = _S_h.unpack_from(b, p)[0]
     p += 2
     f_error_message, p = _p.read_compact_nullable_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return UpdateFeaturesResponse.UpdatableFeatureResult(f_feature, f_error_code, f_error_message), p
 
 
@@ -240,7 +255,10 @@ def _d_UpdateFeaturesResponse_v0(b: memoryview, p: int) -> tuple[UpdateFeaturesR
         e_f_results, p = _d_UpdateFeaturesResponse_UpdatableFeatureResult_v0(b, p)
         a_f_results.append(e_f_results)
     f_results = a_f_results
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return UpdateFeaturesResponse(f_throttle_time_ms, f_error_code, f_error_message, f_results), p
 
 
@@ -248,7 +266,7 @@ def _e_UpdateFeaturesResponse_v0(o: UpdateFeaturesResponse, b: bytearray, parts:
     b += _S_ih.pack(o.throttle_time_ms, o.error_code)
     _p.write_compact_nullable_string(b, o.error_message)
     a_results = o.results
-    _p.write_compact_array_len(b, a_results, False)
+    b += _p.uvarint(len(a_results) + 1)
     for e_results in a_results:
         _e_UpdateFeaturesResponse_UpdatableFeatureResult_v0(e_results, b)
     b.append(0)

@@ -221,7 +221,10 @@ def _d_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(b: memoryview, p: i
     f_replicas, p = _p.read_int32_array(b, p, n)
     n, p = _p.read_compact_array_len(b, p, False)
     f_offline_replicas, p = _p.read_int32_array(b, p, n)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return UpdateMetadataRequest.UpdateMetadataPartitionState('', f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, f_isr, f_zk_version, f_replicas, f_offline_replicas), p
 
 
@@ -229,11 +232,11 @@ def _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(o: UpdateMetadataRe
     _p.write_string(b, o.topic_name)
     b += _S_iiii.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     a_isr = o.isr
-    _p.write_array_len(b, a_isr, False)
+    b += _S_i.pack(len(a_isr))
     b += _p.pack_int32_array(a_isr)
     b += _S_i.pack(o.zk_version)
     a_replicas = o.replicas
-    _p.write_array_len(b, a_replicas, False)
+    b += _S_i.pack(len(a_replicas))
     b += _p.pack_int32_array(a_replicas)
 
 
@@ -241,42 +244,42 @@ def _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v4(o: UpdateMetadataRe
     _p.write_string(b, o.topic_name)
     b += _S_iiii.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     a_isr = o.isr
-    _p.write_array_len(b, a_isr, False)
+    b += _S_i.pack(len(a_isr))
     b += _p.pack_int32_array(a_isr)
     b += _S_i.pack(o.zk_version)
     a_replicas = o.replicas
-    _p.write_array_len(b, a_replicas, False)
+    b += _S_i.pack(len(a_replicas))
     b += _p.pack_int32_array(a_replicas)
     a_offline_replicas = o.offline_replicas
-    _p.write_array_len(b, a_offline_replicas, False)
+    b += _S_i.pack(len(a_offline_replicas))
     b += _p.pack_int32_array(a_offline_replicas)
 
 
 def _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v5(o: UpdateMetadataRequest.UpdateMetadataPartitionState, b: bytearray) -> None:
     b += _S_iiii.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     a_isr = o.isr
-    _p.write_array_len(b, a_isr, False)
+    b += _S_i.pack(len(a_isr))
     b += _p.pack_int32_array(a_isr)
     b += _S_i.pack(o.zk_version)
     a_replicas = o.replicas
-    _p.write_array_len(b, a_replicas, False)
+    b += _S_i.pack(len(a_replicas))
     b += _p.pack_int32_array(a_replicas)
     a_offline_replicas = o.offline_replicas
-    _p.write_array_len(b, a_offline_replicas, False)
+    b += _S_i.pack(len(a_offline_replicas))
     b += _p.pack_int32_array(a_offline_replicas)
 
 
 def _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(o: UpdateMetadataRequest.UpdateMetadataPartitionState, b: bytearray) -> None:
     b += _S_iiii.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     a_isr = o.isr
-    _p.write_compact_array_len(b, a_isr, False)
+    b += _p.uvarint(len(a_isr) + 1)
     b += _p.pack_int32_array(a_isr)
     b += _S_i.pack(o.zk_version)
     a_replicas = o.replicas
-    _p.write_compact_array_len(b, a_replicas, False)
+    b += _p.uvarint(len(a_replicas) + 1)
     b += _p.pack_int32_array(a_replicas)
     a_offline_replicas = o.offline_replicas
-    _p.write_compact_array_len(b, a_offline_replicas, False)
+    b += _p.uvarint(len(a_offline_replicas) + 1)
     b += _p.pack_int32_array(a_offline_replicas)
     b.append(0)
 
@@ -300,7 +303,10 @@ def _d_UpdateMetadataRequest_UpdateMetadataTopicState_v6(b: memoryview, p: int) 
         e_f_partition_states, p = _d_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(b, p)
         a_f_partition_states.append(e_f_partition_states)
     f_partition_states = a_f_partition_states
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return UpdateMetadataRequest.UpdateMetadataTopicState(f_topic_name, _p.ZERO_UUID, f_partition_states), p
 
 
@@ -313,14 +319,17 @@ def _d_UpdateMetadataRequest_UpdateMetadataTopicState_v7(b: memoryview, p: int) 
         e_f_partition_states, p = _d_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(b, p)
         a_f_partition_states.append(e_f_partition_states)
     f_partition_states = a_f_partition_states
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return UpdateMetadataRequest.UpdateMetadataTopicState(f_topic_name, f_topic_id, f_partition_states), p
 
 
 def _e_UpdateMetadataRequest_UpdateMetadataTopicState_v5(o: UpdateMetadataRequest.UpdateMetadataTopicState, b: bytearray) -> None:
     _p.write_string(b, o.topic_name)
     a_partition_states = o.partition_states
-    _p.write_array_len(b, a_partition_states, False)
+    b += _S_i.pack(len(a_partition_states))
     for e_partition_states in a_partition_states:
         _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v5(e_partition_states, b)
 
@@ -328,7 +337,7 @@ def _e_UpdateMetadataRequest_UpdateMetadataTopicState_v5(o: UpdateMetadataReques
 def _e_UpdateMetadataRequest_UpdateMetadataTopicState_v6(o: UpdateMetadataRequest.UpdateMetadataTopicState, b: bytearray) -> None:
     _p.write_compact_string(b, o.topic_name)
     a_partition_states = o.partition_states
-    _p.write_compact_array_len(b, a_partition_states, False)
+    b += _p.uvarint(len(a_partition_states) + 1)
     for e_partition_states in a_partition_states:
         _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(e_partition_states, b)
     b.append(0)
@@ -338,7 +347,7 @@ def _e_UpdateMetadataRequest_UpdateMetadataTopicState_v7(o: UpdateMetadataReques
     _p.write_compact_string(b, o.topic_name)
     b += o.topic_id.bytes
     a_partition_states = o.partition_states
-    _p.write_compact_array_len(b, a_partition_states, False)
+    b += _p.uvarint(len(a_partition_states) + 1)
     for e_partition_states in a_partition_states:
         _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(e_partition_states, b)
     b.append(0)
@@ -370,7 +379,10 @@ def _d_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(b: memoryview, p: int) ->
     f_listener, p = _p.read_compact_string(b, p)
     f_security_protocol = _S_h.unpack_from(b, p)[0]
     p += 2
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return UpdateMetadataRequest.UpdateMetadataEndpoint(f_port, f_host, f_listener, f_security_protocol), p
 
 
@@ -452,7 +464,10 @@ def _d_UpdateMetadataRequest_UpdateMetadataBroker_v6(b: memoryview, p: int) -> t
         a_f_endpoints.append(e_f_endpoints)
     f_endpoints = a_f_endpoints
     f_rack, p = _p.read_compact_nullable_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return UpdateMetadataRequest.UpdateMetadataBroker(f_id, '', 0, f_endpoints, f_rack), p
 
 
@@ -465,7 +480,7 @@ def _e_UpdateMetadataRequest_UpdateMetadataBroker_v0(o: UpdateMetadataRequest.Up
 def _e_UpdateMetadataRequest_UpdateMetadataBroker_v1(o: UpdateMetadataRequest.UpdateMetadataBroker, b: bytearray) -> None:
     b += _S_i.pack(o.id)
     a_endpoints = o.endpoints
-    _p.write_array_len(b, a_endpoints, False)
+    b += _S_i.pack(len(a_endpoints))
     for e_endpoints in a_endpoints:
         _e_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(e_endpoints, b)
 
@@ -473,7 +488,7 @@ def _e_UpdateMetadataRequest_UpdateMetadataBroker_v1(o: UpdateMetadataRequest.Up
 def _e_UpdateMetadataRequest_UpdateMetadataBroker_v2(o: UpdateMetadataRequest.UpdateMetadataBroker, b: bytearray) -> None:
     b += _S_i.pack(o.id)
     a_endpoints = o.endpoints
-    _p.write_array_len(b, a_endpoints, False)
+    b += _S_i.pack(len(a_endpoints))
     for e_endpoints in a_endpoints:
         _e_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(e_endpoints, b)
     _p.write_nullable_string(b, o.rack)
@@ -482,7 +497,7 @@ def _e_UpdateMetadataRequest_UpdateMetadataBroker_v2(o: UpdateMetadataRequest.Up
 def _e_UpdateMetadataRequest_UpdateMetadataBroker_v3(o: UpdateMetadataRequest.UpdateMetadataBroker, b: bytearray) -> None:
     b += _S_i.pack(o.id)
     a_endpoints = o.endpoints
-    _p.write_array_len(b, a_endpoints, False)
+    b += _S_i.pack(len(a_endpoints))
     for e_endpoints in a_endpoints:
         _e_UpdateMetadataRequest_UpdateMetadataEndpoint_v3(e_endpoints, b)
     _p.write_nullable_string(b, o.rack)
@@ -491,7 +506,7 @@ def _e_UpdateMetadataRequest_UpdateMetadataBroker_v3(o: UpdateMetadataRequest.Up
 def _e_UpdateMetadataRequest_UpdateMetadataBroker_v6(o: UpdateMetadataRequest.UpdateMetadataBroker, b: bytearray) -> None:
     b += _S_i.pack(o.id)
     a_endpoints = o.endpoints
-    _p.write_compact_array_len(b, a_endpoints, False)
+    b += _p.uvarint(len(a_endpoints) + 1)
     for e_endpoints in a_endpoints:
         _e_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(e_endpoints, b)
     _p.write_compact_nullable_string(b, o.rack)
@@ -621,7 +636,10 @@ def _d_UpdateMetadataRequest_v6(b: memoryview, p: int) -> tuple[UpdateMetadataRe
         e_f_live_brokers, p = _d_UpdateMetadataRequest_UpdateMetadataBroker_v6(b, p)
         a_f_live_brokers.append(e_f_live_brokers)
     f_live_brokers = a_f_live_brokers
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return UpdateMetadataRequest(f_controller_id, False, 0, f_controller_epoch, f_broker_epoch, [], f_topic_states, f_live_brokers), p
 
 
@@ -640,7 +658,10 @@ def _d_UpdateMetadataRequest_v7(b: memoryview, p: int) -> tuple[UpdateMetadataRe
         e_f_live_brokers, p = _d_UpdateMetadataRequest_UpdateMetadataBroker_v6(b, p)
         a_f_live_brokers.append(e_f_live_brokers)
     f_live_brokers = a_f_live_brokers
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return UpdateMetadataRequest(f_controller_id, False, 0, f_controller_epoch, f_broker_epoch, [], f_topic_states, f_live_brokers), p
 
 
@@ -680,11 +701,11 @@ def _e_UpdateMetadataRequest_v0(o: UpdateMetadataRequest, b: bytearray, parts: l
         raise _p.UnsupportedVersionError('non-default TopicStates cannot be encoded at this version')
     b += _S_ii.pack(o.controller_id, o.controller_epoch)
     a_ungrouped_partition_states = o.ungrouped_partition_states
-    _p.write_array_len(b, a_ungrouped_partition_states, False)
+    b += _S_i.pack(len(a_ungrouped_partition_states))
     for e_ungrouped_partition_states in a_ungrouped_partition_states:
         _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(e_ungrouped_partition_states, b)
     a_live_brokers = o.live_brokers
-    _p.write_array_len(b, a_live_brokers, False)
+    b += _S_i.pack(len(a_live_brokers))
     for e_live_brokers in a_live_brokers:
         _e_UpdateMetadataRequest_UpdateMetadataBroker_v0(e_live_brokers, b)
 
@@ -698,11 +719,11 @@ def _e_UpdateMetadataRequest_v1(o: UpdateMetadataRequest, b: bytearray, parts: l
         raise _p.UnsupportedVersionError('non-default TopicStates cannot be encoded at this version')
     b += _S_ii.pack(o.controller_id, o.controller_epoch)
     a_ungrouped_partition_states = o.ungrouped_partition_states
-    _p.write_array_len(b, a_ungrouped_partition_states, False)
+    b += _S_i.pack(len(a_ungrouped_partition_states))
     for e_ungrouped_partition_states in a_ungrouped_partition_states:
         _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(e_ungrouped_partition_states, b)
     a_live_brokers = o.live_brokers
-    _p.write_array_len(b, a_live_brokers, False)
+    b += _S_i.pack(len(a_live_brokers))
     for e_live_brokers in a_live_brokers:
         _e_UpdateMetadataRequest_UpdateMetadataBroker_v1(e_live_brokers, b)
 
@@ -716,11 +737,11 @@ def _e_UpdateMetadataRequest_v2(o: UpdateMetadataRequest, b: bytearray, parts: l
         raise _p.UnsupportedVersionError('non-default TopicStates cannot be encoded at this version')
     b += _S_ii.pack(o.controller_id, o.controller_epoch)
     a_ungrouped_partition_states = o.ungrouped_partition_states
-    _p.write_array_len(b, a_ungrouped_partition_states, False)
+    b += _S_i.pack(len(a_ungrouped_partition_states))
     for e_ungrouped_partition_states in a_ungrouped_partition_states:
         _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(e_ungrouped_partition_states, b)
     a_live_brokers = o.live_brokers
-    _p.write_array_len(b, a_live_brokers, False)
+    b += _S_i.pack(len(a_live_brokers))
     for e_live_brokers in a_live_brokers:
         _e_UpdateMetadataRequest_UpdateMetadataBroker_v2(e_live_brokers, b)
 
@@ -734,11 +755,11 @@ def _e_UpdateMetadataRequest_v3(o: UpdateMetadataRequest, b: bytearray, parts: l
         raise _p.UnsupportedVersionError('non-default TopicStates cannot be encoded at this version')
     b += _S_ii.pack(o.controller_id, o.controller_epoch)
     a_ungrouped_partition_states = o.ungrouped_partition_states
-    _p.write_array_len(b, a_ungrouped_partition_states, False)
+    b += _S_i.pack(len(a_ungrouped_partition_states))
     for e_ungrouped_partition_states in a_ungrouped_partition_states:
         _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(e_ungrouped_partition_states, b)
     a_live_brokers = o.live_brokers
-    _p.write_array_len(b, a_live_brokers, False)
+    b += _S_i.pack(len(a_live_brokers))
     for e_live_brokers in a_live_brokers:
         _e_UpdateMetadataRequest_UpdateMetadataBroker_v3(e_live_brokers, b)
 
@@ -752,11 +773,11 @@ def _e_UpdateMetadataRequest_v4(o: UpdateMetadataRequest, b: bytearray, parts: l
         raise _p.UnsupportedVersionError('non-default TopicStates cannot be encoded at this version')
     b += _S_ii.pack(o.controller_id, o.controller_epoch)
     a_ungrouped_partition_states = o.ungrouped_partition_states
-    _p.write_array_len(b, a_ungrouped_partition_states, False)
+    b += _S_i.pack(len(a_ungrouped_partition_states))
     for e_ungrouped_partition_states in a_ungrouped_partition_states:
         _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v4(e_ungrouped_partition_states, b)
     a_live_brokers = o.live_brokers
-    _p.write_array_len(b, a_live_brokers, False)
+    b += _S_i.pack(len(a_live_brokers))
     for e_live_brokers in a_live_brokers:
         _e_UpdateMetadataRequest_UpdateMetadataBroker_v3(e_live_brokers, b)
 
@@ -770,11 +791,11 @@ def _e_UpdateMetadataRequest_v5(o: UpdateMetadataRequest, b: bytearray, parts: l
         raise _p.UnsupportedVersionError('non-default UngroupedPartitionStates cannot be encoded at this version')
     b += _S_iiq.pack(o.controller_id, o.controller_epoch, o.broker_epoch)
     a_topic_states = o.topic_states
-    _p.write_array_len(b, a_topic_states, False)
+    b += _S_i.pack(len(a_topic_states))
     for e_topic_states in a_topic_states:
         _e_UpdateMetadataRequest_UpdateMetadataTopicState_v5(e_topic_states, b)
     a_live_brokers = o.live_brokers
-    _p.write_array_len(b, a_live_brokers, False)
+    b += _S_i.pack(len(a_live_brokers))
     for e_live_brokers in a_live_brokers:
         _e_UpdateMetadataRequest_UpdateMetadataBroker_v3(e_live_brokers, b)
 
@@ -788,11 +809,11 @@ def _e_UpdateMetadataRequest_v6(o: UpdateMetadataRequest, b: bytearray, parts: l
         raise _p.UnsupportedVersionError('non-default UngroupedPartitionStates cannot be encoded at this version')
     b += _S_iiq.pack(o.controller_id, o.controller_epoch, o.broker_epoch)
     a_topic_states = o.topic_states
-    _p.write_compact_array_len(b, a_topic_states, False)
+    b += _p.uvarint(len(a_topic_states) + 1)
     for e_topic_states in a_topic_states:
         _e_UpdateMetadataRequest_UpdateMetadataTopicState_v6(e_topic_states, b)
     a_live_brokers = o.live_brokers
-    _p.write_compact_array_len(b, a_live_brokers, False)
+    b += _p.uvarint(len(a_live_brokers) + 1)
     for e_live_brokers in a_live_brokers:
         _e_UpdateMetadataRequest_UpdateMetadataBroker_v6(e_live_brokers, b)
     b.append(0)
@@ -807,11 +828,11 @@ def _e_UpdateMetadataRequest_v7(o: UpdateMetadataRequest, b: bytearray, parts: l
         raise _p.UnsupportedVersionError('non-default UngroupedPartitionStates cannot be encoded at this version')
     b += _S_iiq.pack(o.controller_id, o.controller_epoch, o.broker_epoch)
     a_topic_states = o.topic_states
-    _p.write_compact_array_len(b, a_topic_states, False)
+    b += _p.uvarint(len(a_topic_states) + 1)
     for e_topic_states in a_topic_states:
         _e_UpdateMetadataRequest_UpdateMetadataTopicState_v7(e_topic_states, b)
     a_live_brokers = o.live_brokers
-    _p.write_compact_array_len(b, a_live_brokers, False)
+    b += _p.uvarint(len(a_live_brokers) + 1)
     for e_live_brokers in a_live_brokers:
         _e_UpdateMetadataRequest_UpdateMetadataBroker_v6(e_live_brokers, b)
     b.append(0)
@@ -822,18 +843,16 @@ def _e_UpdateMetadataRequest_v8(o: UpdateMetadataRequest, b: bytearray, parts: l
         raise _p.UnsupportedVersionError('non-default UngroupedPartitionStates cannot be encoded at this version')
     b += _S_ioiq.pack(o.controller_id, o.is_k_raft_controller, o.controller_epoch, o.broker_epoch)
     a_topic_states = o.topic_states
-    _p.write_compact_array_len(b, a_topic_states, False)
+    b += _p.uvarint(len(a_topic_states) + 1)
     for e_topic_states in a_topic_states:
         _e_UpdateMetadataRequest_UpdateMetadataTopicState_v7(e_topic_states, b)
     a_live_brokers = o.live_brokers
-    _p.write_compact_array_len(b, a_live_brokers, False)
+    b += _p.uvarint(len(a_live_brokers) + 1)
     for e_live_brokers in a_live_brokers:
         _e_UpdateMetadataRequest_UpdateMetadataBroker_v6(e_live_brokers, b)
-    n_tags = 0
-    if not (o.type == 0):
-        n_tags += 1
-    b += _p.uvarint(n_tags)
-    if not (o.type == 0):
+    w_type = not (o.type == 0)
+    b += _p.uvarint(int(w_type))
+    if w_type:
         t = bytearray()
         t += _S_b.pack(o.type)
         _p.write_tagged(b, 0, t)
@@ -860,7 +879,10 @@ def _d_UpdateMetadataResponse_v0(b: memoryview, p: int) -> tuple[UpdateMetadataR
 def _d_UpdateMetadataResponse_v6(b: memoryview, p: int) -> tuple[UpdateMetadataResponse, int]:
     f_error_code = _S_h.unpack_from(b, p)[0]
     p += 2
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return UpdateMetadataResponse(f_error_code), p
 
 

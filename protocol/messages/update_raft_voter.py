@@ -142,7 +142,10 @@ def _d_UpdateRaftVoterRequest_Listener_v0(b: memoryview, p: int) -> tuple[Update
     f_host, p = _p.read_compact_string(b, p)
     f_port = _S_H.unpack_from(b, p)[0]
     p += 2
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return UpdateRaftVoterRequest.Listener(f_name, f_host, f_port), p
 
 
@@ -156,7 +159,10 @@ def _e_UpdateRaftVoterRequest_Listener_v0(o: UpdateRaftVoterRequest.Listener, b:
 def _d_UpdateRaftVoterRequest_KRaftVersionFeature_v0(b: memoryview, p: int) -> tuple[UpdateRaftVoterRequest.KRaftVersionFeature, int]:
     f_min_supported_version, f_max_supported_version = _S_hh.unpack_from(b, p)
     p += 4
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return UpdateRaftVoterRequest.KRaftVersionFeature(f_min_supported_version, f_max_supported_version), p
 
 
@@ -181,7 +187,10 @@ def _d_UpdateRaftVoterRequest_v0(b: memoryview, p: int) -> tuple[UpdateRaftVoter
         a_f_listeners.append(e_f_listeners)
     f_listeners = a_f_listeners
     f_k_raft_version_feature, p = _d_UpdateRaftVoterRequest_KRaftVersionFeature_v0(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return UpdateRaftVoterRequest(f_cluster_id, f_current_leader_epoch, f_voter_id, f_voter_directory_id, f_listeners, f_k_raft_version_feature), p
 
 
@@ -190,7 +199,7 @@ def _e_UpdateRaftVoterRequest_v0(o: UpdateRaftVoterRequest, b: bytearray, parts:
     b += _S_ii.pack(o.current_leader_epoch, o.voter_id)
     b += o.voter_directory_id.bytes
     a_listeners = o.listeners
-    _p.write_compact_array_len(b, a_listeners, False)
+    b += _p.uvarint(len(a_listeners) + 1)
     for e_listeners in a_listeners:
         _e_UpdateRaftVoterRequest_Listener_v0(e_listeners, b)
     _e_UpdateRaftVoterRequest_KRaftVersionFeature_v0(o.k_raft_version_feature, b)
@@ -211,7 +220,10 @@ def _d_UpdateRaftVoterResponse_CurrentLeader_v0(b: memoryview, p: int) -> tuple[
     f_host, p = _p.read_compact_string(b, p)
     f_port = _S_i.unpack_from(b, p)[0]
     p += 4
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return UpdateRaftVoterResponse.CurrentLeader(f_leader_id, f_leader_epoch, f_host, f_port), p
 
 
@@ -242,11 +254,9 @@ def _d_UpdateRaftVoterResponse_v0(b: memoryview, p: int) -> tuple[UpdateRaftVote
 
 def _e_UpdateRaftVoterResponse_v0(o: UpdateRaftVoterResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_ih.pack(o.throttle_time_ms, o.error_code)
-    n_tags = 0
-    if not (_isdef_UpdateRaftVoterResponse_CurrentLeader(o.current_leader)):
-        n_tags += 1
-    b += _p.uvarint(n_tags)
-    if not (_isdef_UpdateRaftVoterResponse_CurrentLeader(o.current_leader)):
+    w_current_leader = not (_isdef_UpdateRaftVoterResponse_CurrentLeader(o.current_leader))
+    b += _p.uvarint(int(w_current_leader))
+    if w_current_leader:
         t = bytearray()
         _e_UpdateRaftVoterResponse_CurrentLeader_v0(o.current_leader, t)
         _p.write_tagged(b, 0, t)

@@ -166,7 +166,10 @@ class VoteResponse:
 def _d_VoteRequest_PartitionData_v0(b: memoryview, p: int) -> tuple[VoteRequest.PartitionData, int]:
     f_partition_index, f_candidate_epoch, f_candidate_id, f_last_offset_epoch, f_last_offset = _S_iiiiq.unpack_from(b, p)
     p += 24
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return VoteRequest.PartitionData(f_partition_index, f_candidate_epoch, f_candidate_id, _p.ZERO_UUID, _p.ZERO_UUID, f_last_offset_epoch, f_last_offset), p
 
 
@@ -177,7 +180,10 @@ def _d_VoteRequest_PartitionData_v1(b: memoryview, p: int) -> tuple[VoteRequest.
     f_voter_directory_id, p = _p.read_uuid(b, p)
     f_last_offset_epoch, f_last_offset = _S_iq.unpack_from(b, p)
     p += 12
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return VoteRequest.PartitionData(f_partition_index, f_candidate_epoch, f_candidate_id, f_candidate_directory_id, f_voter_directory_id, f_last_offset_epoch, f_last_offset), p
 
 
@@ -202,7 +208,10 @@ def _d_VoteRequest_TopicData_v0(b: memoryview, p: int) -> tuple[VoteRequest.Topi
         e_f_partitions, p = _d_VoteRequest_PartitionData_v0(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return VoteRequest.TopicData(f_topic_name, f_partitions), p
 
 
@@ -214,14 +223,17 @@ def _d_VoteRequest_TopicData_v1(b: memoryview, p: int) -> tuple[VoteRequest.Topi
         e_f_partitions, p = _d_VoteRequest_PartitionData_v1(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return VoteRequest.TopicData(f_topic_name, f_partitions), p
 
 
 def _e_VoteRequest_TopicData_v0(o: VoteRequest.TopicData, b: bytearray) -> None:
     _p.write_compact_string(b, o.topic_name)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_VoteRequest_PartitionData_v0(e_partitions, b)
     b.append(0)
@@ -230,7 +242,7 @@ def _e_VoteRequest_TopicData_v0(o: VoteRequest.TopicData, b: bytearray) -> None:
 def _e_VoteRequest_TopicData_v1(o: VoteRequest.TopicData, b: bytearray) -> None:
     _p.write_compact_string(b, o.topic_name)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_VoteRequest_PartitionData_v1(e_partitions, b)
     b.append(0)
@@ -244,7 +256,10 @@ def _d_VoteRequest_v0(b: memoryview, p: int) -> tuple[VoteRequest, int]:
         e_f_topics, p = _d_VoteRequest_TopicData_v0(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return VoteRequest(f_cluster_id, -1, f_topics), p
 
 
@@ -258,14 +273,17 @@ def _d_VoteRequest_v1(b: memoryview, p: int) -> tuple[VoteRequest, int]:
         e_f_topics, p = _d_VoteRequest_TopicData_v1(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return VoteRequest(f_cluster_id, f_voter_id, f_topics), p
 
 
 def _e_VoteRequest_v0(o: VoteRequest, b: bytearray, parts: list[_p.Part]) -> None:
     _p.write_compact_nullable_string(b, o.cluster_id)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_VoteRequest_TopicData_v0(e_topics, b)
     b.append(0)
@@ -275,7 +293,7 @@ def _e_VoteRequest_v1(o: VoteRequest, b: bytearray, parts: list[_p.Part]) -> Non
     _p.write_compact_nullable_string(b, o.cluster_id)
     b += _S_i.pack(o.voter_id)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_VoteRequest_TopicData_v1(e_topics, b)
     b.append(0)
@@ -292,7 +310,10 @@ _ENCODERS_VoteRequest: dict[int, Callable[[VoteRequest, bytearray, list[_p.Part]
 def _d_VoteResponse_PartitionData_v0(b: memoryview, p: int) -> tuple[VoteResponse.PartitionData, int]:
     f_partition_index, f_error_code, f_leader_id, f_leader_epoch, f_vote_granted = _S_ihiio.unpack_from(b, p)
     p += 15
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return VoteResponse.PartitionData(f_partition_index, f_error_code, f_leader_id, f_leader_epoch, f_vote_granted), p
 
 
@@ -309,14 +330,17 @@ def _d_VoteResponse_TopicData_v0(b: memoryview, p: int) -> tuple[VoteResponse.To
         e_f_partitions, p = _d_VoteResponse_PartitionData_v0(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return VoteResponse.TopicData(f_topic_name, f_partitions), p
 
 
 def _e_VoteResponse_TopicData_v0(o: VoteResponse.TopicData, b: bytearray) -> None:
     _p.write_compact_string(b, o.topic_name)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_VoteResponse_PartitionData_v0(e_partitions, b)
     b.append(0)
@@ -328,7 +352,10 @@ def _d_VoteResponse_NodeEndpoint_v1(b: memoryview, p: int) -> tuple[VoteResponse
     f_host, p = _p.read_compact_string(b, p)
     f_port = _S_H.unpack_from(b, p)[0]
     p += 2
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return VoteResponse.NodeEndpoint(f_node_id, f_host, f_port), p
 
 
@@ -348,7 +375,10 @@ def _d_VoteResponse_v0(b: memoryview, p: int) -> tuple[VoteResponse, int]:
         e_f_topics, p = _d_VoteResponse_TopicData_v0(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return VoteResponse(f_error_code, f_topics, []), p
 
 
@@ -382,7 +412,7 @@ def _e_VoteResponse_v0(o: VoteResponse, b: bytearray, parts: list[_p.Part]) -> N
         raise _p.UnsupportedVersionError('non-default NodeEndpoints cannot be encoded at this version')
     b += _S_h.pack(o.error_code)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_VoteResponse_TopicData_v0(e_topics, b)
     b.append(0)
@@ -391,17 +421,15 @@ def _e_VoteResponse_v0(o: VoteResponse, b: bytearray, parts: list[_p.Part]) -> N
 def _e_VoteResponse_v1(o: VoteResponse, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_h.pack(o.error_code)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_VoteResponse_TopicData_v0(e_topics, b)
-    n_tags = 0
-    if not (not o.node_endpoints):
-        n_tags += 1
-    b += _p.uvarint(n_tags)
-    if not (not o.node_endpoints):
+    w_node_endpoints = not (not o.node_endpoints)
+    b += _p.uvarint(int(w_node_endpoints))
+    if w_node_endpoints:
         t = bytearray()
         a_node_endpoints = o.node_endpoints
-        _p.write_compact_array_len(t, a_node_endpoints, False)
+        t += _p.uvarint(len(a_node_endpoints) + 1)
         for e_node_endpoints in a_node_endpoints:
             _e_VoteResponse_NodeEndpoint_v1(e_node_endpoints, t)
         _p.write_tagged(b, 0, t)

@@ -96,7 +96,10 @@ def _d_VotersRecord_Endpoint_v0(b: memoryview, p: int) -> tuple[VotersRecord.End
     f_host, p = _p.read_compact_string(b, p)
     f_port = _S_H.unpack_from(b, p)[0]
     p += 2
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return VotersRecord.Endpoint(f_name, f_host, f_port), p
 
 
@@ -110,7 +113,10 @@ def _e_VotersRecord_Endpoint_v0(o: VotersRecord.Endpoint, b: bytearray) -> None:
 def _d_VotersRecord_KRaftVersionFeature_v0(b: memoryview, p: int) -> tuple[VotersRecord.KRaftVersionFeature, int]:
     f_min_supported_version, f_max_supported_version = _S_hh.unpack_from(b, p)
     p += 4
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return VotersRecord.KRaftVersionFeature(f_min_supported_version, f_max_supported_version), p
 
 
@@ -134,7 +140,10 @@ def _d_VotersRecord_Voter_v0(b: memoryview, p: int) -> tuple[VotersRecord.Voter,
         a_f_endpoints.append(e_f_endpoints)
     f_endpoints = a_f_endpoints
     f_k_raft_version_feature, p = _d_VotersRecord_KRaftVersionFeature_v0(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return VotersRecord.Voter(f_voter_id, f_voter_directory_id, f_endpoints, f_k_raft_version_feature), p
 
 
@@ -142,7 +151,7 @@ def _e_VotersRecord_Voter_v0(o: VotersRecord.Voter, b: bytearray) -> None:
     b += _S_i.pack(o.voter_id)
     b += o.voter_directory_id.bytes
     a_endpoints = o.endpoints
-    _p.write_compact_array_len(b, a_endpoints, False)
+    b += _p.uvarint(len(a_endpoints) + 1)
     for e_endpoints in a_endpoints:
         _e_VotersRecord_Endpoint_v0(e_endpoints, b)
     _e_VotersRecord_KRaftVersionFeature_v0(o.k_raft_version_feature, b)
@@ -158,14 +167,17 @@ def _d_VotersRecord_v0(b: memoryview, p: int) -> tuple[VotersRecord, int]:
         e_f_voters, p = _d_VotersRecord_Voter_v0(b, p)
         a_f_voters.append(e_f_voters)
     f_voters = a_f_voters
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return VotersRecord(f_version, f_voters), p
 
 
 def _e_VotersRecord_v0(o: VotersRecord, b: bytearray, parts: list[_p.Part]) -> None:
     b += _S_h.pack(o.version)
     a_voters = o.voters
-    _p.write_compact_array_len(b, a_voters, False)
+    b += _p.uvarint(len(a_voters) + 1)
     for e_voters in a_voters:
         _e_VotersRecord_Voter_v0(e_voters, b)
     b.append(0)

@@ -150,7 +150,10 @@ class WriteShareGroupStateResponse:
 def _d_WriteShareGroupStateRequest_StateBatch_v0(b: memoryview, p: int) -> tuple[WriteShareGroupStateRequest.StateBatch, int]:
     f_first_offset, f_last_offset, f_delivery_state, f_delivery_count = _S_qqbh.unpack_from(b, p)
     p += 19
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return WriteShareGroupStateRequest.StateBatch(f_first_offset, f_last_offset, f_delivery_state, f_delivery_count), p
 
 
@@ -168,14 +171,17 @@ def _d_WriteShareGroupStateRequest_PartitionData_v0(b: memoryview, p: int) -> tu
         e_f_state_batches, p = _d_WriteShareGroupStateRequest_StateBatch_v0(b, p)
         a_f_state_batches.append(e_f_state_batches)
     f_state_batches = a_f_state_batches
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return WriteShareGroupStateRequest.PartitionData(f_partition, f_state_epoch, f_leader_epoch, f_start_offset, f_state_batches), p
 
 
 def _e_WriteShareGroupStateRequest_PartitionData_v0(o: WriteShareGroupStateRequest.PartitionData, b: bytearray) -> None:
     b += _S_iiiq.pack(o.partition, o.state_epoch, o.leader_epoch, o.start_offset)
     a_state_batches = o.state_batches
-    _p.write_compact_array_len(b, a_state_batches, False)
+    b += _p.uvarint(len(a_state_batches) + 1)
     for e_state_batches in a_state_batches:
         _e_WriteShareGroupStateRequest_StateBatch_v0(e_state_batches, b)
     b.append(0)
@@ -189,14 +195,17 @@ def _d_WriteShareGroupStateRequest_WriteStateData_v0(b: memoryview, p: int) -> t
         e_f_partitions, p = _d_WriteShareGroupStateRequest_PartitionData_v0(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return WriteShareGroupStateRequest.WriteStateData(f_topic_id, f_partitions), p
 
 
 def _e_WriteShareGroupStateRequest_WriteStateData_v0(o: WriteShareGroupStateRequest.WriteStateData, b: bytearray) -> None:
     b += o.topic_id.bytes
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_WriteShareGroupStateRequest_PartitionData_v0(e_partitions, b)
     b.append(0)
@@ -210,14 +219,17 @@ def _d_WriteShareGroupStateRequest_v0(b: memoryview, p: int) -> tuple[WriteShare
         e_f_topics, p = _d_WriteShareGroupStateRequest_WriteStateData_v0(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return WriteShareGroupStateRequest(f_group_id, f_topics), p
 
 
 def _e_WriteShareGroupStateRequest_v0(o: WriteShareGroupStateRequest, b: bytearray, parts: list[_p.Part]) -> None:
     _p.write_compact_string(b, o.group_id)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_WriteShareGroupStateRequest_WriteStateData_v0(e_topics, b)
     b.append(0)
@@ -235,7 +247,10 @@ def _d_WriteShareGroupStateResponse_PartitionResult_v0(b: memoryview, p: int) ->
     f_partition, f_error_code = _S_ih.unpack_from(b, p)
     p += 6
     f_error_message, p = _p.read_compact_nullable_string(b, p)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return WriteShareGroupStateResponse.PartitionResult(f_partition, f_error_code, f_error_message), p
 
 
@@ -253,14 +268,17 @@ def _d_WriteShareGroupStateResponse_WriteStateResult_v0(b: memoryview, p: int) -
         e_f_partitions, p = _d_WriteShareGroupStateResponse_PartitionResult_v0(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return WriteShareGroupStateResponse.WriteStateResult(f_topic_id, f_partitions), p
 
 
 def _e_WriteShareGroupStateResponse_WriteStateResult_v0(o: WriteShareGroupStateResponse.WriteStateResult, b: bytearray) -> None:
     b += o.topic_id.bytes
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_WriteShareGroupStateResponse_PartitionResult_v0(e_partitions, b)
     b.append(0)
@@ -273,13 +291,16 @@ def _d_WriteShareGroupStateResponse_v0(b: memoryview, p: int) -> tuple[WriteShar
         e_f_results, p = _d_WriteShareGroupStateResponse_WriteStateResult_v0(b, p)
         a_f_results.append(e_f_results)
     f_results = a_f_results
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return WriteShareGroupStateResponse(f_results), p
 
 
 def _e_WriteShareGroupStateResponse_v0(o: WriteShareGroupStateResponse, b: bytearray, parts: list[_p.Part]) -> None:
     a_results = o.results
-    _p.write_compact_array_len(b, a_results, False)
+    b += _p.uvarint(len(a_results) + 1)
     for e_results in a_results:
         _e_WriteShareGroupStateResponse_WriteStateResult_v0(e_results, b)
     b.append(0)

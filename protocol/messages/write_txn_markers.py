@@ -151,21 +151,24 @@ def _d_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(b: memoryview, p: int) -
     f_name, p = _p.read_compact_string(b, p)
     n, p = _p.read_compact_array_len(b, p, False)
     f_partition_indexes, p = _p.read_int32_array(b, p, n)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return WriteTxnMarkersRequest.WritableTxnMarkerTopic(f_name, f_partition_indexes), p
 
 
 def _e_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0(o: WriteTxnMarkersRequest.WritableTxnMarkerTopic, b: bytearray) -> None:
     _p.write_string(b, o.name)
     a_partition_indexes = o.partition_indexes
-    _p.write_array_len(b, a_partition_indexes, False)
+    b += _S_i.pack(len(a_partition_indexes))
     b += _p.pack_int32_array(a_partition_indexes)
 
 
 def _e_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(o: WriteTxnMarkersRequest.WritableTxnMarkerTopic, b: bytearray) -> None:
     _p.write_compact_string(b, o.name)
     a_partition_indexes = o.partition_indexes
-    _p.write_compact_array_len(b, a_partition_indexes, False)
+    b += _p.uvarint(len(a_partition_indexes) + 1)
     b += _p.pack_int32_array(a_partition_indexes)
     b.append(0)
 
@@ -195,14 +198,17 @@ def _d_WriteTxnMarkersRequest_WritableTxnMarker_v1(b: memoryview, p: int) -> tup
     f_topics = a_f_topics
     f_coordinator_epoch = _S_i.unpack_from(b, p)[0]
     p += 4
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return WriteTxnMarkersRequest.WritableTxnMarker(f_producer_id, f_producer_epoch, f_transaction_result, f_topics, f_coordinator_epoch), p
 
 
 def _e_WriteTxnMarkersRequest_WritableTxnMarker_v0(o: WriteTxnMarkersRequest.WritableTxnMarker, b: bytearray) -> None:
     b += _S_qho.pack(o.producer_id, o.producer_epoch, o.transaction_result)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0(e_topics, b)
     b += _S_i.pack(o.coordinator_epoch)
@@ -211,7 +217,7 @@ def _e_WriteTxnMarkersRequest_WritableTxnMarker_v0(o: WriteTxnMarkersRequest.Wri
 def _e_WriteTxnMarkersRequest_WritableTxnMarker_v1(o: WriteTxnMarkersRequest.WritableTxnMarker, b: bytearray) -> None:
     b += _S_qho.pack(o.producer_id, o.producer_epoch, o.transaction_result)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(e_topics, b)
     b += _S_i.pack(o.coordinator_epoch)
@@ -235,20 +241,23 @@ def _d_WriteTxnMarkersRequest_v1(b: memoryview, p: int) -> tuple[WriteTxnMarkers
         e_f_markers, p = _d_WriteTxnMarkersRequest_WritableTxnMarker_v1(b, p)
         a_f_markers.append(e_f_markers)
     f_markers = a_f_markers
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return WriteTxnMarkersRequest(f_markers), p
 
 
 def _e_WriteTxnMarkersRequest_v0(o: WriteTxnMarkersRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_markers = o.markers
-    _p.write_array_len(b, a_markers, False)
+    b += _S_i.pack(len(a_markers))
     for e_markers in a_markers:
         _e_WriteTxnMarkersRequest_WritableTxnMarker_v0(e_markers, b)
 
 
 def _e_WriteTxnMarkersRequest_v1(o: WriteTxnMarkersRequest, b: bytearray, parts: list[_p.Part]) -> None:
     a_markers = o.markers
-    _p.write_compact_array_len(b, a_markers, False)
+    b += _p.uvarint(len(a_markers) + 1)
     for e_markers in a_markers:
         _e_WriteTxnMarkersRequest_WritableTxnMarker_v1(e_markers, b)
     b.append(0)
@@ -271,7 +280,10 @@ def _d_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v0(b: memoryview
 def _d_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1(b: memoryview, p: int) -> tuple[WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult, int]:
     f_partition_index, f_error_code = _S_ih.unpack_from(b, p)
     p += 6
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult(f_partition_index, f_error_code), p
 
 
@@ -303,14 +315,17 @@ def _d_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(b: memoryview, p:
         e_f_partitions, p = _d_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1(b, p)
         a_f_partitions.append(e_f_partitions)
     f_partitions = a_f_partitions
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return WriteTxnMarkersResponse.WritableTxnMarkerTopicResult(f_name, f_partitions), p
 
 
 def _e_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(o: WriteTxnMarkersResponse.WritableTxnMarkerTopicResult, b: bytearray) -> None:
     _p.write_string(b, o.name)
     a_partitions = o.partitions
-    _p.write_array_len(b, a_partitions, False)
+    b += _S_i.pack(len(a_partitions))
     for e_partitions in a_partitions:
         _e_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v0(e_partitions, b)
 
@@ -318,7 +333,7 @@ def _e_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(o: WriteTxnMarker
 def _e_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(o: WriteTxnMarkersResponse.WritableTxnMarkerTopicResult, b: bytearray) -> None:
     _p.write_compact_string(b, o.name)
     a_partitions = o.partitions
-    _p.write_compact_array_len(b, a_partitions, False)
+    b += _p.uvarint(len(a_partitions) + 1)
     for e_partitions in a_partitions:
         _e_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1(e_partitions, b)
     b.append(0)
@@ -345,14 +360,17 @@ def _d_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(b: memoryview, p: int)
         e_f_topics, p = _d_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(b, p)
         a_f_topics.append(e_f_topics)
     f_topics = a_f_topics
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return WriteTxnMarkersResponse.WritableTxnMarkerResult(f_producer_id, f_topics), p
 
 
 def _e_WriteTxnMarkersResponse_WritableTxnMarkerResult_v0(o: WriteTxnMarkersResponse.WritableTxnMarkerResult, b: bytearray) -> None:
     b += _S_q.pack(o.producer_id)
     a_topics = o.topics
-    _p.write_array_len(b, a_topics, False)
+    b += _S_i.pack(len(a_topics))
     for e_topics in a_topics:
         _e_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(e_topics, b)
 
@@ -360,7 +378,7 @@ def _e_WriteTxnMarkersResponse_WritableTxnMarkerResult_v0(o: WriteTxnMarkersResp
 def _e_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(o: WriteTxnMarkersResponse.WritableTxnMarkerResult, b: bytearray) -> None:
     b += _S_q.pack(o.producer_id)
     a_topics = o.topics
-    _p.write_compact_array_len(b, a_topics, False)
+    b += _p.uvarint(len(a_topics) + 1)
     for e_topics in a_topics:
         _e_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(e_topics, b)
     b.append(0)
@@ -383,20 +401,23 @@ def _d_WriteTxnMarkersResponse_v1(b: memoryview, p: int) -> tuple[WriteTxnMarker
         e_f_markers, p = _d_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(b, p)
         a_f_markers.append(e_f_markers)
     f_markers = a_f_markers
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return WriteTxnMarkersResponse(f_markers), p
 
 
 def _e_WriteTxnMarkersResponse_v0(o: WriteTxnMarkersResponse, b: bytearray, parts: list[_p.Part]) -> None:
     a_markers = o.markers
-    _p.write_array_len(b, a_markers, False)
+    b += _S_i.pack(len(a_markers))
     for e_markers in a_markers:
         _e_WriteTxnMarkersResponse_WritableTxnMarkerResult_v0(e_markers, b)
 
 
 def _e_WriteTxnMarkersResponse_v1(o: WriteTxnMarkersResponse, b: bytearray, parts: list[_p.Part]) -> None:
     a_markers = o.markers
-    _p.write_compact_array_len(b, a_markers, False)
+    b += _p.uvarint(len(a_markers) + 1)
     for e_markers in a_markers:
         _e_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(e_markers, b)
     b.append(0)

@@ -129,7 +129,10 @@ def _d_GroupMetadataValue_MemberMetadata_v4(b: memoryview, p: int) -> tuple[Grou
     p += 8
     f_subscription, p = _p.read_bytes(b, p, True)
     f_assignment, p = _p.read_bytes(b, p, True)
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return GroupMetadataValue.MemberMetadata(f_member_id, f_group_instance_id, f_client_id, f_client_host, f_rebalance_timeout, f_session_timeout, f_subscription, f_assignment), p
 
 
@@ -250,7 +253,10 @@ def _d_GroupMetadataValue_v4(b: memoryview, p: int) -> tuple[GroupMetadataValue,
         e_f_members, p = _d_GroupMetadataValue_MemberMetadata_v4(b, p)
         a_f_members.append(e_f_members)
     f_members = a_f_members
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return GroupMetadataValue(f_protocol_type, f_generation, f_protocol, f_leader, f_current_state_timestamp, f_members), p
 
 
@@ -260,7 +266,7 @@ def _e_GroupMetadataValue_v0(o: GroupMetadataValue, b: bytearray, parts: list[_p
     _p.write_nullable_string(b, o.protocol)
     _p.write_nullable_string(b, o.leader)
     a_members = o.members
-    _p.write_array_len(b, a_members, False)
+    b += _S_i.pack(len(a_members))
     for e_members in a_members:
         _e_GroupMetadataValue_MemberMetadata_v0(e_members, b)
 
@@ -271,7 +277,7 @@ def _e_GroupMetadataValue_v1(o: GroupMetadataValue, b: bytearray, parts: list[_p
     _p.write_nullable_string(b, o.protocol)
     _p.write_nullable_string(b, o.leader)
     a_members = o.members
-    _p.write_array_len(b, a_members, False)
+    b += _S_i.pack(len(a_members))
     for e_members in a_members:
         _e_GroupMetadataValue_MemberMetadata_v1(e_members, b)
 
@@ -283,7 +289,7 @@ def _e_GroupMetadataValue_v2(o: GroupMetadataValue, b: bytearray, parts: list[_p
     _p.write_nullable_string(b, o.leader)
     b += _S_q.pack(o.current_state_timestamp)
     a_members = o.members
-    _p.write_array_len(b, a_members, False)
+    b += _S_i.pack(len(a_members))
     for e_members in a_members:
         _e_GroupMetadataValue_MemberMetadata_v1(e_members, b)
 
@@ -295,7 +301,7 @@ def _e_GroupMetadataValue_v3(o: GroupMetadataValue, b: bytearray, parts: list[_p
     _p.write_nullable_string(b, o.leader)
     b += _S_q.pack(o.current_state_timestamp)
     a_members = o.members
-    _p.write_array_len(b, a_members, False)
+    b += _S_i.pack(len(a_members))
     for e_members in a_members:
         _e_GroupMetadataValue_MemberMetadata_v3(e_members, b)
 
@@ -307,7 +313,7 @@ def _e_GroupMetadataValue_v4(o: GroupMetadataValue, b: bytearray, parts: list[_p
     _p.write_compact_nullable_string(b, o.leader)
     b += _S_q.pack(o.current_state_timestamp)
     a_members = o.members
-    _p.write_compact_array_len(b, a_members, False)
+    b += _p.uvarint(len(a_members) + 1)
     for e_members in a_members:
         _e_GroupMetadataValue_MemberMetadata_v4(e_members, b)
     b.append(0)

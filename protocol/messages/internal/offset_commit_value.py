@@ -96,7 +96,10 @@ def _d_OffsetCommitValue_v4(b: memoryview, p: int) -> tuple[OffsetCommitValue, i
     f_metadata, p = _p.read_compact_string(b, p)
     f_commit_timestamp = _S_q.unpack_from(b, p)[0]
     p += 8
-    p = _p.skip_tagged_fields(b, p)
+    if b[p]:
+        p = _p.skip_tagged_fields(b, p)
+    else:
+        p += 1
     return OffsetCommitValue(f_offset, f_leader_epoch, f_metadata, f_commit_timestamp, -1), p
 
 
