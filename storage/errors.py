@@ -70,3 +70,7 @@ class LogConfigError(StorageError):
 
 class LogClosedError(StorageError):
     """An operation on a log that was closed or deleted."""
+
+
+class CorruptSegmentError(StorageError):
+    """A segment whose batch headers do not chain (found while reading or loading)."""

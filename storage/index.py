@@ -107,9 +107,9 @@ class _MmapIndex:
 
     @property
     def max_entries(self) -> int:
-        return self._file_size_bytes // self.entry_size_bytes if not self._writable else (
-            self._max_size_bytes // self.entry_size_bytes
-        )
+        if not self._writable:
+            return self._file_size_bytes // self.entry_size_bytes
+        return self._max_size_bytes // self.entry_size_bytes
 
     @property
     def is_full(self) -> bool:
@@ -132,7 +132,7 @@ class _MmapIndex:
         """Shrink the file to the used entries (on roll and close)."""
         if self._writable:
             self._remap(self.size_bytes)
-            self._max_size_bytes = max(self._max_size_bytes, self.size_bytes)
+            self._max_size_bytes = self.size_bytes  # full until resize() grows it again
 
     def resize(self, max_index_size_bytes: int) -> None:
         """Grow a writable index back to ``segment.index.bytes`` (a truncated segment

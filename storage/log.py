@@ -1,0 +1,663 @@
+"""A partition's log: ordered segments, offset assignment, reads as file slices, truncation.
+
+Offsets: ``log_start_offset <= recovery_point <= log_end_offset`` and
+``log_start_offset <= high watermark <= log_end_offset`` (the broker owns the HW and
+passes it in as ``upper_bound``). ``recovery_point`` is the offset below which every byte
+is fsynced; recovery after an unclean stop starts from the segment that holds it.
+
+Append (leader): ``append(records, leader_epoch)`` validates the request's bytes with
+``scan_batches`` (CRC32C in C, sizes, magic), assigns offsets by patching each batch's
+baseOffset and partitionLeaderEpoch in place (no per-record work, compressed or not),
+writes all bytes with one ``pwrite`` loop, and indexes every ``index.interval.bytes``.
+Buffer contract: a writable buffer (``bytearray`` / writable ``memoryview``) is patched
+in place, so the broker copies a request's records into a ``bytearray`` once; read-only
+``bytes`` are copied once here.
+
+Flushing: appends never fsync. ``AppendInfo.needs_flush`` says that ``flush.messages`` is
+reached or a segment rolled; the broker then calls ``flush()`` from a thread pool (it
+fsyncs outside the lock, so appends continue meanwhile). ``flush.ms`` is checked by
+``LogManager.flush_due``.
+
+Deleted segments are renamed ``*.deleted`` and their files stay open for
+``file.delete.delay.ms`` so slices already handed to the network still send;
+``delete_pending_files`` closes and unlinks them.
+
+Thread-safety: every method takes the log's lock (an ``RLock``); appends and reads are
+cheap enough for the event loop, ``flush``/retention/close are for a thread pool.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import struct
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import crc32c
+
+from protocol.fileslice import FileSlice
+from protocol.records import (
+    ATTR_CONTROL,
+    ATTR_TIMESTAMP_TYPE,
+    RecordBatch,
+    StopReason,
+    scan_batches,
+)
+from storage.config import LogConfig
+from storage.epoch_cache import LeaderEpochCache
+from storage.errors import (
+    InvalidRecordError,
+    InvalidTimestampError,
+    LogClosedError,
+    NonContiguousOffsetsError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+    StorageError,
+    UnsupportedMessageFormatError,
+)
+from storage.index import TimestampOffset
+from storage.naming import TopicPartition
+from storage.offsets import LONG_MAX, LeaderEpoch, Offset
+from storage.retention import SegmentInfo, segments_to_delete
+from storage.segment import BatchMeta, LogSegment
+
+log = logging.getLogger(__name__)
+
+_ATTRIBUTES = struct.Struct(">h")
+_INT64 = struct.Struct(">q")
+_UINT32 = struct.Struct(">I")
+MAX_PENDING_DELETES = 100_000
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    """What an append did (Kafka's ``LogAppendInfo``)."""
+
+    first_offset: Offset
+    last_offset: Offset
+    max_timestamp: int
+    offset_of_max_timestamp: Offset
+    log_append_time: int  # -1 unless message.timestamp.type=LogAppendTime
+    log_start_offset: Offset
+    valid_bytes: int
+    batch_count: int
+    records_count: int
+    needs_flush: bool  # flush.messages reached or a segment rolled: call flush() off-loop
+
+
+def _writable(records: bytes | bytearray | memoryview) -> bytearray | memoryview:
+    if isinstance(records, bytearray):
+        return records
+    if isinstance(records, memoryview) and not records.readonly:
+        return records
+    return bytearray(records)
+
+
+def _stamp_log_append_time(batch: RecordBatch, timestamp_ms: int) -> None:
+    """Kafka's ``setMaxTimestamp(LOG_APPEND_TIME, now)``: timestamp type bit, maxTimestamp,
+    new CRC (attributes @21, maxTimestamp @35, crc @17 over bytes 21..end)."""
+    buf = batch.buffer
+    _ATTRIBUTES.pack_into(buf, 21, batch.attributes | ATTR_TIMESTAMP_TYPE)
+    _INT64.pack_into(buf, 35, timestamp_ms)
+    _UINT32.pack_into(buf, 17, crc32c.crc32c(buf[21:]))
+
+
+class Log:
+    """One partition's log. Open with ``storage.loader.load_log`` or ``LogManager``."""
+
+    def __init__(
+        self,
+        directory: Path,
+        topic_partition: TopicPartition,
+        config: LogConfig,
+        segments: list[LogSegment],
+        *,
+        log_end_offset: int,
+        log_start_offset: int,
+        recovery_point: int,
+        epoch_cache: LeaderEpochCache,
+        topic_id: bytes | None = None,
+        clock_ms: Callable[[], int] = now_ms,
+    ) -> None:
+        if not segments:
+            raise ValueError("a log needs at least one segment")
+        self.dir = directory
+        self.topic_partition = topic_partition
+        self.config = config
+        self.topic_id = topic_id
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self._leo = log_end_offset
+        self._log_start_offset = log_start_offset
+        self._recovery_point = recovery_point
+        self._epoch_cache = epoch_cache
+        self._clock_ms = clock_ms
+        self._lock = threading.RLock()
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._last_flush_ms = clock_ms()
+        self._closed = False
+        segments[-1].make_active()
+
+    # ------------------------------------------------------------------ state
+    @property
+    def log_end_offset(self) -> Offset:
+        return Offset(self._leo)
+
+    @property
+    def log_start_offset(self) -> Offset:
+        return Offset(self._log_start_offset)
+
+    @property
+    def recovery_point(self) -> Offset:
+        return Offset(self._recovery_point)
+
+    @property
+    def leader_epoch_cache(self) -> LeaderEpochCache:
+        return self._epoch_cache
+
+    @property
+    def segment_base_offsets(self) -> list[int]:
+        with self._lock:
+            return list(self._bases)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def size_bytes(self) -> int:
+        with self._lock:
+            return sum(s.size_bytes for s in self._segments)
+
+    @property
+    def last_flush_ms(self) -> int:
+        return self._last_flush_ms
+
+    def latest_epoch(self) -> LeaderEpoch | None:
+        with self._lock:
+            return self._epoch_cache.latest_epoch()
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[LeaderEpoch, Offset]:
+        """OffsetForLeaderEpoch's answer: (epoch, end offset), (-1, -1) if unknown."""
+        with self._lock:
+            return self._epoch_cache.end_offset_for(epoch, self._leo)
+
+    def update_config(self, config: LogConfig) -> None:
+        with self._lock:
+            self.config = config
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogClosedError(f"log {self.topic_partition} is closed")
+
+    # ------------------------------------------------------------------ appends
+    def _validate(self, buf: bytearray | memoryview) -> list[RecordBatch]:
+        result = scan_batches(buf, True)
+        if result.stop_reason is StopReason.UNSUPPORTED_MAGIC:
+            raise UnsupportedMessageFormatError(result.message)
+        if result.stop_reason is not None:
+            raise InvalidRecordError(f"{self.topic_partition}: {result.message}")
+        if not result.batches:
+            raise InvalidRecordError(f"{self.topic_partition}: no record batches")
+        max_bytes = self.config.max_message_bytes
+        for batch in result.batches:
+            if batch.size_bytes > max_bytes:
+                raise RecordTooLargeError(
+                    f"{self.topic_partition}: batch of {batch.size_bytes} bytes is above "
+                    f"max.message.bytes {max_bytes}"
+                )
+            count = batch.records_count
+            if count < 1 or count != batch.last_offset_delta + 1:
+                raise InvalidRecordError(
+                    f"{self.topic_partition}: batch holds {count} records but its "
+                    f"lastOffsetDelta is {batch.last_offset_delta}"
+                )
+        return result.batches
+
+    def _check_timestamps(self, batches: list[RecordBatch], now: int) -> None:
+        before = self.config.message_timestamp_before_max_ms
+        after = self.config.message_timestamp_after_max_ms
+        if before == LONG_MAX and after == LONG_MAX:
+            return
+        for batch in batches:
+            for ts in (batch.base_timestamp, batch.max_timestamp):
+                if now - ts > before or ts - now > after:
+                    raise InvalidTimestampError(
+                        f"{self.topic_partition}: timestamp {ts} is out of range "
+                        f"(now {now}, before.max.ms {before}, after.max.ms {after})"
+                    )
+
+    def append(
+        self,
+        records: bytes | bytearray | memoryview,
+        leader_epoch: int,
+        *,
+        allow_control: bool = False,
+        now_ms: int | None = None,
+    ) -> AppendInfo:
+        """Append a produce request's batches as leader: assign offsets from the log end
+        offset and stamp ``leader_epoch``. Raises a ``StorageError`` with Kafka's code for
+        bad input; nothing is written then. ``allow_control`` admits transaction markers
+        (the coordinator's writes), which clients may not send."""
+        buf = _writable(records)
+        batches = self._validate(buf)
+        if not allow_control and any(b.attributes & ATTR_CONTROL for b in batches):
+            raise InvalidRecordError(f"{self.topic_partition}: clients may not write control batches")
+        now = self._clock_ms() if now_ms is None else now_ms
+        append_time = self.config.log_append_time
+        if not append_time:
+            self._check_timestamps(batches, now)
+        with self._lock:
+            self._check_open()
+            first = self._leo
+            total_records = sum(b.last_offset_delta + 1 for b in batches)
+            valid_bytes = sum(b.size_bytes for b in batches)
+            max_ts_in = now if append_time else max(b.max_timestamp for b in batches)
+            segment, rolled = self._maybe_roll(valid_bytes, max_ts_in, first + total_records - 1, now)
+            offset = first
+            metas: list[BatchMeta] = []
+            max_ts, offset_of_max = -1, first
+            for batch in batches:
+                batch.set_base_offset(offset)
+                batch.set_partition_leader_epoch(leader_epoch)
+                if append_time:
+                    _stamp_log_append_time(batch, now)
+                last = offset + batch.last_offset_delta
+                ts = batch.max_timestamp
+                if ts > max_ts:
+                    max_ts, offset_of_max = ts, last
+                metas.append(BatchMeta(batch.size_bytes, last, ts))
+                offset = last + 1
+            segment.append(buf[:valid_bytes], metas)
+            self._epoch_cache.assign(leader_epoch, first)
+            self._leo = offset
+            return self._append_info(first, offset, max_ts, offset_of_max, now if append_time else -1,
+                                     valid_bytes, len(batches), total_records, rolled)
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo:
+        """Append batches fetched from the leader, keeping their offsets and epochs.
+
+        The first batch must start at the log end offset and each next batch right after
+        the previous (compacted topics: strictly after); the leader epoch cache learns
+        each new epoch from the batches.
+        """
+        buf = _writable(records)
+        batches = self._validate(buf)
+        gaps = self.config.compacts
+        with self._lock:
+            self._check_open()
+            expected = self._leo
+            for batch in batches:
+                base = batch.base_offset
+                if base != expected and not (gaps and base > expected):
+                    raise NonContiguousOffsetsError(
+                        f"{self.topic_partition}: follower batch starts at {base}, "
+                        f"expected {expected}"
+                    )
+                expected = base + batch.last_offset_delta + 1
+            valid_bytes = sum(b.size_bytes for b in batches)
+            max_ts_in = max(b.max_timestamp for b in batches)
+            first = batches[0].base_offset
+            if first > self._leo and self._segments[-1].size_bytes == 0:
+                self._replace_empty_active(first)
+            segment, rolled = self._maybe_roll(valid_bytes, max_ts_in, expected - 1, self._clock_ms())
+            if first > self._leo and not segment.can_hold_offset(first):
+                segment, rolled = self._roll(self._clock_ms(), base_offset=first), True
+            metas: list[BatchMeta] = []
+            max_ts, offset_of_max = -1, first
+            latest = self._epoch_cache.latest_epoch()
+            for batch in batches:
+                last = batch.last_offset
+                ts = batch.max_timestamp
+                if ts > max_ts:
+                    max_ts, offset_of_max = ts, last
+                metas.append(BatchMeta(batch.size_bytes, last, ts))
+                epoch = batch.partition_leader_epoch
+                if epoch >= 0 and epoch != latest:
+                    self._epoch_cache.assign(epoch, batch.base_offset)
+                    latest = self._epoch_cache.latest_epoch()
+            segment.append(buf[:valid_bytes], metas)
+            self._leo = expected
+            count = sum(b.last_offset_delta + 1 for b in batches)
+            return self._append_info(first, expected, max_ts, offset_of_max, -1, valid_bytes,
+                                     len(batches), count, rolled)
+
+    def _append_info(
+        self, first: int, next_offset: int, max_ts: int, offset_of_max: int, append_time: int,
+        valid_bytes: int, batch_count: int, records: int, rolled: bool,
+    ) -> AppendInfo:
+        unflushed = self._leo - self._recovery_point
+        return AppendInfo(
+            first_offset=Offset(first),
+            last_offset=Offset(next_offset - 1),
+            max_timestamp=max_ts,
+            offset_of_max_timestamp=Offset(offset_of_max),
+            log_append_time=append_time,
+            log_start_offset=Offset(self._log_start_offset),
+            valid_bytes=valid_bytes,
+            batch_count=batch_count,
+            records_count=records,
+            needs_flush=rolled or unflushed >= self.config.flush_messages,
+        )
+
+    # ------------------------------------------------------------------ rolling
+    def _maybe_roll(
+        self, size_bytes: int, max_timestamp: int, last_offset: int, now: int
+    ) -> tuple[LogSegment, bool]:
+        """Kafka's ``shouldRoll``: full by size, old by ``segment.ms``, full indexes, or
+        offsets that no longer fit an int32 relative to the base offset."""
+        seg = self._segments[-1]
+        if seg.size_bytes == 0:
+            return seg, False
+        cfg = self.config
+        if (
+            seg.size_bytes > cfg.segment_bytes - size_bytes
+            or seg.time_waited_for_roll(now, max_timestamp) > cfg.segment_ms - cfg.segment_jitter_ms
+            or seg.indexes_full()
+            or not seg.can_hold_offset(last_offset)
+        ):
+            return self._roll(now), True
+        return seg, False
+
+    def roll(self, now_ms: int | None = None) -> LogSegment:
+        """Start a new active segment at the log end offset (no-op if the active is empty)."""
+        with self._lock:
+            self._check_open()
+            if self._segments[-1].size_bytes == 0:
+                return self._segments[-1]
+            return self._roll(self._clock_ms() if now_ms is None else now_ms)
+
+    def _roll(self, now: int, base_offset: int | None = None) -> LogSegment:
+        base = self._leo if base_offset is None else base_offset
+        old = self._segments[-1]
+        old.on_become_inactive()
+        new = self._new_segment(base, now)
+        self._segments.append(new)
+        self._bases.append(base)
+        log.info("%s: rolled new segment at offset %d", self.topic_partition, base)
+        return new
+
+    def _new_segment(self, base: int, now: int) -> LogSegment:
+        seg = LogSegment.open(
+            self.dir,
+            base,
+            index_interval_bytes=self.config.index_interval_bytes,
+            max_index_size_bytes=self.config.segment_index_bytes,
+            now_ms=now,
+        )
+        if seg.size_bytes != 0:
+            seg.close()
+            raise StorageError(f"{seg.log_path} already exists and holds data")
+        seg.make_active()
+        return seg
+
+    def _replace_empty_active(self, base: int) -> None:
+        """A follower jumps past a gap: the empty active segment restarts at ``base``."""
+        old = self._segments.pop()
+        self._bases.pop()
+        old.delete_files()
+        self._segments.append(self._new_segment(base, self._clock_ms()))
+        self._bases.append(base)
+        self._leo = base
+
+    # ------------------------------------------------------------------ reads
+    def _empty_slice(self) -> FileSlice:
+        active = self._segments[-1]
+        return FileSlice(active.file, active.size_bytes, 0)
+
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        upper_bound: int | None = None,
+        *,
+        min_one_batch: bool = True,
+    ) -> FileSlice:
+        """Bytes from the batch that holds ``offset`` to a batch boundary at or below
+        ``upper_bound`` (the high watermark for consumers; None = log end offset, for
+        followers) and at most ``max_bytes`` — but at least one whole batch when one is
+        available and ``min_one_batch`` (Kafka's rule: a consumer never stalls on a batch
+        larger than its fetch size). Raises ``OffsetOutOfRangeError`` outside
+        [log start offset, log end offset]; empty slice when nothing is readable yet.
+        """
+        with self._lock:
+            self._check_open()
+            leo = self._leo
+            if offset < self._log_start_offset or offset > leo:
+                raise OffsetOutOfRangeError(
+                    f"{self.topic_partition}: offset {offset} is outside "
+                    f"[{self._log_start_offset}, {leo}]"
+                )
+            bound = leo if upper_bound is None else min(upper_bound, leo)
+            if offset >= bound:
+                return self._empty_slice()
+            i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+            n = len(self._segments)
+            while i < n:  # at most one turn per segment
+                seg = self._segments[i]
+                head = seg.translate_offset(offset)
+                seg_next = self._bases[i + 1] if i + 1 < n else leo
+                if head is None:
+                    i += 1
+                    continue
+                if head.base_offset >= bound:
+                    return self._empty_slice()
+                if bound >= seg_next:
+                    max_position = seg.size_bytes
+                else:
+                    end_head = seg.translate_offset(bound, head.position)
+                    max_position = seg.size_bytes if end_head is None else end_head.position
+                if max_position <= head.position:
+                    return self._empty_slice()
+                return seg.read(head, max_bytes, max_position, min_one_batch=min_one_batch)
+            return self._empty_slice()
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
+        """ListOffsets by time: the first record with timestamp >= ``timestamp`` at or after
+        the log start offset, as (timestamp, offset); None if every record is older."""
+        with self._lock:
+            self._check_open()
+            for seg in self._segments:
+                if seg.size_bytes == 0 or seg.largest_timestamp < timestamp:
+                    continue
+                found = seg.find_offset_by_timestamp(timestamp, self._log_start_offset)
+                if found is not None:
+                    return TimestampOffset(found[0], Offset(found[1]))
+            return None
+
+    def max_timestamp_and_offset(self) -> TimestampOffset:
+        """ListOffsets MAX_TIMESTAMP (-3): the largest batch timestamp and its offset."""
+        with self._lock:
+            best = TimestampOffset(-1, Offset(-1))
+            for seg in self._segments:
+                mts = seg.max_timestamp_so_far
+                if mts.timestamp > best.timestamp:
+                    best = mts
+            return best
+
+    # ------------------------------------------------------------------ truncation
+    def truncate_to(self, offset: int) -> bool:
+        """Remove everything at and after ``offset`` (follower truncation). Returns False
+        when ``offset`` is at or past the log end offset (nothing to do)."""
+        if offset < 0:
+            raise OffsetOutOfRangeError(f"{self.topic_partition}: cannot truncate to {offset}")
+        with self._lock:
+            self._check_open()
+            if offset >= self._leo:
+                return False
+            if offset <= self._segments[0].base_offset:
+                self.truncate_fully_and_start_at(offset)
+                return True
+            log.info("%s: truncating to offset %d (log end offset %d)",
+                     self.topic_partition, offset, self._leo)
+            now = self._clock_ms()
+            while self._segments[-1].base_offset > offset:  # bounded by the segment count
+                self._schedule_delete(self._segments.pop(), now)
+                self._bases.pop()
+            seg = self._segments[-1]
+            seg.make_active()  # writable indexes first, so truncation rewrites the files
+            seg.truncate_to(offset)
+            self._leo = next_offset_of(seg)
+            self._recovery_point = min(self._recovery_point, self._leo)
+            self._log_start_offset = min(self._log_start_offset, self._leo)
+            self._epoch_cache.truncate_from_end(self._leo)
+            self._epoch_cache.flush()
+            return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and restart the log, empty, at ``offset``."""
+        if offset < 0:
+            raise OffsetOutOfRangeError(f"{self.topic_partition}: cannot start at {offset}")
+        with self._lock:
+            self._check_open()
+            log.info("%s: truncating fully, log restarts at offset %d", self.topic_partition, offset)
+            now = self._clock_ms()
+            for seg in self._segments:
+                self._schedule_delete(seg, now)
+            self._segments = [self._new_segment(offset, now)]
+            self._bases = [offset]
+            self._leo = self._log_start_offset = self._recovery_point = offset
+            self._epoch_cache.clear()
+            self._epoch_cache.flush()
+
+    # ------------------------------------------------------------------ retention
+    def delete_records(self, offset: int, high_watermark: int | None = None) -> Offset:
+        """DeleteRecords: move the log start offset up to ``offset`` (<= the HW). Whole
+        segments below it go in the next retention pass. Returns the log start offset."""
+        with self._lock:
+            self._check_open()
+            hw = self._leo if high_watermark is None else high_watermark
+            if offset < 0 or offset > hw:
+                raise OffsetOutOfRangeError(
+                    f"{self.topic_partition}: cannot delete records before {offset} "
+                    f"(high watermark {hw})"
+                )
+            if offset > self._log_start_offset:
+                self._log_start_offset = offset
+                self._epoch_cache.truncate_from_start(offset)
+                log.info("%s: log start offset now %d", self.topic_partition, offset)
+            return Offset(self._log_start_offset)
+
+    def delete_old_segments(
+        self, now_ms: int | None = None, high_watermark: int | None = None
+    ) -> int:
+        """One retention pass (see ``storage.retention``); returns segments deleted."""
+        with self._lock:
+            self._check_open()
+            now = self._clock_ms() if now_ms is None else now_ms
+            hw = self._leo if high_watermark is None else high_watermark
+            infos = [
+                SegmentInfo(
+                    s.base_offset,
+                    self._bases[i + 1] if i + 1 < len(self._bases) else self._leo,
+                    s.size_bytes,
+                    s.largest_timestamp if i + 1 < len(self._segments) else LONG_MAX,
+                )
+                for i, s in enumerate(self._segments)
+            ]
+            decision = segments_to_delete(
+                infos, self.config, now_ms=now, high_watermark=hw,
+                log_start_offset=self._log_start_offset,
+            )
+            n = decision.delete_count
+            if n == 0:
+                return 0
+            doomed = self._segments[:n]
+            del self._segments[:n]
+            del self._bases[:n]
+            for seg in doomed:
+                self._schedule_delete(seg, now)
+            self._log_start_offset = max(self._log_start_offset, self._bases[0])
+            self._epoch_cache.truncate_from_start(self._log_start_offset)
+            log.info("%s: deleted %d segment(s) %s: %s; log start offset now %d",
+                     self.topic_partition, n, [s.base_offset for s in doomed],
+                     decision.reason, self._log_start_offset)
+            return n
+
+    def _schedule_delete(self, seg: LogSegment, now: int) -> None:
+        seg.mark_deleted()
+        self._pending_deletes.append((now + self.config.file_delete_delay_ms, seg))
+        if len(self._pending_deletes) > MAX_PENDING_DELETES:
+            _, oldest = self._pending_deletes.pop(0)
+            oldest.delete_files()
+
+    def delete_pending_files(self, now_ms: int | None = None, *, force: bool = False) -> int:
+        """Close and unlink segments whose ``file.delete.delay.ms`` passed (blocking)."""
+        now = self._clock_ms() if now_ms is None else now_ms
+        with self._lock:
+            due = [s for t, s in self._pending_deletes if force or t <= now]
+            self._pending_deletes = [(t, s) for t, s in self._pending_deletes if not (force or t <= now)]
+        for seg in due:
+            seg.delete_files()
+        return len(due)
+
+    # ------------------------------------------------------------------ flushing
+    def flush(self, up_to: int | None = None) -> None:
+        """fsync everything below ``up_to`` (default: the log end offset) and advance the
+        recovery point. Blocking; runs the fsyncs outside the lock."""
+        with self._lock:
+            if self._closed:
+                return
+            target = self._leo if up_to is None else min(up_to, self._leo)
+            start = self._recovery_point
+            segs = [
+                s for i, s in enumerate(self._segments)
+                if (self._bases[i + 1] if i + 1 < len(self._bases) else LONG_MAX) > start
+                and s.base_offset < max(target, start + 1)
+            ]
+        for seg in segs:
+            try:
+                seg.flush()
+            except (ValueError, OSError) as exc:  # segment closed or deleted meanwhile
+                log.debug("%s: flush skipped %s: %s", self.topic_partition, seg, exc)
+        with self._lock:
+            self._epoch_cache.flush()
+            self._recovery_point = max(self._recovery_point, target)
+            self._last_flush_ms = self._clock_ms()
+
+    def flush_due(self, now_ms: int) -> bool:
+        """True when ``flush.ms`` has passed since the last flush and data is unflushed."""
+        return (
+            self._leo > self._recovery_point
+            and now_ms - self._last_flush_ms >= self.config.flush_ms
+        )
+
+    def close(self) -> None:
+        """Flush, write the epoch checkpoint, trim indexes, close files (blocking)."""
+        with self._lock:
+            if self._closed:
+                return
+            self.flush()
+            for seg in self._segments:
+                seg.close()
+            self._closed = True
+        self.delete_pending_files(force=True)
+
+    def close_and_delete_files(self) -> None:
+        """Close and remove every segment file (the partition directory is the caller's)."""
+        with self._lock:
+            self._closed = True
+            for seg in self._segments:
+                seg.delete_files()
+        self.delete_pending_files(force=True)
+
+    def __repr__(self) -> str:
+        return (f"Log({self.topic_partition}, start={self._log_start_offset}, "
+                f"end={self._leo}, segments={len(self._segments)})")
+
+
+
+def next_offset_of(seg: LogSegment) -> int:
+    """The offset after the last batch of ``seg`` (its base offset when empty)."""
+    if seg.size_bytes == 0:
+        return seg.base_offset
+    heads = seg.iter_heads(seg.offset_index.last_entry().position)
+    return heads[-1].last_offset + 1 if heads else seg.base_offset

@@ -1,0 +1,510 @@
+"""One log segment: a ``.log`` file of record batches plus its ``.index`` and ``.timeindex``.
+
+The ``.log`` file is a plain concatenation of magic-2 record batches, exactly as the
+producer sent them after the log patched baseOffset and partitionLeaderEpoch (layout in
+``protocol.records``). Files are named by the segment's base offset (20 digits).
+
+Writes go through ``os.pwrite`` at the tracked end of the file (one call per append);
+reads return ``FileSlice`` regions for ``sendfile``. Batch boundaries are found by reading
+three header fields (``baseOffset`` @0, ``batchLength`` @8, ``lastOffsetDelta`` @23,
+``maxTimestamp`` @35) from an mmap of the file, or with ``pread`` for the newest bytes not
+yet mapped; the map is refreshed once per ``_REMAP_STEP_BYTES`` of growth, not per append.
+
+Indexes are opened lazily (a clean start of thousands of partitions touches no index
+until it is used); an index that fails its sanity check is rebuilt from the log.
+
+Thread-safety: none of its own; the owning ``Log`` serialises every call under its lock.
+Blocking calls (``flush``, ``recover``, ``delete``) are meant for a thread pool.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import struct
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+from protocol.fileslice import FileSlice
+from protocol.records import RecordBatch
+from storage.errors import CorruptIndexError, CorruptSegmentError
+from storage.index import OffsetIndex, TimeIndex, TimestampOffset
+from storage.naming import DELETED_SUFFIX, index_file, log_file, time_index_file
+from storage.offsets import INT32_MAX, NO_TIMESTAMP, Offset
+
+log = logging.getLogger(__name__)
+
+# baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
+# baseTimestamp, maxTimestamp: the first 43 bytes of a batch header (protocol.records).
+_HEAD = struct.Struct(">qiibIhiqq")
+_HEAD_BYTES = _HEAD.size
+_LOG_OVERHEAD_BYTES = 12
+_REMAP_STEP_BYTES = 8 * 1024 * 1024
+_MAX_SCAN_BATCHES = 1 << 24  # bound on batch walks inside one segment (>= any real count)
+
+
+class BatchMeta(NamedTuple):
+    """What the segment needs to know about each appended batch."""
+
+    size_bytes: int
+    last_offset: int
+    max_timestamp: int
+
+
+class BatchHead(NamedTuple):
+    position: int
+    base_offset: int
+    size_bytes: int
+    last_offset: int
+    max_timestamp: int
+    partition_leader_epoch: int
+
+
+class LogSegment:
+    """A segment of a partition's log. Create with ``LogSegment.open``."""
+
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_size_bytes: int,
+        now_ms: int,
+    ) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.max_index_size_bytes = max_index_size_bytes
+        self.log_path = log_file(directory, base_offset)
+        fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.file = os.fdopen(fd, "r+b", buffering=0)
+        self._size = os.fstat(fd).st_size
+        self._mm: mmap.mmap | None = None
+        self._mapped_bytes = 0
+        self._offset_index: OffsetIndex | None = None
+        self._time_index: TimeIndex | None = None
+        self._writable_indexes = False
+        self._bytes_since_last_index_entry = 0
+        self._max_ts_and_offset: TimestampOffset | None = None  # loaded lazily
+        self._rolling_based_ts: int | None = None
+        self.created_ms = now_ms
+        self.deleted = False
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_size_bytes: int,
+        now_ms: int | None = None,
+    ) -> LogSegment:
+        return cls(
+            directory,
+            base_offset,
+            index_interval_bytes=index_interval_bytes,
+            max_index_size_bytes=max_index_size_bytes,
+            now_ms=int(time.time() * 1000) if now_ms is None else now_ms,
+        )
+
+    # ------------------------------------------------------------------ indexes
+    @property
+    def offset_index(self) -> OffsetIndex:
+        if self._offset_index is None:
+            self._load_indexes(writable=self._writable_indexes)
+        assert self._offset_index is not None
+        return self._offset_index
+
+    @property
+    def time_index(self) -> TimeIndex:
+        if self._time_index is None:
+            self._load_indexes(writable=self._writable_indexes)
+        assert self._time_index is not None
+        return self._time_index
+
+    def make_active(self) -> None:
+        """Open the indexes writable at ``segment.index.bytes`` (this segment takes appends)."""
+        self._writable_indexes = True
+        if self._offset_index is not None and not self._offset_index.writable:
+            self._close_indexes()
+        if self._offset_index is not None:
+            assert self._time_index is not None
+            self._offset_index.resize(self.max_index_size_bytes)
+            self._time_index.resize(self.max_index_size_bytes)
+        elif self._size == 0:
+            self._load_indexes(writable=True)  # a new segment: create its index files now
+
+    def _load_indexes(self, *, writable: bool) -> None:
+        idx_path = index_file(self.directory, self.base_offset)
+        tidx_path = time_index_file(self.directory, self.base_offset)
+        # Missing indexes are normal for an empty (new) segment; otherwise rebuilt.
+        missing = [p.name for p in (idx_path, tidx_path) if not p.exists() and self._size > 0]
+        if not writable and missing:
+            writable = True  # rebuilding needs a writable file
+        self._offset_index = OffsetIndex(
+            idx_path, self.base_offset, self.max_index_size_bytes, writable=writable
+        )
+        self._time_index = TimeIndex(
+            tidx_path, self.base_offset, self.max_index_size_bytes, writable=writable
+        )
+        problem: str | None = f"missing {', '.join(missing)}" if missing else None
+        if problem is None:
+            try:
+                self._offset_index.sanity_check()
+                self._time_index.sanity_check()
+                self._check_index_against_log()
+            except CorruptIndexError as exc:
+                problem = str(exc)
+        if problem is not None and self._size > 0:
+            log.warning("%s: rebuilding indexes (%s)", self.log_path, problem)
+            if not writable:
+                self._close_indexes()
+                self._offset_index = OffsetIndex(
+                    idx_path, self.base_offset, self.max_index_size_bytes, writable=True
+                )
+                self._time_index = TimeIndex(
+                    tidx_path, self.base_offset, self.max_index_size_bytes, writable=True
+                )
+            self.rebuild_indexes()
+            if not self._writable_indexes:
+                self._offset_index.trim()
+                self._time_index.trim()
+        elif problem is not None:
+            self._offset_index.reset()
+            self._time_index.reset()
+
+    def _check_index_against_log(self) -> None:
+        assert self._offset_index is not None
+        last = self._offset_index.last_entry()
+        if self._offset_index.entries and last.position >= self._size:
+            raise CorruptIndexError(
+                f"{self._offset_index.path}: entry position {last.position} is past the end "
+                f"of the log ({self._size} bytes)"
+            )
+
+    def rebuild_indexes(self) -> None:
+        """Rebuild both indexes from the batches in the file (headers only, no CRC)."""
+        oi, ti = self.offset_index, self.time_index
+        oi.reset()
+        ti.reset()
+        self._bytes_since_last_index_entry = 0
+        self._max_ts_and_offset = TimestampOffset(NO_TIMESTAMP, Offset(self.base_offset))
+        for head in self.iter_heads(0):
+            self.index_batch(head.position, head.size_bytes, head.last_offset, head.max_timestamp)
+
+    def reset_indexes(self) -> None:
+        """Open both indexes writable and empty (recovery rebuilds them from the log)."""
+        self._close_indexes()
+        self._writable_indexes = True
+        self._offset_index = OffsetIndex(
+            index_file(self.directory, self.base_offset),
+            self.base_offset,
+            self.max_index_size_bytes,
+            writable=True,
+        )
+        self._time_index = TimeIndex(
+            time_index_file(self.directory, self.base_offset),
+            self.base_offset,
+            self.max_index_size_bytes,
+            writable=True,
+        )
+        self._offset_index.reset()
+        self._time_index.reset()
+        self._bytes_since_last_index_entry = 0
+        self._max_ts_and_offset = TimestampOffset(NO_TIMESTAMP, Offset(self.base_offset))
+
+    def _close_indexes(self) -> None:
+        for idx in (self._offset_index, self._time_index):
+            if idx is not None:
+                idx.close()
+        self._offset_index = None
+        self._time_index = None
+
+    # ------------------------------------------------------------------ sizes
+    @property
+    def size_bytes(self) -> int:
+        return self._size
+
+    @property
+    def max_timestamp_so_far(self) -> TimestampOffset:
+        """(largest batch max timestamp, last offset of its batch) seen in this segment."""
+        if self._max_ts_and_offset is None:
+            self._max_ts_and_offset = self.time_index.last_entry()
+        return self._max_ts_and_offset
+
+    @property
+    def largest_timestamp(self) -> int:
+        """Kafka's ``largestTimestamp``: max batch timestamp, else the file's mtime."""
+        ts = self.max_timestamp_so_far.timestamp
+        return ts if ts >= 0 else self.last_modified_ms
+
+    @property
+    def last_modified_ms(self) -> int:
+        return int(os.stat(self.log_path).st_mtime * 1000)
+
+    def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
+        """Kafka's ``timeWaitedForRoll``: message time minus the first batch's, else age."""
+        if self._rolling_based_ts is None and self._size > 0:
+            head = self.head_at(0)
+            self._rolling_based_ts = head.max_timestamp
+        if self._rolling_based_ts is not None and self._rolling_based_ts >= 0:
+            return message_timestamp - self._rolling_based_ts
+        return now_ms - self.created_ms
+
+    def can_hold_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= INT32_MAX
+
+    # ------------------------------------------------------------------ appends
+    def append(self, data: bytes | bytearray | memoryview, batches: Sequence[BatchMeta]) -> None:
+        """Write ``data`` (whole batches, offsets assigned) at the end in one ``pwrite``
+        loop, then index it: one offset-index entry per ``index.interval.bytes``."""
+        if not batches:
+            return
+        start = self._size
+        if start == 0:
+            self._rolling_based_ts = batches[0].max_timestamp
+        view = memoryview(data)
+        written = 0
+        total = len(view)
+        fd = self.file.fileno()
+        while written < total:  # each turn writes >= 1 byte or raises OSError
+            written += os.pwrite(fd, view[written:], start + written)
+        view.release()
+        self._size = start + total
+        position = start
+        for meta in batches:
+            self.index_batch(position, meta.size_bytes, meta.last_offset, meta.max_timestamp)
+            position += meta.size_bytes
+
+    def index_batch(self, position: int, size: int, last_offset: int, max_timestamp: int) -> None:
+        """Account one batch already in the file at ``position`` (Kafka's per-batch rule:
+        an entry points at the batch, with the batch's last offset)."""
+        current = self.max_timestamp_so_far
+        if max_timestamp > current.timestamp:
+            self._max_ts_and_offset = TimestampOffset(max_timestamp, Offset(last_offset))
+        if self._bytes_since_last_index_entry > self.index_interval_bytes:
+            self.offset_index.append(last_offset, position)
+            mts = self.max_timestamp_so_far
+            self.time_index.maybe_append(mts.timestamp, mts.offset)
+            self._bytes_since_last_index_entry = 0
+        self._bytes_since_last_index_entry += size
+
+    def indexes_full(self) -> bool:
+        return self.offset_index.is_full or self.time_index.is_full
+
+    def on_become_inactive(self) -> None:
+        """On roll: write the final time index entry, trim both indexes."""
+        mts = self.max_timestamp_so_far
+        if mts.timestamp >= 0:
+            self.time_index.maybe_append(mts.timestamp, mts.offset, skip_full_check=True)
+        self.offset_index.trim()
+        self.time_index.trim()
+        self._writable_indexes = False
+
+    # ------------------------------------------------------------------ batch walks
+    def _buffer_for(self, end: int) -> mmap.mmap | None:
+        if end <= self._mapped_bytes:
+            return self._mm
+        if self._size - self._mapped_bytes >= _REMAP_STEP_BYTES or (
+            self._mm is None and self._size > 0 and self._mapped_bytes == 0
+        ):
+            self._remap()
+            if end <= self._mapped_bytes:
+                return self._mm
+        return None
+
+    def _remap(self) -> None:
+        self._mm = None  # any views of the old map keep it alive until they go
+        self._mapped_bytes = 0
+        if self._size > 0:
+            self._mm = mmap.mmap(self.file.fileno(), self._size, access=mmap.ACCESS_READ)
+            self._mapped_bytes = self._size
+
+    def mapped_view(self) -> memoryview:
+        """A read-only view of the whole file (recovery scans, the dump tool).
+
+        The caller must release every view taken from it before the segment is truncated.
+        """
+        self._remap()
+        if self._mm is None:
+            return memoryview(b"")
+        return memoryview(self._mm)
+
+    def head_at(self, position: int) -> BatchHead:
+        """Header fields of the batch at ``position`` (which must be a batch boundary)."""
+        mm = self._buffer_for(position + _HEAD_BYTES)
+        if mm is not None:
+            fields = _HEAD.unpack_from(mm, position)
+        else:
+            raw = os.pread(self.file.fileno(), _HEAD_BYTES, position)
+            if len(raw) < _HEAD_BYTES:
+                raise CorruptSegmentError(f"{self.log_path}: no batch header at byte {position}")
+            fields = _HEAD.unpack(raw)
+        base_offset, batch_length = fields[0], fields[1]
+        size = batch_length + _LOG_OVERHEAD_BYTES
+        if batch_length < 49 or position + size > self._size:
+            raise CorruptSegmentError(
+                f"{self.log_path}: bad batch length {batch_length} at byte {position}"
+            )
+        return BatchHead(position, base_offset, size, base_offset + fields[6], fields[8], fields[2])
+
+    def iter_heads(self, start_position: int, end_position: int | None = None) -> list[BatchHead]:
+        """Heads of the batches from ``start_position`` up to ``end_position`` (or the end)."""
+        end = self._size if end_position is None else min(end_position, self._size)
+        out: list[BatchHead] = []
+        pos = start_position
+        for _ in range(_MAX_SCAN_BATCHES):
+            if pos >= end:
+                break
+            head = self.head_at(pos)
+            out.append(head)
+            pos += head.size_bytes
+        return out
+
+    def translate_offset(self, offset: int, start_position: int = 0) -> BatchHead | None:
+        """The first batch at or after ``start_position`` whose last offset is >= ``offset``
+        (the batch that holds ``offset``), found from the offset index; None if none."""
+        entry = self.offset_index.lookup(offset)
+        pos = max(entry.position, start_position)
+        size = self._size
+        for _ in range(_MAX_SCAN_BATCHES):
+            if pos >= size:
+                return None
+            head = self.head_at(pos)
+            if head.last_offset >= offset:
+                return head
+            pos += head.size_bytes
+        return None
+
+    def boundary_at_or_below(self, limit_position: int, start_position: int) -> int:
+        """The largest batch boundary <= ``limit_position`` and >= ``start_position``."""
+        if limit_position >= self._size:
+            return self._size
+        entry = self.offset_index.lookup_position(limit_position)
+        pos = max(entry.position, start_position)
+        for _ in range(_MAX_SCAN_BATCHES):
+            head = self.head_at(pos)
+            if pos + head.size_bytes > limit_position:
+                return pos
+            pos += head.size_bytes
+        return pos
+
+    def read(
+        self, start: BatchHead, max_bytes: int, max_position: int, *, min_one_batch: bool
+    ) -> FileSlice:
+        """The region from the batch ``start`` to a batch boundary <= ``max_position`` and
+        <= ``start + max_bytes``; at least the first batch when ``min_one_batch``."""
+        begin = start.position
+        end_limit = min(max_position, begin + max(max_bytes, 0))
+        end = self.boundary_at_or_below(end_limit, begin) if end_limit < max_position else max_position
+        if end <= begin and min_one_batch and begin + start.size_bytes <= max_position:
+            end = begin + start.size_bytes
+        return FileSlice(self.file, begin, max(end - begin, 0))
+
+    def read_batch_bytes(self, head: BatchHead) -> bytes:
+        return os.pread(self.file.fileno(), head.size_bytes, head.position)
+
+    def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
+        """(timestamp, offset) of the first record with timestamp >= ``timestamp`` and
+        offset >= ``start_offset``; decodes only the one batch that holds it."""
+        ts_entry = self.time_index.lookup(timestamp)
+        pos: int = self.offset_index.lookup(max(ts_entry.offset, start_offset)).position
+        size = self._size
+        for _ in range(_MAX_SCAN_BATCHES):
+            if pos >= size:
+                return None
+            head = self.head_at(pos)
+            if head.max_timestamp >= timestamp and head.last_offset >= start_offset:
+                batch = RecordBatch(self.read_batch_bytes(head))
+                for record in batch.records():
+                    if record.timestamp >= timestamp and record.offset >= start_offset:
+                        return record.timestamp, record.offset
+            pos += head.size_bytes
+        return None
+
+    # ------------------------------------------------------------------ truncation
+    def truncate_to_position(self, position: int) -> int:
+        """Cut the file at ``position`` (a batch boundary); returns bytes removed."""
+        removed = self._size - position
+        if removed <= 0:
+            return 0
+        self._mm = None
+        self._mapped_bytes = 0
+        os.ftruncate(self.file.fileno(), position)
+        self._size = position
+        if position == 0:
+            self._rolling_based_ts = None
+        return removed
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove the batch holding ``offset`` and every later one; returns bytes removed.
+        Truncation offsets are batch boundaries in practice (replication truncates to
+        epoch end offsets and high watermarks, which are)."""
+        head = self.translate_offset(offset)
+        if head is None:
+            return 0
+        position = head.position  # as Kafka: the batch holding ``offset`` goes whole
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        removed = self.truncate_to_position(position)
+        self._max_ts_and_offset = self.time_index.last_entry()
+        last_index_pos = self.offset_index.last_entry().position
+        self._bytes_since_last_index_entry = self._size - last_index_pos if self._size else 0
+        return removed
+
+    # ------------------------------------------------------------------ lifecycle
+    def flush(self) -> None:
+        """fsync the log and msync the indexes (blocking)."""
+        os.fsync(self.file.fileno())
+        for idx in (self._offset_index, self._time_index):
+            if idx is not None:
+                idx.flush()
+
+    def close(self) -> None:
+        """Write the final time index entry, trim and close everything (Kafka's close)."""
+        if self.file.closed:
+            return
+        if self._time_index is not None and self._time_index.writable:
+            mts = self.max_timestamp_so_far
+            if mts.timestamp >= 0 and mts.timestamp > self._time_index.last_entry().timestamp:
+                self._time_index.maybe_append(mts.timestamp, mts.offset, skip_full_check=True)
+        self._close_indexes()
+        self._mm = None
+        self._mapped_bytes = 0
+        self.file.close()
+
+    def paths(self) -> list[Path]:
+        return [
+            self.log_path,
+            index_file(self.directory, self.base_offset),
+            time_index_file(self.directory, self.base_offset),
+        ]
+
+    def mark_deleted(self) -> None:
+        """Rename the files to ``*.deleted`` (Kafka's async delete); the file stays open so
+        slices already handed out still send. ``delete_files`` finishes the job later."""
+        self._close_indexes()
+        for path in self.paths():
+            if path.exists():
+                os.replace(path, path.with_name(path.name + DELETED_SUFFIX))
+        self.log_path = self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)
+        self.deleted = True
+
+    def delete_files(self) -> None:
+        """Close and unlink every file of this segment (after ``mark_deleted`` or not)."""
+        self._close_indexes()
+        self._mm = None
+        if not self.file.closed:
+            self.file.close()
+        for path in self.paths():
+            for candidate in (path, path.with_name(path.name + DELETED_SUFFIX)):
+                candidate.unlink(missing_ok=True)
+
+    def __repr__(self) -> str:
+        return f"LogSegment({self.log_path}, size={self._size})"
+
