@@ -7,7 +7,8 @@ Frame handling, in order, for each request::
                      malformed                           -> log + close
                      unknown api key                     -> log + close (Kafka closes too)
                      version outside the handler's range -> log + close, except ApiVersions,
-                                                            answered with the v0 error (KIP-511)
+                                                            answered with the v0 error (KIP-511,
+                                                            Kafka's isUnsupportedApiVersionsRequest)
     body             decoded by an IO worker (truncated -> log + close)
 
 The connection is **muted** while a request is in flight: it reads the next frame only
@@ -114,8 +115,8 @@ class Connection:
         if spec is None:
             raise ProtocolError(f"unknown api key {header.api_key} "
                                 f"(correlation id {header.correlation_id}, client {header.client_id!r})")
-        if not spec.min_version <= header.api_version <= spec.max_version and not (
-                header.api_key == API_VERSIONS_KEY and header.api_version > spec.max_version):
+        if (not spec.min_version <= header.api_version <= spec.max_version
+                and header.api_key != API_VERSIONS_KEY):
             raise ProtocolError(f"unsupported version {header.api_version} of api key "
                                 f"{header.api_key} (supported {spec.min_version}-{spec.max_version}, "
                                 f"client {header.client_id!r})")

@@ -120,8 +120,9 @@ class RequestChannel:
         if spec is None:  # the connection checks this first; kept for safety
             request.finish(CloseConnection(f"unknown api key {header.api_key}"))
             return
-        if header.api_key == API_VERSIONS_KEY and header.api_version > spec.max_version:
-            # KIP-511: answer a too-new ApiVersions with the v0 error response.
+        if (header.api_key == API_VERSIONS_KEY
+                and not spec.min_version <= header.api_version <= spec.max_version):
+            # KIP-511: answer an unsupported ApiVersions version with the v0 error response.
             from broker.handlers.api_versions import unsupported_version_response
 
             request.finish(_encode(header.correlation_id, API_VERSIONS_KEY, 0,

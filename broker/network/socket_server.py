@@ -19,7 +19,6 @@ README's measurement of one loop against threads.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import socket
 import time
@@ -40,6 +39,8 @@ log = logging.getLogger(__name__)
 READ_LIMIT_BYTES = 64 * 1024
 # Idle connections are looked for this often at most (and at least every idle-time / 4).
 MAX_SWEEP_INTERVAL_S = 10.0
+# Connections accepted per acceptor wake-up beyond the first.
+ACCEPT_BATCH_MAX = 64
 
 
 class SocketServer:
@@ -48,7 +49,8 @@ class SocketServer:
         self._sockets: list[tuple[Endpoint, socket.socket]] = []
         self._channel: RequestChannel | None = None
         self._tasks: list[asyncio.Task[None]] = []
-        self._connection_tasks: dict[Connection, asyncio.Task[None]] = {}
+        self._connections: set[Connection] = set()
+        self._socket_tasks: set[asyncio.Task[None]] = set()
         self._copy = copy_mode_from_env()
         self.quotas = ConnectionQuotas(config.max_connections, config.max_connections_for)
         self._accepting = False
@@ -86,7 +88,7 @@ class SocketServer:
 
     @property
     def connection_count(self) -> int:
-        return len(self._connection_tasks)
+        return len(self._connections)
 
     # -- accepting ---------------------------------------------------------------------
 
@@ -100,35 +102,58 @@ class SocketServer:
                 log.error("Accept on %s failed: %s", endpoint, exc)
                 await asyncio.sleep(0.1)
                 continue
-            host = str(addr[0])
-            try:
-                self.quotas.inc(host)
-            except TooManyConnectionsError as exc:
-                log.warning("Rejected connection from %s:%s on %s: %s", host, addr[1], endpoint, exc)
-                sock.close()
-                continue
-            try:
-                await self._open(sock, host)
-            except OSError as exc:
-                log.warning("Connection from %s:%s failed at set-up: %s", host, addr[1], exc)
-                self.quotas.dec(host)
-                sock.close()
+            self._admit(endpoint, sock, addr)
+            # Then whatever else is already waiting, without a loop round trip each
+            # (bounded per wake-up so one listener cannot starve the loop).
+            for _ in range(ACCEPT_BATCH_MAX):
+                if self.quotas.total >= self.quotas.max_connections:
+                    break
+                try:
+                    sock, addr = listener.accept()
+                except (BlockingIOError, InterruptedError):
+                    break
+                except OSError as exc:
+                    log.error("Accept on %s failed: %s", endpoint, exc)
+                    break
+                self._admit(endpoint, sock, addr)
 
-    async def _open(self, sock: socket.socket, host: str) -> None:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        reader, writer = await asyncio.open_connection(sock=sock, limit=READ_LIMIT_BYTES)
+    def _admit(self, endpoint: Endpoint, sock: socket.socket, addr: tuple[str, int]) -> None:
+        host = str(addr[0])
+        try:
+            self.quotas.inc(host)
+        except TooManyConnectionsError as exc:
+            log.warning("Rejected connection from %s:%s on %s: %s", host, addr[1], endpoint, exc)
+            sock.close()
+            return
+        task = asyncio.create_task(self._serve_socket(sock, host), name=f"conn-{host}:{addr[1]}")
+        self._socket_tasks.add(task)
+
+        def forget(_: asyncio.Task[None]) -> None:
+            self._socket_tasks.discard(task)
+            self.quotas.dec(host)
+
+        task.add_done_callback(forget)
+
+    async def _serve_socket(self, sock: socket.socket, host: str) -> None:
+        try:
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            reader, writer = await asyncio.open_connection(sock=sock, limit=READ_LIMIT_BYTES)
+        except OSError as exc:
+            log.warning("Connection from %s failed at set-up: %s", host, exc)
+            sock.close()
+            return
         assert self._channel is not None
         connection = Connection(reader, writer, self._channel,
                                 max_frame_bytes=self._config.socket_request_max_bytes,
                                 copy_fetch_data=self._copy)
-        task = asyncio.create_task(connection.serve(), name=f"conn-{connection.id}")
-        self._connection_tasks[connection] = task
-
-        def forget(_: asyncio.Task[None]) -> None:
-            self._connection_tasks.pop(connection, None)
-            self.quotas.dec(host)
-
-        task.add_done_callback(forget)
+        self._connections.add(connection)
+        if not self._accepting:  # shutting down: close at once
+            connection.stop_reading()
+        try:
+            await connection.serve()
+        finally:
+            self._connections.discard(connection)
 
     async def _idle_sweeper(self) -> None:
         idle_ms = self._config.connections_max_idle_ms
@@ -138,7 +163,7 @@ class SocketServer:
         while True:
             await asyncio.sleep(interval_s)
             deadline_ns = time.monotonic_ns() - idle_ms * 1_000_000
-            for connection in list(self._connection_tasks):
+            for connection in list(self._connections):
                 if connection.idle and connection.last_active_ns < deadline_ns:
                     log.info("Closing idle connection %s (connections.max.idle.ms=%d)",
                              connection.id, idle_ms)
@@ -158,9 +183,9 @@ class SocketServer:
     async def drain(self, timeout_s: float) -> bool:
         """Finish the requests in flight, then close every connection. True if all closed
         within ``timeout_s``."""
-        for connection in list(self._connection_tasks):
+        for connection in list(self._connections):
             connection.stop_reading()
-        tasks = list(self._connection_tasks.values())
+        tasks = list(self._socket_tasks)
         if not tasks:
             return True
         _done, pending = await asyncio.wait(tasks, timeout=timeout_s)
@@ -168,12 +193,11 @@ class SocketServer:
 
     async def close(self) -> None:
         """Cancel whatever is still running (connections, handlers, workers)."""
-        tasks = [*self._tasks, *self._connection_tasks.values()]
+        tasks = [*self._tasks, *self._socket_tasks]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         if self._channel is not None:
             await self._channel.stop()
-        with contextlib.suppress(Exception):
-            for connection in list(self._connection_tasks):
-                connection.close()
+        for connection in list(self._connections):
+            connection.close()

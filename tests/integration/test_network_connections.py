@@ -1,0 +1,148 @@
+"""Connection limits against a real broker: max.connections.per.ip, max.connections,
+connections.max.idle.ms, and 1,000 concurrent connections with bounded memory."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import time
+from collections.abc import Callable
+
+import pytest
+
+from protocol.errors import ErrorCode
+from protocol.frames import RequestHeader, decode_response, encode_request
+from protocol.messages.api_versions import ApiVersionsRequest
+from tests.integration.broker_process import BrokerProcess
+from tests.integration.netclient import RawClient
+from tests.integration.test_network_bad_input import api_versions_ok, wait_for_log
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def until(predicate: Callable[[], bool], timeout_s: float = 5.0) -> bool:
+    """Retry ``predicate`` (bounded) for state the broker changes asynchronously."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+def test_max_connections_per_ip_closes_the_extra_connection(broker_factory: Callable[..., BrokerProcess]) -> None:
+    proc = broker_factory(max_connections_per_ip=3)
+    mark = len(proc.stderr_text())
+    clients = [RawClient(proc.bootstrap) for _ in range(3)]
+    try:
+        for client in clients:
+            assert api_versions_ok(client)
+        with RawClient(proc.bootstrap) as extra:
+            assert extra.is_closed_by_peer(timeout_s=5)
+        assert "Too many connections from 127.0.0.1 (maximum = 3)" in wait_for_log(
+            proc, "Too many connections", mark)
+        for client in clients:  # the three are still served
+            assert api_versions_ok(client)
+        clients.pop().close()
+
+        def fourth_accepted() -> bool:
+            with RawClient(proc.bootstrap) as again:
+                try:
+                    return api_versions_ok(again)
+                except (ConnectionError, OSError):
+                    return False
+
+        assert until(fourth_accepted), "a slot did not free up after a connection closed"
+    finally:
+        for client in clients:
+            client.close()
+
+
+def test_max_connections_makes_new_connections_wait(broker_factory: Callable[..., BrokerProcess]) -> None:
+    proc = broker_factory(max_connections=2)
+    first, second = RawClient(proc.bootstrap), RawClient(proc.bootstrap)
+    try:
+        assert api_versions_ok(first) and api_versions_ok(second)
+        waiting = RawClient(proc.bootstrap, timeout_s=1.0)  # sits in the listen backlog
+        cid, frame = waiting.frame(18, 0, ApiVersionsRequest())
+        waiting.send(frame)
+        with pytest.raises(TimeoutError):
+            waiting.recv_frame()
+        first.close()  # frees a slot: the waiting connection is accepted and answered
+        waiting.sock.settimeout(10.0)
+        got_cid, body = decode_response(waiting.recv_frame(), 18, 0)
+        assert got_cid == cid and body.error_code == ErrorCode.NO_ERROR  # type: ignore[attr-defined]
+        waiting.close()
+        assert api_versions_ok(second)
+    finally:
+        first.close()
+        second.close()
+
+
+def test_idle_connection_is_closed_after_connections_max_idle_ms(
+        broker_factory: Callable[..., BrokerProcess]) -> None:
+    proc = broker_factory(connections_max_idle_ms=300)
+    mark = len(proc.stderr_text())
+    with RawClient(proc.bootstrap) as client:
+        assert api_versions_ok(client)
+        started = time.monotonic()
+        assert client.is_closed_by_peer(timeout_s=5)
+        waited_s = time.monotonic() - started
+    assert 0.25 <= waited_s < 3.0, waited_s
+    assert "connections.max.idle.ms=300" in wait_for_log(proc, "Closing idle connection", mark)
+    with RawClient(proc.bootstrap) as fresh:  # an active client is served
+        assert api_versions_ok(fresh)
+
+
+async def _one_connection(port: int, index: int, connecting: asyncio.Semaphore,
+                          opened: list[int], all_open: asyncio.Event, gate: asyncio.Event) -> int:
+    # Connect in waves (the listen backlog is socket.listen.backlog.size = 50, as in
+    # Kafka), then every connection sends at the same moment.
+    async with connecting:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    opened.append(index)
+    if len(opened) == 1000:
+        all_open.set()
+    try:
+        await gate.wait()
+        writer.write(encode_request(RequestHeader(18, 3, index, "c"), ApiVersionsRequest(
+            client_software_name="many", client_software_version="1")))
+        await writer.drain()
+        (size,) = struct.unpack(">i", await reader.readexactly(4))
+        cid, body = decode_response(await reader.readexactly(size), 18, 3)
+        assert cid == index
+        return int(body.error_code)  # type: ignore[attr-defined]
+    finally:
+        writer.close()
+
+
+async def test_thousand_concurrent_connections_do_not_stall_and_rss_stays_bounded(
+        module_broker: BrokerProcess) -> None:
+    port = module_broker.port
+    rss_before_kib = module_broker.rss_kib()
+    gate = asyncio.Event()
+    connecting = asyncio.Semaphore(40)
+    opened: list[int] = []
+    all_open = asyncio.Event()
+    tasks = [asyncio.create_task(_one_connection(port, i, connecting, opened, all_open, gate))
+             for i in range(1000)]
+    connect_started = time.monotonic()
+    async with asyncio.timeout(30):
+        await all_open.wait()
+    connect_s = time.monotonic() - connect_started
+    rss_open_kib = module_broker.rss_kib()
+    started = time.monotonic()
+    gate.set()
+    async with asyncio.timeout(30):
+        codes = await asyncio.gather(*tasks)
+    elapsed_s = time.monotonic() - started
+    rss_after_kib = module_broker.rss_kib()
+    assert codes == [0] * 1000
+    # Served while all 1,000 were open; the broker still answers a new client.
+    with RawClient(module_broker.bootstrap) as client:
+        assert api_versions_ok(client)
+    print(f"1000 connections: opened in {connect_s:.2f} s, answered in {elapsed_s:.2f} s; RSS {rss_before_kib} KiB before, "
+          f"{rss_open_kib} KiB with 1000 open, {rss_after_kib} KiB after")
+    assert elapsed_s < 20
+    assert rss_after_kib - rss_before_kib < 64 * 1024, (rss_before_kib, rss_after_kib)
+    assert rss_after_kib < 256 * 1024
