@@ -1,0 +1,133 @@
+"""Keys and values of ``__consumer_offsets`` records, written as Kafka writes them.
+
+Every key and value is an int16 schema version followed by the struct of that version
+(Kafka's ``GroupMetadataManager`` serde; schemas in ``protocol/schemas/internal/``)::
+
+    offset commit key    version 1 (0 also read)  OffsetCommitKey    group string, topic string, partition int32
+    group metadata key   version 2                GroupMetadataKey   group string
+    offset commit value  version 3 (1 when an expire timestamp is set; 0-4 read)
+                         offset int64, [leader_epoch int32 v3+], metadata string,
+                         commit_timestamp int64, [expire_timestamp int64 v1]
+    group metadata value version 3 (0-4 read)
+                         protocol_type string, generation int32, protocol string?, leader string?,
+                         [current_state_timestamp int64 v2+], members [member_id, [group_instance_id v3+],
+                         client_id, client_host, [rebalance_timeout v1+], session_timeout,
+                         subscription bytes, assignment bytes]
+
+A null value is a tombstone: the offset was deleted or expired, or the group is gone
+(compaction then drops the key). Kafka's ``kafka-console-consumer`` formatters for this topic
+(``OffsetsMessageFormatter``, ``GroupMetadataMessageFormatter``) read these records.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Final, TypeAlias
+
+from protocol.errors import ProtocolError
+from protocol.messages.internal.group_metadata_key import GroupMetadataKey
+from protocol.messages.internal.group_metadata_value import GroupMetadataValue
+from protocol.messages.internal.offset_commit_key import OffsetCommitKey
+from protocol.messages.internal.offset_commit_value import OffsetCommitValue
+
+OFFSET_COMMIT_KEY_VERSION: Final = 1
+GROUP_METADATA_KEY_VERSION: Final = 2
+OFFSET_COMMIT_VALUE_VERSION: Final = 3
+OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRE: Final = 1
+GROUP_METADATA_VALUE_VERSION: Final = 3
+
+_VERSION = struct.Struct(">h")
+
+
+class GroupRecordError(ProtocolError):
+    """A ``__consumer_offsets`` key or value that does not decode."""
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetKey:
+    group: str
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupKey:
+    group: str
+
+
+RecordKey: TypeAlias = OffsetKey | GroupKey
+
+
+def _versioned(version: int, body: bytes) -> bytes:
+    return _VERSION.pack(version) + body
+
+
+def _split(data: bytes | memoryview, what: str) -> tuple[int, memoryview]:
+    view = memoryview(data)
+    if len(view) < 2:
+        raise GroupRecordError(f"{what}: {len(view)} bytes, too short for a version")
+    return _VERSION.unpack_from(view, 0)[0], view[2:]
+
+
+def encode_offset_key(group: str, topic: str, partition: int) -> bytes:
+    return _versioned(
+        OFFSET_COMMIT_KEY_VERSION,
+        OffsetCommitKey(group, topic, partition).encode(OFFSET_COMMIT_KEY_VERSION),
+    )
+
+
+def encode_group_key(group: str) -> bytes:
+    return _versioned(
+        GROUP_METADATA_KEY_VERSION, GroupMetadataKey(group).encode(GROUP_METADATA_KEY_VERSION)
+    )
+
+
+def decode_key(data: bytes | memoryview) -> RecordKey:
+    version, body = _split(data, "key")
+    try:
+        if version in (0, 1):
+            k = OffsetCommitKey.decode(body, version)
+            return OffsetKey(k.group, k.topic, k.partition)
+        if version == 2:
+            return GroupKey(GroupMetadataKey.decode(body, version).group)
+    except (ProtocolError, ValueError, IndexError, UnicodeDecodeError) as exc:
+        raise GroupRecordError(f"bad key of version {version}: {exc}") from exc
+    raise GroupRecordError(f"unknown key version {version}")
+
+
+def encode_offset_value(
+    offset: int, leader_epoch: int, metadata: str, commit_timestamp_ms: int,
+    expire_timestamp_ms: int | None,
+) -> bytes:
+    if expire_timestamp_ms is not None:
+        version = OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRE
+        value = OffsetCommitValue(offset, -1, metadata, commit_timestamp_ms, expire_timestamp_ms)
+    else:
+        version = OFFSET_COMMIT_VALUE_VERSION
+        value = OffsetCommitValue(offset, leader_epoch, metadata, commit_timestamp_ms, -1)
+    return _versioned(version, value.encode(version))
+
+
+def decode_offset_value(data: bytes | memoryview) -> OffsetCommitValue:
+    version, body = _split(data, "offset value")
+    if not 0 <= version <= OffsetCommitValue.HIGHEST_VERSION:
+        raise GroupRecordError(f"unknown offset commit value version {version}")
+    try:
+        return OffsetCommitValue.decode(body, version)
+    except (ProtocolError, ValueError, IndexError, UnicodeDecodeError) as exc:
+        raise GroupRecordError(f"bad offset commit value v{version}: {exc}") from exc
+
+
+def encode_group_value(value: GroupMetadataValue) -> bytes:
+    return _versioned(GROUP_METADATA_VALUE_VERSION, value.encode(GROUP_METADATA_VALUE_VERSION))
+
+
+def decode_group_value(data: bytes | memoryview) -> GroupMetadataValue:
+    version, body = _split(data, "group value")
+    if not 0 <= version <= GroupMetadataValue.HIGHEST_VERSION:
+        raise GroupRecordError(f"unknown group metadata value version {version}")
+    try:
+        return GroupMetadataValue.decode(body, version)
+    except (ProtocolError, ValueError, IndexError, UnicodeDecodeError) as exc:
+        raise GroupRecordError(f"bad group metadata value v{version}: {exc}") from exc
