@@ -1,0 +1,176 @@
+"""``python -m bench``: minikafka and Apache Kafka, same workloads, same client, one run.
+
+Flags: ``--quick`` (smoke: minikafka only, tiny sizes, one run, no Java tools),
+``--scenarios P1,P2,...`` (P1 P2 P3 P4 P5 P6 ZC), ``--runs N`` (default 3),
+``--size-gb`` (P6 log size, default 2), ``--brokers minikafka,kafka``, ``--profile``
+(py-spy on the minikafka broker during P1, P2, P5), ``--results-dir`` (default
+bench/results), ``--no-java`` (skip Kafka's perf tools), ``--keep`` (keep the work dir).
+
+Writes ``<results-dir>/latest.md`` and ``<results-dir>/<date>-<time>.md`` (the dated copy
+is kept), ``latest-*.png`` plots with dated copies, and prints the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import FrameType
+
+from bench import machine
+from bench.brokers import SHARED_SETTINGS, BrokerUnderTest
+from bench.context import FULL, QUICK, RunContext
+from bench.figures import Results
+from bench.kafka_broker import ApacheKafka
+from bench.minikafka_broker import MiniKafka
+from bench.profiles import top_frames
+from bench.report import build_rows, markdown, text_table
+from bench.runner import Plan, run_plan
+from bench.scenarios import NOT_YET, SCENARIOS
+
+BENCH_DIR = Path(__file__).resolve().parent
+ALL_SCENARIOS = ["P1", "P2", "P3", "P4", "P5", "P6", "ZC"]
+QUICK_SCENARIOS = ["P1", "P2", "P4", "P5", "P6"]
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smoke mode: minikafka, tiny sizes")
+    parser.add_argument("--scenarios", help="comma-separated, e.g. P1,P2 (default: all)")
+    parser.add_argument("--runs", type=int, help="runs per scenario and broker (default 3)")
+    parser.add_argument("--size-gb", type=float, help="P6 log size in GB (default 2)")
+    parser.add_argument("--records", type=int, help="records per P1/P2 run (default 1,000,000)")
+    parser.add_argument("--brokers", help="minikafka,kafka (default both; --quick: minikafka)")
+    parser.add_argument("--profile", action="store_true", help="py-spy minikafka in P1, P2, P5")
+    parser.add_argument("--no-java", action="store_true", help="skip Kafka's Java perf tools")
+    parser.add_argument("--results-dir", type=Path, default=BENCH_DIR / "results")
+    parser.add_argument("--keep", action="store_true", help="keep the work dir (logs, data)")
+    args = parser.parse_args(argv)
+    if args.runs is not None and not 1 <= args.runs <= 50:
+        parser.error("--runs must be between 1 and 50")
+    if args.size_gb is not None and not 0 < args.size_gb <= 100:
+        parser.error("--size-gb must be in (0, 100]")
+    if args.records is not None and not 1 <= args.records <= 100_000_000:
+        parser.error("--records must be between 1 and 100,000,000")
+    return args
+
+
+def _scenarios(args: argparse.Namespace) -> list[str]:
+    if args.scenarios:
+        keys = [k.strip().upper() for k in args.scenarios.split(",") if k.strip()]
+        unknown = [k for k in keys if k not in SCENARIOS and k not in NOT_YET]
+        if unknown:
+            raise SystemExit(f"unknown scenarios {unknown}; known: {ALL_SCENARIOS}")
+        return keys
+    return QUICK_SCENARIOS if args.quick else ALL_SCENARIOS
+
+
+def _brokers(args: argparse.Namespace, work_dir: Path) -> list[BrokerUnderTest]:
+    names = (args.brokers or ("minikafka" if args.quick else "minikafka,kafka")).lower()
+    brokers: list[BrokerUnderTest] = []
+    for name in (n.strip() for n in names.split(",") if n.strip()):
+        if name == "minikafka":
+            brokers.append(MiniKafka(work_dir / "minikafka"))
+        elif name == "kafka":
+            brokers.append(ApacheKafka(work_dir / "kafka"))
+        else:
+            raise SystemExit(f"unknown broker {name!r}: use minikafka and/or kafka")
+    return brokers
+
+
+def _header(brokers: list[BrokerUnderTest], args: argparse.Namespace, runs: int) -> dict[str, str]:
+    facts = machine.describe()
+    header = {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "command": "python -m bench " + " ".join(sys.argv[1:]),
+        "machine": f"{facts['cores']} cores ({facts['cpu']}), {facts['memory']}, {facts['kernel']}",
+        "load average at start": machine.loadavg(),
+        "client": f"confluent-kafka {facts['confluent-kafka']} "
+        f"(librdkafka {facts['librdkafka']}), Python {facts['python']}, one process per load",
+        "runs": f"{runs} per scenario and broker, interleaved (minikafka, Kafka, minikafka, ...)",
+        "broker settings (both)": ", ".join(f"{k}={v}" for k, v in SHARED_SETTINGS.items())
+        + "; no fsync per message (log.flush.* at Kafka's defaults)",
+    }
+    for broker in brokers:
+        header[broker.name] = broker.version()
+    header["Kafka mode"] = "KRaft combined mode (one JVM, controller+broker), -Xmx1g"
+    return header
+
+
+def _stop_on_signal(signum: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _write_outputs(
+    results: Results, header: dict[str, str], results_dir: Path, profile_labels: list[str]
+) -> tuple[str, Path]:
+    from bench.plots import write_plots  # matplotlib is imported only when writing
+
+    results_dir.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y-%m-%d-%H%M%S")
+    rows = build_rows(results)
+    plots = write_plots(rows, results_dir, "latest")
+    for plot in plots:
+        shutil.copyfile(plot, results_dir / plot.name.replace("latest", stamp))
+    profiles = {
+        label: top_frames(results_dir / f"{label}.svg")
+        for label in profile_labels
+        if (results_dir / f"{label}.svg").exists()
+    }
+    text = markdown(rows, results, header, plots, profiles)
+    latest = results_dir / "latest.md"
+    latest.write_text(text)
+    shutil.copyfile(latest, results_dir / f"{stamp}.md")
+    return text_table(rows), latest
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    sizes = QUICK if args.quick else FULL
+    if args.size_gb is not None:
+        sizes = dataclasses.replace(sizes, p6_size_bytes=int(args.size_gb * 1e9))
+    if args.records is not None:
+        sizes = dataclasses.replace(sizes, p1_records=args.records, p2_records=args.records)
+    if args.no_java:
+        sizes = dataclasses.replace(sizes, java=False)
+    runs = args.runs or (1 if args.quick else 3)
+    scenarios = _scenarios(args)
+    tmp_root = BENCH_DIR / "results" / "tmp"
+    tmp_root.mkdir(parents=True, exist_ok=True)
+    work_dir = Path(tempfile.mkdtemp(prefix="run-", dir=tmp_root))
+    signal.signal(signal.SIGTERM, _stop_on_signal)
+    brokers = _brokers(args, work_dir)
+    ctx = RunContext(
+        work_dir=work_dir, results_dir=args.results_dir, sizes=sizes, profile=args.profile
+    )
+    args.results_dir.mkdir(parents=True, exist_ok=True)
+    header = _header(brokers, args, runs)
+    try:
+        results = run_plan(Plan(scenarios=scenarios, runs=runs, brokers=brokers), ctx)
+        header["load average at end"] = machine.loadavg()
+        table, latest = _write_outputs(
+            results,
+            header,
+            args.results_dir,
+            [f"{k}-minikafka" for k in ("P1", "P2", "P5")] if args.profile else [],
+        )
+    finally:
+        if not args.keep:
+            with contextlib.suppress(OSError):
+                shutil.rmtree(work_dir)
+    print(table)
+    for note in results.notes:
+        print(f"note: {note}")
+    for failure in results.failures:
+        print(
+            f"FAILED {failure.scenario} {failure.broker} run {failure.run}: "
+            f"{failure.message.splitlines()[0][:300]}"
+        )
+    print(f"report: {latest}")
+    return 1 if results.failures else 0

@@ -1,0 +1,381 @@
+"""The scenarios of issue 7, each a prepare step (untimed) and a run step (measured).
+
+- P1 produce throughput, 1 and 8 partitions, 100-byte records, linger.ms 5, batch.size
+  1 MiB, acks=1: records/s and MiB/s (librdkafka; ProducerPerformance as second opinion).
+- P2 consume throughput of data written the P1 way, by a cold consumer (new process,
+  assign() from offset 0, no group): records/s and MiB/s (librdkafka; ConsumerPerformance,
+  which needs the group APIs, as second opinion); plus the loopback sendfile limit of the
+  same segment bytes.
+- P4 end-to-end latency at a fixed 10,000 records/s (producer linger.ms 0, acks=1; consumer
+  with librdkafka's defaults, fetch.wait.max.ms 500): p50, p99, p99.9 in ms.
+- P5 small requests: 16 producers, linger 0, one record per request, one request in
+  flight each: requests/s and p99 ms.
+- P6 restart: fill 20 partitions with ``size`` bytes of 1 KiB records, then (per run)
+  stop the broker cleanly and measure launch-to-first-acknowledged-produce in seconds.
+- ZC zero-copy: minikafka's fetch with os.sendfile against the same broker started with
+  ``MINIKAFKA_FETCH_COPY=1`` (the copying path), P2's consume on both.
+
+MiB is 2**20 bytes (Kafka's perf tools call it MB).
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from typing import Any, Final
+
+from bench import java_perf
+from bench.admin import create_topic
+from bench.brokers import BrokerUnderTest
+from bench.context import LoadOutcome, RunContext
+from bench.figures import Figure, cpu_pct
+from bench.loopback import measure_sendfile
+from bench.procs import BenchError
+
+MIB: Final[int] = 1 << 20
+
+
+def _throughput_figures(
+    scenario: str, row: str, broker: str, run: int, out: LoadOutcome
+) -> list[Figure]:
+    res = out.result
+    elapsed_s = float(res["elapsed_s"])
+    common: dict[str, Any] = {
+        "scenario": scenario,
+        "row": row,
+        "broker": broker,
+        "run": run,
+        "higher_is_better": True,
+        "broker_cpu_pct": cpu_pct(out.broker_cpu_s, out.wall_s),
+        "client_cpu_pct": cpu_pct(float(res["cpu_s"]), elapsed_s),
+    }
+    return [
+        Figure(metric="records/s", value=res["records"] / elapsed_s, **common),
+        Figure(metric="MiB/s", value=res["bytes"] / MIB / elapsed_s, **common),
+    ]
+
+
+def _java_figures(
+    scenario: str, row: str, broker: str, run: int, res: java_perf.JavaPerfResult
+) -> list[Figure]:
+    common: dict[str, Any] = {
+        "scenario": scenario,
+        "row": row,
+        "broker": broker,
+        "run": run,
+        "higher_is_better": True,
+        "client_cpu_pct": cpu_pct(res.cpu_s, res.elapsed_s),
+    }
+    return [
+        Figure(metric="records/s", value=res.records_per_s, **common),
+        Figure(metric="MiB/s", value=res.mib_per_s, **common),
+    ]
+
+
+class Scenario(ABC):
+    key: str
+    title: str
+    profile: bool = False  # py-spy the minikafka broker during its first run
+
+    def prepare(self, broker: BrokerUnderTest, ctx: RunContext) -> list[Figure]:
+        """Untimed set-up on one broker (topics, data); may return one-off figures."""
+        return []
+
+    @abstractmethod
+    def run(self, broker: BrokerUnderTest, ctx: RunContext, run: int) -> list[Figure]:
+        """One measured run against broker."""
+
+    def after_run(self, brokers: list[BrokerUnderTest], ctx: RunContext, run: int) -> list[Figure]:
+        """Broker-independent figures taken once per run, after every broker's turn."""
+        return []
+
+
+class P1Produce(Scenario):
+    key = "P1"
+    title = "produce throughput"
+    profile = True
+    PARTITIONS: Final[tuple[int, ...]] = (1, 8)
+
+    def run(self, broker: BrokerUnderTest, ctx: RunContext, run: int) -> list[Figure]:
+        figures: list[Figure] = []
+        sizes = ctx.sizes
+        for partitions in self.PARTITIONS:
+            topic = f"p1-{partitions}p-r{run}"
+            create_topic(broker.bootstrap, topic, partitions)
+            spec = {
+                "workload": "produce",
+                "topic": topic,
+                "records": sizes.p1_records,
+                "record_bytes": sizes.record_bytes,
+                "linger_ms": 5,
+                "batch_bytes": MIB,
+            }
+            out = ctx.run_load(broker, spec, name=f"P1 {partitions}p")
+            row = f"P1 produce {partitions}p (librdkafka)"
+            figures += _throughput_figures(self.key, row, broker.name, run, out)
+            if sizes.java:
+                jtopic = f"p1j-{partitions}p-r{run}"
+                create_topic(broker.bootstrap, jtopic, partitions)
+                res = java_perf.producer_perf(
+                    broker.bootstrap,
+                    jtopic,
+                    records=sizes.p1_records,
+                    record_bytes=sizes.record_bytes,
+                    work_dir=ctx.work_dir,
+                )
+                row = f"P1 produce {partitions}p (Java perf-test)"
+                figures += _java_figures(self.key, row, broker.name, run, res)
+        return figures
+
+
+class P2Consume(Scenario):
+    key = "P2"
+    title = "consume throughput"
+    profile = True
+    PARTITIONS: Final[tuple[int, ...]] = (1, 8)
+
+    def prepare(self, broker: BrokerUnderTest, ctx: RunContext) -> list[Figure]:
+        for partitions in self.PARTITIONS:
+            topic = f"p2-{partitions}p"
+            create_topic(broker.bootstrap, topic, partitions)
+            spec = {
+                "workload": "produce",
+                "topic": topic,
+                "records": ctx.sizes.p2_records,
+                "record_bytes": ctx.sizes.record_bytes,
+                "linger_ms": 5,
+                "batch_bytes": MIB,
+            }
+            ctx.run_load(broker, spec, name=f"P2 fill {partitions}p")
+        return []
+
+    def run(self, broker: BrokerUnderTest, ctx: RunContext, run: int) -> list[Figure]:
+        figures: list[Figure] = []
+        for partitions in self.PARTITIONS:
+            topic = f"p2-{partitions}p"
+            spec = {"workload": "consume", "topic": topic, "records": ctx.sizes.p2_records}
+            out = ctx.run_load(broker, spec, name=f"P2 {partitions}p")
+            row = f"P2 consume {partitions}p (librdkafka)"
+            figures += _throughput_figures(self.key, row, broker.name, run, out)
+            if ctx.sizes.java:
+                try:
+                    res = java_perf.consumer_perf(
+                        broker.bootstrap,
+                        topic,
+                        records=ctx.sizes.p2_records,
+                        work_dir=ctx.work_dir,
+                    )
+                except BenchError as exc:
+                    raise BenchError(f"ConsumerPerformance (second opinion): {exc}") from exc
+                row = f"P2 consume {partitions}p (Java perf-test)"
+                figures += _java_figures(self.key, row, broker.name, run, res)
+        return figures
+
+    def after_run(self, brokers: list[BrokerUnderTest], ctx: RunContext, run: int) -> list[Figure]:
+        """The loopback limit: sendfile of the 1-partition topic's segment bytes, once a run."""
+        for broker in brokers:
+            segments = sorted((broker.log_dir / "p2-1p-0").glob("*.log"))
+            if segments:
+                break
+        else:
+            return []
+        result = measure_sendfile(segments, ctx.work_dir)
+        return [
+            Figure(
+                scenario=self.key,
+                row=f"P2 loopback sendfile limit ({result.size_bytes / MIB:.0f} MiB)",
+                metric="MiB/s",
+                broker="loopback",
+                run=run,
+                value=result.mib_per_s,
+                higher_is_better=True,
+            )
+        ]
+
+
+class P4Latency(Scenario):
+    key = "P4"
+    title = "end-to-end latency at a fixed rate"
+
+    def run(self, broker: BrokerUnderTest, ctx: RunContext, run: int) -> list[Figure]:
+        sizes = ctx.sizes
+        topic = f"p4-r{run}"
+        create_topic(broker.bootstrap, topic, 1)
+        records = int(sizes.p4_rate * sizes.p4_duration_s)
+        warmup = int(sizes.p4_rate * sizes.p4_warmup_s)
+        consumer = ctx.load(
+            broker,
+            {
+                "workload": "latency_consume",
+                "topic": topic,
+                "records": records,
+                "warmup_records": warmup,
+            },
+            name="P4 consumer",
+        )
+        try:
+            consumer.wait_line("ready", timeout_s=60.0)
+            producer = ctx.load(
+                broker,
+                {
+                    "workload": "latency_produce",
+                    "topic": topic,
+                    "records": records,
+                    "rate": sizes.p4_rate,
+                    "record_bytes": sizes.record_bytes,
+                },
+                name="P4 producer",
+            )
+            produced = producer.result(timeout_s=sizes.p4_duration_s + 120.0)
+            consumed = consumer.result(timeout_s=120.0)
+        finally:
+            consumer.kill()
+        lat = consumed.result["latency_ms"]
+        client_cpu_s = float(produced.result["cpu_s"]) + float(consumed.result["cpu_s"])
+        common: dict[str, Any] = {
+            "scenario": self.key,
+            "row": f"P4 e2e latency @ {sizes.p4_rate} rec/s",
+            "broker": broker.name,
+            "run": run,
+            "higher_is_better": False,
+            "broker_cpu_pct": cpu_pct(consumed.broker_cpu_s, consumed.wall_s),
+            "client_cpu_pct": cpu_pct(client_cpu_s, float(consumed.result["elapsed_s"])),
+        }
+        return [
+            Figure(metric=f"{name} ms", value=float(lat[name]), **common)
+            for name in ("p50", "p99", "p99.9")
+        ]
+
+
+class P5SmallRequests(Scenario):
+    key = "P5"
+    title = "small requests"
+    profile = True
+
+    def run(self, broker: BrokerUnderTest, ctx: RunContext, run: int) -> list[Figure]:
+        sizes = ctx.sizes
+        topic = f"p5-r{run}"
+        create_topic(broker.bootstrap, topic, 1)
+        spec = {
+            "workload": "small",
+            "topic": topic,
+            "producers": sizes.p5_producers,
+            "duration_s": sizes.p5_duration_s,
+            "record_bytes": sizes.record_bytes,
+        }
+        out = ctx.run_load(broker, spec, name="P5")
+        res = out.result
+        common: dict[str, Any] = {
+            "scenario": self.key,
+            "row": f"P5 {sizes.p5_producers} producers, 1 record/request",
+            "broker": broker.name,
+            "run": run,
+            "broker_cpu_pct": cpu_pct(out.broker_cpu_s, out.wall_s),
+            "client_cpu_pct": cpu_pct(float(res["cpu_s"]), float(res["elapsed_s"])),
+        }
+        return [
+            Figure(
+                metric="requests/s",
+                value=res["requests"] / float(res["elapsed_s"]),
+                higher_is_better=True,
+                **common,
+            ),
+            Figure(
+                metric="p99 ms",
+                value=float(res["latency_ms"]["p99"]),
+                higher_is_better=False,
+                **common,
+            ),
+        ]
+
+
+class P6Restart(Scenario):
+    key = "P6"
+    title = "restart with a full log"
+    PARTITIONS: Final[int] = 20
+    TOPIC: Final[str] = "p6-restart"
+
+    def prepare(self, broker: BrokerUnderTest, ctx: RunContext) -> list[Figure]:
+        sizes = ctx.sizes
+        create_topic(broker.bootstrap, self.TOPIC, self.PARTITIONS)
+        spec = {
+            "workload": "produce",
+            "topic": self.TOPIC,
+            "records": sizes.p6_size_bytes // sizes.p6_record_bytes,
+            "record_bytes": sizes.p6_record_bytes,
+            "linger_ms": 5,
+            "batch_bytes": MIB,
+            "timeout_s": 1800,
+        }
+        out = ctx.run_load(broker, spec, name="P6 fill")
+        size_gb = broker.topic_log_bytes(self.TOPIC) / 1e9
+        figures = _throughput_figures(
+            self.key, f"P6 fill 20p, 1 KiB records ({size_gb:.2f} GB log)", broker.name, 0, out
+        )
+        return [f for f in figures if f.metric == "MiB/s"]
+
+    def run(self, broker: BrokerUnderTest, ctx: RunContext, run: int) -> list[Figure]:
+        stop_s = broker.stop()
+        probe = ctx.load(broker, {"workload": "probe", "topic": self.TOPIC}, name="P6 probe")
+        try:
+            probe.wait_line("ready", timeout_s=60.0)
+            launched = time.monotonic()
+            broker.launch()
+            probe.broker = broker  # charge the new broker pid from here on
+            outcome = probe.result(timeout_s=400.0)
+        finally:
+            probe.kill()
+        broker.wait_started()
+        start_s = float(outcome.result["acked_monotonic_s"]) - launched
+        common: dict[str, Any] = {
+            "scenario": self.key,
+            "broker": broker.name,
+            "run": run,
+            "higher_is_better": False,
+        }
+        return [
+            Figure(
+                row="P6 restart: launch to first produce ack", metric="s", value=start_s, **common
+            ),
+            Figure(row="P6 restart: clean stop", metric="s", value=stop_s, **common),
+        ]
+
+
+class ZeroCopy(Scenario):
+    """A 1-partition consume on minikafka (sendfile) and minikafka-copy (copying fetch)."""
+
+    key = "ZC"
+    title = "zero-copy fetch vs copying fetch (minikafka only)"
+    TOPIC: Final[str] = "zc-1p"
+
+    def prepare(self, broker: BrokerUnderTest, ctx: RunContext) -> list[Figure]:
+        create_topic(broker.bootstrap, self.TOPIC, 1)
+        spec = {
+            "workload": "produce",
+            "topic": self.TOPIC,
+            "records": ctx.sizes.p2_records,
+            "record_bytes": ctx.sizes.record_bytes,
+            "linger_ms": 5,
+            "batch_bytes": MIB,
+        }
+        ctx.run_load(broker, spec, name="ZC fill")
+        return []
+
+    def run(self, broker: BrokerUnderTest, ctx: RunContext, run: int) -> list[Figure]:
+        spec = {"workload": "consume", "topic": self.TOPIC, "records": ctx.sizes.p2_records}
+        out = ctx.run_load(broker, spec, name="ZC")
+        row = "ZC consume 1p: sendfile (minikafka) vs copy (minikafka-copy)"
+        return _throughput_figures(self.key, row, broker.name, run, out)
+
+
+SCENARIOS: Final[dict[str, type[Scenario]]] = {
+    "P1": P1Produce,
+    "P2": P2Consume,
+    "P4": P4Latency,
+    "P5": P5SmallRequests,
+    "P6": P6Restart,
+    "ZC": ZeroCopy,
+}
+NOT_YET: Final[dict[str, str]] = {
+    "P3": "P3 acks=all, 3 brokers, replication factor 3: not yet available (needs the cluster)",
+}
