@@ -31,15 +31,18 @@ def _broker_main(argv: list[str]) -> int:
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="set a property, overriding the file (repeatable)")
     args = parser.parse_args(argv)
+    # Validate the configuration before importing the server (and every codec it loads),
+    # so a bad property fails fast.
     from broker.config import BrokerConfig, ConfigError
-    from broker.server import configure_logging, run_broker
 
-    configure_logging()
     try:
         config = BrokerConfig.load(args.config, args.override)
     except ConfigError as exc:
         print(f"minikafka: error: {exc}", file=sys.stderr)
         return 1
+    from broker.server import configure_logging, run_broker
+
+    configure_logging()
     return run_broker(config)
 
 

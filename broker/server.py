@@ -155,15 +155,21 @@ class BrokerServer:
     async def _shutdown(self) -> None:
         # 1. No new connections.
         self.network.stop_accepting()
+        log.info("Shutdown step 1/4: stopped accepting connections")
         # 2. Finish in-flight requests, close the connections.
+        in_flight = self.network.connection_count
         if not await self.network.drain(DRAIN_TIMEOUT_S):
             log.warning("Requests still in flight after %.0f s: closing their connections",
                         DRAIN_TIMEOUT_S)
         await self.network.close()
-        # 3. Flush and checkpoint the logs (log manager), close files.
+        log.info("Shutdown step 2/4: finished in-flight requests, closed %d connections", in_flight)
+        # 3. Complete parked operations, flush and checkpoint the logs, close files.
         assert self.broker is not None
         if self.broker.replica_manager is not None:
             self.broker.replica_manager.shutdown()
+        log.info("Shutdown step 3/4: logs flushed and checkpointed")
+        # 4. The log dir lock is released by the caller (locked_log_dir).
+        log.info("Shutdown step 4/4: releasing the log dir lock")
 
 
 def configure_logging(stream: IO[str] = sys.stderr) -> None:

@@ -50,6 +50,7 @@ class BrokerProcess:
         self.proc: subprocess.Popen[str] | None = None
         self.host = "127.0.0.1"
         self.port = 0
+        self.broker_id = -1
         self.exit_codes: list[int] = []
         self._stderr: IO[bytes] | None = None
 
@@ -87,6 +88,7 @@ class BrokerProcess:
         if match is None:
             self._kill()
             raise BrokerStartError(f"broker did not start: {line!r}\n{self.stderr_text()}")
+        self.broker_id = int(match.group(1))
         endpoint = match.group(2).split(",")[0]
         hostport = endpoint.split("://", 1)[1]
         self.host, port = hostport.rsplit(":", 1)

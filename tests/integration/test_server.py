@@ -1,0 +1,160 @@
+"""The broker process: configuration errors fail start-up naming the property, a config
+file is honoured, SIGTERM/SIGINT shut down in order with exit 0 while requests are in
+flight, the log dir is locked against a second broker, restarts keep the cluster id."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import struct
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from protocol.frames import RequestHeader, decode_response, encode_request
+from protocol.messages.api_versions import ApiVersionsRequest
+from tests.integration.broker_process import REPO_ROOT, BrokerProcess, BrokerStartError
+from tests.integration.netclient import RawClient
+from tests.integration.test_network_bad_input import api_versions_ok
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def run_cli(*args: str, timeout_s: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "broker.cli", *args], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=timeout_s)
+
+
+@pytest.mark.parametrize(("override", "named"), [
+    ("no.such.property=1", "Unknown configuration 'no.such.property'"),
+    ("num.io.threads=abc", "configuration num.io.threads"),
+    ("num.io.threads=0", "configuration num.io.threads: Value must be at least 1"),
+    ("auto.create.topics.enable=maybe", "configuration auto.create.topics.enable"),
+    ("listeners=SSL://127.0.0.1:0", "configuration listeners"),
+    ("log.retention.hours=x", "configuration log.retention.hours"),
+])
+def test_bad_property_fails_startup_naming_it(tmp_path: Path, override: str, named: str) -> None:
+    result = run_cli("broker", "--override", f"log.dirs={tmp_path}/d", "--override", override)
+    assert result.returncode == 1
+    assert named in result.stderr
+    assert "minikafka: started" not in result.stdout
+
+
+def test_bad_property_in_config_file_fails_startup(tmp_path: Path) -> None:
+    config = tmp_path / "server.properties"
+    config.write_text(f"# comment\nlog.dirs={tmp_path}/d\nlisteners=PLAINTEXT://127.0.0.1:0\n"
+                      "log.segment.byte=1000\n")
+    result = run_cli("broker", "--config", str(config))
+    assert result.returncode == 1
+    assert "Unknown configuration 'log.segment.byte'" in result.stderr
+
+
+def test_config_file_and_overrides_are_used(tmp_path: Path) -> None:
+    config = tmp_path / "server.properties"
+    config.write_text("broker.id=7\n"
+                      "listeners = PLAINTEXT://127.0.0.1:9\n"  # overridden below
+                      f"log.dirs: {tmp_path}/data\n"
+                      "num.io.threads=2\n")
+    proc = BrokerProcess(tmp_path, {"listeners": "PLAINTEXT://127.0.0.1:0"})
+    proc.overrides.pop("log.dirs")
+    cmd = proc.command
+    proc.command = lambda: [*cmd()[:4], "--config", str(config), *cmd()[4:]]  # type: ignore[method-assign]
+    with proc:
+        assert api_versions_ok(RawClient(proc.bootstrap))
+        meta = (tmp_path / "data" / "meta.properties").read_text()
+    assert "broker.id=7" in meta
+    assert proc.broker_id == 7
+    assert proc.exit_codes == [0]
+
+
+def test_sigterm_with_requests_in_flight_exits_0_in_order(broker: BrokerProcess) -> None:
+    """Thousands of requests are pipelined on 4 connections; SIGTERM arrives after the first
+    answers: every connection gets an in-order prefix of its answers, then EOF; exit 0; the
+    shutdown steps are logged in order."""
+    per_connection = 3000
+    socks = [socket.create_connection((broker.host, broker.port), timeout=20) for _ in range(4)]
+    try:
+        for sock in socks:
+            data = b"".join(encode_request(RequestHeader(18, 0, cid, "c"), ApiVersionsRequest())
+                            for cid in range(per_connection))
+            sock.sendall(data)
+        first = _read_frame(socks[0])
+        assert first is not None and struct.unpack_from(">i", first)[0] == 0
+        broker.signal(signal.SIGTERM)
+        counts = []
+        for index, sock in enumerate(socks):
+            expected = 1 if index == 0 else 0
+            while (frame := _read_frame(sock)) is not None:
+                cid, body = decode_response(frame, 18, 0)
+                assert cid == expected, "responses out of order"
+                assert body.error_code == 0  # type: ignore[attr-defined]
+                expected += 1
+            counts.append(expected)
+        assert broker.wait() == 0
+    finally:
+        for sock in socks:
+            sock.close()
+    assert all(count <= per_connection for count in counts)
+    assert min(counts) < per_connection, "SIGTERM arrived after everything was answered"
+    log = broker.stderr_text()
+    steps = [log.index(f"Shutdown step {i}/4") for i in range(1, 5)]
+    assert steps == sorted(steps)
+    assert log.index("Received SIGTERM") < steps[0]
+    assert "shut down completed" in log[steps[-1]:]
+
+
+def _read_frame(sock: socket.socket) -> bytes | None:
+    """One response frame, or None at EOF / reset."""
+    try:
+        head = _recv_exactly(sock, 4)
+        if head is None:
+            return None
+        (size,) = struct.unpack(">i", head)
+        return _recv_exactly(sock, size)
+    except ConnectionResetError:
+        return None
+
+
+def _recv_exactly(sock: socket.socket, n: int) -> bytes | None:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            return None
+        buf += chunk
+    return bytes(buf)
+
+
+def test_sigint_shuts_down_with_exit_0(broker: BrokerProcess) -> None:
+    broker.signal(signal.SIGINT)
+    assert broker.wait() == 0
+    assert "Received SIGINT" in broker.stderr_text()
+
+
+def test_second_broker_on_same_log_dir_fails(broker: BrokerProcess, tmp_path: Path) -> None:
+    other = BrokerProcess(tmp_path / "other", {"log.dirs": str(broker.log_dir)}, name="other")
+    with pytest.raises(BrokerStartError, match="Failed to acquire lock"):
+        other.start()
+    assert other.exit_codes == [1]
+    assert broker.is_running()
+
+
+def test_restart_and_kill9_keep_cluster_id(broker_factory: Callable[..., BrokerProcess]) -> None:
+    proc = broker_factory()
+    meta = proc.log_dir / "meta.properties"
+    cluster_line = next(line for line in meta.read_text().splitlines() if line.startswith("cluster.id="))
+    proc.restart()
+    assert api_versions_ok(RawClient(proc.bootstrap))
+    proc.kill9_and_restart()
+    assert api_versions_ok(RawClient(proc.bootstrap))
+    assert cluster_line in meta.read_text()
+    assert proc.exit_codes[0] == 0 and proc.exit_codes[1] == -signal.SIGKILL
+
+
+def test_cli_help_and_unknown_command() -> None:
+    assert run_cli("--help").returncode == 0
+    result = run_cli("frobnicate")
+    assert result.returncode == 2 and "unknown command 'frobnicate'" in result.stderr
