@@ -173,6 +173,13 @@ class _MmapIndex:
             self._mm = None
         self._file.close()
 
+    def abandon(self) -> None:
+        """Close without trimming: the file keeps its preallocated size (as after a crash)."""
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
+        self._file.close()
+
     def rename_to(self, path: Path) -> None:
         if self.path.exists():
             os.replace(self.path, path)

@@ -3,8 +3,9 @@
 Steps (Kafka's ``LogLoader``), each repair logged with the file it touched:
 
 1. Remove leftovers of interrupted work: ``*.deleted``, ``*.cleaned``, ``*.swap``,
-   ``*.tmp``; remove ``.index`` / ``.timeindex`` files whose ``.log`` is gone; log and
-   leave alone any other unknown file (never delete what we do not understand).
+   ``*.tmp``; remove ``.index`` / ``.timeindex`` files whose ``.log`` is gone or whose
+   size is not whole entries (rebuilt on first use); log and leave alone any other
+   unknown file (never delete what we do not understand).
 2. Open segments (indexes stay closed until first use).
 3. After an unclean stop: re-scan every segment from the one holding the recovery point
    (``storage.recovery``), truncating a torn or corrupt tail and deleting the segments
@@ -71,6 +72,13 @@ def _tidy(directory: Path) -> list[int]:
         if suffix == LOG_SUFFIX:
             logs.add(base)
         elif suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            entry_size = 8 if suffix == INDEX_SUFFIX else 12
+            size = entry.stat().st_size
+            if size % entry_size:
+                log.warning("%s: removing %s: size %d is not a multiple of %d (it is rebuilt)",
+                            directory, name, size, entry_size)
+                path.unlink(missing_ok=True)
+                continue
             indexes.append((base, path))
         elif suffix not in (SNAPSHOT_SUFFIX, TXN_INDEX_SUFFIX):
             log.warning("%s: ignoring stray file %s", directory, name)
@@ -168,6 +176,7 @@ def load_log(
         _recover(directory, segments, start_index, config, cache)
         leo = next_offset_of(segments[-1])
     else:
+        segments[-1].make_active()  # its indexes open writable once, not twice
         try:
             leo = next_offset_of(segments[-1])
         except CorruptSegmentError as exc:

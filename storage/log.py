@@ -649,6 +649,16 @@ class Log:
                 seg.delete_files()
         self.delete_pending_files(force=True)
 
+    def abandon(self) -> None:
+        """Close file handles as a crash would: no flush, no trim, no checkpoint."""
+        with self._lock:
+            self._closed = True
+            for seg in self._segments:
+                seg.abandon()
+            for _, seg in self._pending_deletes:
+                seg.abandon()
+            self._pending_deletes = []
+
     def __repr__(self) -> str:
         return (f"Log({self.topic_partition}, start={self._log_start_offset}, "
                 f"end={self._leo}, segments={len(self._segments)})")

@@ -201,6 +201,8 @@ class LogSegment:
         """Open both indexes writable and empty (recovery rebuilds them from the log)."""
         self._close_indexes()
         self._writable_indexes = True
+        for path in self.paths()[1:]:
+            path.unlink(missing_ok=True)  # start from empty files: no stale entries to zero
         self._offset_index = OffsetIndex(
             index_file(self.directory, self.base_offset),
             self.base_offset,
@@ -477,6 +479,17 @@ class LogSegment:
         self._mm = None
         self._mapped_bytes = 0
         self.file.close()
+
+    def abandon(self) -> None:
+        """Close handles without the final index entry or trimming (crash simulation)."""
+        for idx in (self._offset_index, self._time_index):
+            if idx is not None:
+                idx.abandon()
+        self._offset_index = None
+        self._time_index = None
+        self._mm = None
+        if not self.file.closed:
+            self.file.close()
 
     def paths(self) -> list[Path]:
         return [

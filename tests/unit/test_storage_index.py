@@ -94,9 +94,7 @@ def test_untrimmed_index_fails_sanity_check(tmp_path: Path) -> None:
     idx.append(9, 20)
     idx.flush()
     # Simulate an unclean stop: the file stays preallocated with a zero tail.
-    idx._mm.close()  # type: ignore[union-attr]
-    idx._mm = None
-    idx._file.close()
+    idx.abandon()
     reopened = OffsetIndex(path, 0, 800, writable=False)
     assert reopened.entries == 100
     with pytest.raises(CorruptIndexError):
