@@ -165,8 +165,9 @@ def test_crash_safety_random_cuts_and_flips(tmp_path: Path, seed: int) -> None:
         expected_leo = result.batches[-1].last_offset + 1 if result.batches else 0
         assert recovered.log_end_offset == expected_leo
         # reads at every kept offset return a whole, CRC-valid batch holding it
-        for b in result.batches[:: max(1, len(result.batches) // 10)]:
-            got_batch = next(iter_batches(recovered.read(b.base_offset, 1).read_bytes()))
-            assert got_batch.verify_crc() and got_batch.base_offset == b.base_offset
+        for kept_batch in result.batches[:: max(1, len(result.batches) // 10)]:
+            start = kept_batch.base_offset
+            got_batch = next(iter_batches(recovered.read(start, 1).read_bytes()))
+            assert got_batch.verify_crc() and got_batch.base_offset == start
         recovered.abandon()  # no fsyncs: this copy is thrown away
         shutil.rmtree(work.parent)
