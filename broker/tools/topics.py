@@ -14,8 +14,8 @@ Output matches kafka-topics 3.9::
     Topic: t\tTopicId: <base64 uuid>\tPartitionCount: 3\tReplicationFactor: 1\tConfigs: k=v,...
     \tTopic: t\tPartition: 0\tLeader: 0\tReplicas: 0\tIsr: 0\tElr: N/A\tLastKnownElr: N/A
 
-Errors print ``Error while executing topic command : <message>`` and exit 1; a usage error
-exits 1 after argparse's message (kafka-topics exits 1 on bad options too).
+Errors print ``Error while executing topic command : <message>`` on stdout, as kafka-topics
+does, and exit 1; a usage error exits 1 after argparse's message on stderr.
 """
 
 from __future__ import annotations
@@ -181,13 +181,13 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     except SystemExit as exc:
         return 0 if exc.code == 0 else 1
     if args.command_timeout_ms <= 0:
-        print("Error while executing topic command : --command-timeout-ms must be positive", file=sys.stderr)
+        print("Error while executing topic command : --command-timeout-ms must be positive", file=stream)
         return 1
     try:
         with AdminClient(args.bootstrap_server, timeout_ms=args.command_timeout_ms) as client:
             _run(client, args, stream)
     except (CommandError, ClientError, OSError) as exc:
-        print(f"Error while executing topic command : {exc}", file=sys.stderr)
+        print(f"Error while executing topic command : {exc}", file=stream)
         return 1
     return 0
 

@@ -1,0 +1,183 @@
+"""Describing and altering configs of resources (DescribeConfigs, AlterConfigs,
+IncrementalAlterConfigs share this).
+
+Resource types (``ConfigResource.Type``): TOPIC = 2, BROKER = 4, BROKER_LOGGER = 8; the
+others are answered INVALID_REQUEST. Topic configs are Kafka's topic-level names
+(broker.topic_config); a topic's value comes from its override (DYNAMIC_TOPIC_CONFIG),
+else the broker's explicitly set synonym (STATIC_BROKER_CONFIG), else Kafka's default
+(DEFAULT_CONFIG). Broker configs are read-only here: the broker has no dynamic configs,
+so altering one is INVALID_CONFIG ("Cannot update these configs dynamically"), as Kafka
+answers for a non-dynamic property.
+
+Incremental operations (``AlterConfigOp.OpType``): SET = 0, DELETE = 1, APPEND = 2,
+SUBTRACT = 3; APPEND/SUBTRACT only for LIST configs (INVALID_CONFIG otherwise).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from broker import topic_admin, topic_config
+from broker.config import PROPERTIES, PropType
+from broker.topic_config import ConfigSource, ConfigType, Synonym
+from broker.topics import TopicError, TopicInfo, validate_configs, validate_topic_name
+from protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.services import Broker
+
+
+class ResourceType(enum.IntEnum):
+    UNKNOWN = 0
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+
+
+class OpType(enum.IntEnum):
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigEntry:
+    """One config as DescribeConfigs reports it."""
+
+    name: str
+    value: str | None
+    source: ConfigSource
+    type: ConfigType
+    read_only: bool
+    is_sensitive: bool
+    synonyms: tuple[Synonym, ...]
+
+
+def _resource_error(code: ErrorCode, message: str) -> TopicError:
+    return TopicError(code, message)
+
+
+def require_topic(broker: Broker, name: str) -> TopicInfo:
+    validate_topic_name(name)
+    info = broker.topics.get(name)
+    if info is None:
+        raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                         f"Topic '{name}' does not exist.")
+    return info
+
+
+def require_this_broker(broker: Broker, name: str) -> None:
+    """A BROKER resource names this broker's id (Kafka also accepts "" for the defaults)."""
+    expected = topic_admin.broker_id(broker)
+    try:
+        given = int(name)
+    except ValueError:
+        raise _resource_error(ErrorCode.INVALID_REQUEST,
+                              f"Broker id must be an integer, but it is: {name}") from None
+    if given != expected:
+        raise _resource_error(
+            ErrorCode.INVALID_REQUEST,
+            f"Unexpected broker id, expected {expected} or empty string, but received {name}")
+
+
+def describe_topic(broker: Broker, name: str, keys: Sequence[str] | None) -> list[ConfigEntry]:
+    info = require_topic(broker, name)
+    wanted = set(keys) if keys is not None else None
+    return [
+        ConfigEntry(c.name, c.value, c.source, c.type, False, False, c.synonyms)
+        for c in topic_admin.topic_configs(broker, info.configs)
+        if wanted is None or c.name in wanted
+    ]
+
+
+_PROP_TYPES: dict[PropType, ConfigType] = {
+    PropType.BOOLEAN: ConfigType.BOOLEAN, PropType.INT: ConfigType.INT,
+    PropType.SHORT: ConfigType.SHORT, PropType.LONG: ConfigType.LONG,
+    PropType.DOUBLE: ConfigType.DOUBLE, PropType.STRING: ConfigType.STRING,
+    PropType.LIST: ConfigType.LIST, PropType.PASSWORD: ConfigType.PASSWORD,
+    PropType.CLASS: ConfigType.CLASS,
+}
+
+
+def describe_broker(broker: Broker, name: str, keys: Sequence[str] | None) -> list[ConfigEntry]:
+    """Every broker property: set explicitly -> STATIC_BROKER_CONFIG, else DEFAULT_CONFIG."""
+    if name == "":
+        return []  # cluster-wide dynamic defaults: this broker has none
+    require_this_broker(broker, name)
+    explicit = topic_admin.explicit_broker_props(broker)
+    wanted = set(keys) if keys is not None else None
+    out = []
+    for prop_name in sorted(PROPERTIES):
+        if wanted is not None and prop_name not in wanted:
+            continue
+        prop = PROPERTIES[prop_name]
+        sensitive = prop.type is PropType.PASSWORD
+        if prop_name in explicit:
+            value: str | None = explicit[prop_name]
+            source = ConfigSource.STATIC_BROKER_CONFIG
+        else:
+            value, source = prop.default, ConfigSource.DEFAULT_CONFIG
+        if sensitive:
+            value = None
+        out.append(ConfigEntry(prop_name, value, source, _PROP_TYPES[prop.type], True, sensitive,
+                               (Synonym(prop_name, value, source),)))
+    return out
+
+
+def check_unique_keys(names: Sequence[str]) -> None:
+    if len(set(names)) != len(names):
+        raise TopicError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+
+
+def refuse_broker_changes(names: Sequence[str]) -> None:
+    if names:
+        raise TopicError(ErrorCode.INVALID_CONFIG,
+                         f"Cannot update these configs dynamically: {sorted(set(names))}")
+
+
+def incremental_overrides(
+    info: TopicInfo, ops: Sequence[tuple[str, int, str | None]], broker_props: Mapping[str, str]
+) -> dict[str, str | None]:
+    """The topic's new override set after applying (name, op, value) operations."""
+    new: dict[str, str | None] = dict(info.configs)
+    for name, op, value in ops:
+        try:
+            kind = OpType(op)
+        except ValueError:
+            raise TopicError(ErrorCode.INVALID_REQUEST, f"Unknown alter config operation {op}") from None
+        if kind is OpType.SET:
+            new[name] = value
+        elif kind is OpType.DELETE:
+            new.pop(name, None)
+        else:
+            definition = topic_config.TOPIC_CONFIGS.get(name)
+            if definition is None:
+                raise TopicError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
+            if definition.type is not ConfigType.LIST:
+                raise TopicError(
+                    ErrorCode.INVALID_CONFIG,
+                    f"Config value {kind.name.lower()} is not allowed for config key: {name}")
+            current = new.get(name)
+            if current is None:
+                current = topic_config.resolve(name, {}, broker_props).value
+            items = [v.strip() for v in current.split(",") if v.strip()]
+            given = [v.strip() for v in (value or "").split(",") if v.strip()]
+            if kind is OpType.APPEND:
+                items += [v for v in given if v not in items]
+            else:
+                items = [v for v in items if v not in given]
+            new[name] = ",".join(items)
+    return new
+
+
+def apply_topic_configs(
+    broker: Broker, info: TopicInfo, overrides: Mapping[str, str | None], validate_only: bool
+) -> None:
+    """Validate the whole new override set; unless validate_only, store and apply it."""
+    validate_configs(overrides)
+    if not validate_only:
+        topic_admin.set_topic_configs(broker, info.name, overrides)

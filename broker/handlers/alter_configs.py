@@ -1,0 +1,61 @@
+"""AlterConfigs: v0-2
+
+Behavior:
+- TOPIC: the given configs REPLACE the topic's whole override set (configs not listed go
+  back to their defaults), as Kafka's legacy AlterConfigs does. Each name and value is
+  checked (unknown name, null or invalid value -> INVALID_CONFIG); a key given twice ->
+  INVALID_REQUEST; unknown topic -> UNKNOWN_TOPIC_OR_PARTITION. The change is durable and
+  applied to the topic's live logs before the answer.
+- BROKER: this broker has no dynamic configs: any config -> INVALID_CONFIG; another
+  broker id -> INVALID_REQUEST. Other resource types -> INVALID_REQUEST.
+- A resource named twice in one request -> INVALID_REQUEST for it.
+- ValidateOnly: every check, nothing changed.
+
+Version notes:
+- v0 baseline; v1 throttling semantics only; v2 flexible.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+
+from broker import config_admin
+from broker.config_admin import ResourceType
+from broker.handlers.base import HandlerResult, RequestContext, Respond, api
+from broker.topics import TopicError
+from protocol.errors import ErrorCode
+from protocol.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
+
+log = logging.getLogger(__name__)
+
+
+@api(AlterConfigsRequest.API_KEY, min_version=0, max_version=2, request=AlterConfigsRequest)
+async def handle_alter_configs(ctx: RequestContext, request: AlterConfigsRequest) -> HandlerResult:
+    counts = Counter((r.resource_type, r.resource_name) for r in request.resources)
+    responses = []
+    for resource in request.resources:
+        answer = AlterConfigsResponse.AlterConfigsResourceResponse(
+            error_code=ErrorCode.NO_ERROR, error_message=None,
+            resource_type=resource.resource_type, resource_name=resource.resource_name)
+        try:
+            if counts[(resource.resource_type, resource.resource_name)] > 1:
+                raise TopicError(ErrorCode.INVALID_REQUEST, "Duplicate resource in request")
+            names = [c.name for c in resource.configs]
+            config_admin.check_unique_keys(names)
+            if resource.resource_type == ResourceType.TOPIC:
+                info = config_admin.require_topic(ctx.broker, resource.resource_name)
+                overrides = {c.name: c.value for c in resource.configs}
+                config_admin.apply_topic_configs(ctx.broker, info, overrides, request.validate_only)
+            elif resource.resource_type == ResourceType.BROKER:
+                config_admin.require_this_broker(ctx.broker, resource.resource_name)
+                config_admin.refuse_broker_changes(names)
+            else:
+                raise TopicError(ErrorCode.INVALID_REQUEST,
+                                 f"Unsupported resource type {resource.resource_type}")
+        except TopicError as exc:
+            log.info("AlterConfigs %s from %s refused: %s %s", resource.resource_name,
+                     ctx.client_id, exc.code.name, exc.message)
+            answer.error_code, answer.error_message = exc.code, exc.message
+        responses.append(answer)
+    return Respond(AlterConfigsResponse(responses=responses))

@@ -1,0 +1,138 @@
+"""CreateTopics: v2-7
+
+Behavior:
+- Each topic is checked in Kafka's order: a name given twice in one request ->
+  INVALID_REQUEST for it; replica assignments together with NumPartitions or
+  ReplicationFactor other than -1 -> INVALID_REQUEST; then the name (Kafka's legal
+  characters ``[a-zA-Z0-9._-]``, at most 249, not ``.``/``..``, no ``.``/``_`` collision with
+  an existing topic) -> INVALID_TOPIC_EXCEPTION; an existing topic -> TOPIC_ALREADY_EXISTS;
+  partitions < 1 -> INVALID_PARTITIONS; replication factor < 1 or above the one live
+  broker -> INVALID_REPLICATION_FACTOR; a replica assignment naming another broker, a
+  repeated broker, uneven sizes or partition indexes not 0..n-1 ->
+  INVALID_REPLICATION_ASSIGNMENT; an unknown config name, a null or invalid value ->
+  INVALID_CONFIG. Every error carries Kafka's message text.
+- NumPartitions -1 -> ``num.partitions``; ReplicationFactor -1 -> ``default.replication.factor``.
+- ValidateOnly: every check, nothing created; the answer is what creation would return.
+- Created topics are durable (topic registry in the log dir) and their partitions are
+  open and led by this broker before the answer goes out.
+- TimeoutMs <= 0: as Kafka's ZooKeeper-mode controller, the topic is created but the
+  answer is REQUEST_TIMED_OUT (the caller asked not to wait for it).
+
+Version notes:
+- v2 throttle time (baseline served); v4 allows -1 defaults (accepted for every version
+  here); v5+ flexible, and the answer carries the partitions, replication factor and every
+  config with its source; v6 may throttle (never here); v7 returns the topic id.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+
+from broker import topic_admin
+from broker.handlers.base import HandlerResult, RequestContext, Respond, api
+from broker.services import Broker
+from broker.topics import TopicError
+from protocol.errors import ErrorCode
+from protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+
+log = logging.getLogger(__name__)
+
+Result = CreateTopicsResponse.CreatableTopicResult
+
+
+@api(CreateTopicsRequest.API_KEY, min_version=2, max_version=7, request=CreateTopicsRequest)
+async def handle_create_topics(ctx: RequestContext, request: CreateTopicsRequest) -> HandlerResult:
+    counts = Counter(t.name for t in request.topics)
+    results: list[Result] = []
+    answered: set[str] = set()
+    for topic in request.topics:
+        if counts[topic.name] > 1:
+            if topic.name not in answered:
+                answered.add(topic.name)
+                results.append(_failed(topic.name, TopicError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"Create topics request from client `{ctx.client_id}` contains multiple"
+                    f" entries for the following topics: {topic.name}")))
+            continue
+        try:
+            results.append(_create(ctx.broker, topic, request, ctx.api_version))
+        except TopicError as exc:
+            log.info("CreateTopics %s from %s refused: %s %s", topic.name, ctx.client_id,
+                     exc.code.name, exc.message)
+            results.append(_failed(topic.name, exc))
+    return Respond(CreateTopicsResponse(topics=results))
+
+
+def _failed(name: str, exc: TopicError) -> Result:
+    return Result(name=name, error_code=exc.code, error_message=exc.message, configs=None)
+
+
+def _create(
+    broker: Broker, topic: CreateTopicsRequest.CreatableTopic, request: CreateTopicsRequest,
+    version: int,
+) -> Result:
+    num_partitions, replication_factor = _shape(broker, topic)
+    configs = {c.name: c.value for c in topic.configs}
+    if request.validate_only:
+        clean = broker.topics.check_create(topic.name, num_partitions, replication_factor, configs)
+        return _success(broker, topic.name, num_partitions, replication_factor, clean)
+    info = topic_admin.create_topic(broker, topic.name, num_partitions, replication_factor, configs)
+    result = _success(broker, info.name, info.num_partitions, info.replication_factor, info.configs)
+    result.topic_id = info.topic_id
+    if request.timeout_ms <= 0:
+        result.error_code = ErrorCode.REQUEST_TIMED_OUT
+        result.error_message = None
+    return result
+
+
+def _success(
+    broker: Broker, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str]
+) -> Result:
+    entries = [
+        CreateTopicsResponse.CreatableTopicConfigs(
+            name=c.name, value=c.value, read_only=False, config_source=c.source, is_sensitive=False)
+        for c in topic_admin.topic_configs(broker, configs)
+    ]
+    return Result(name=name, error_code=ErrorCode.NO_ERROR, error_message=None,
+                  num_partitions=num_partitions, replication_factor=replication_factor,
+                  configs=entries)
+
+
+def _shape(broker: Broker, topic: CreateTopicsRequest.CreatableTopic) -> tuple[int, int]:
+    """(partitions, replication factor) from the counts or the manual assignment."""
+    if not topic.assignments:
+        partitions = topic.num_partitions
+        factor = topic.replication_factor
+        if partitions == -1:
+            partitions = topic_admin.default_num_partitions(broker)
+        if factor == -1:
+            factor = topic_admin.default_replication_factor(broker)
+        return partitions, factor
+    if topic.num_partitions != -1 or topic.replication_factor != -1:
+        raise TopicError(
+            ErrorCode.INVALID_REQUEST,
+            "Both numPartitions or replicationFactor and replicasAssignments were set."
+            " Both cannot be used at the same time.")
+    node_id = topic_admin.broker_id(broker)
+    indexes = sorted(a.partition_index for a in topic.assignments)
+    if indexes != list(range(len(indexes))):
+        raise TopicError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                         "Partitions should be a consecutive 0-based integer sequence")
+    sizes = {len(a.broker_ids) for a in topic.assignments}
+    for a in topic.assignments:
+        if not a.broker_ids:
+            raise TopicError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                             f"Empty replica list specified in partition {a.partition_index}.")
+        if len(set(a.broker_ids)) != len(a.broker_ids):
+            raise TopicError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                             f"Duplicate brokers not allowed in replica assignment: {a.broker_ids}"
+                             f" for partition id {a.partition_index}.")
+        unknown = sorted(b for b in a.broker_ids if b != node_id)
+        if unknown:
+            raise TopicError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                             f"Unknown broker(s) in replica assignment: {unknown}.")
+    if len(sizes) != 1:
+        raise TopicError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                         "All partitions should have the same number of replicas")
+    return len(indexes), sizes.pop()

@@ -1,0 +1,83 @@
+"""DeleteTopics: v1-6
+
+Behavior:
+- Each topic (by name; by topic id from v6) is forgotten durably in the topic registry and
+  its partitions are deleted (storage renames each directory to
+  ``<topic>-<partition>.<uuid>-delete`` and removes it). A topic listed twice is answered once.
+- Unknown name -> UNKNOWN_TOPIC_OR_PARTITION; unknown id -> UNKNOWN_TOPIC_ID; both a name
+  and an id in one entry -> INVALID_REQUEST; neither -> INVALID_REQUEST.
+- ``delete.topic.enable=false`` -> TOPIC_DELETION_DISABLED for every topic.
+- Internal topics (``__consumer_offsets``, ``__transaction_state``) -> INVALID_TOPIC_EXCEPTION:
+  the broker's own state lives there (kafka-topics refuses them the same way).
+
+Version notes:
+- v1 throttle time (baseline); v4 flexible; v5 error message; v6 entries by name or id,
+  and the answer carries the topic id.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Final
+
+from broker import topic_admin
+from broker.handlers.base import HandlerResult, RequestContext, Respond, api
+from broker.services import Broker
+from broker.topics import TopicError
+from protocol.errors import ErrorCode
+from protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+
+log = logging.getLogger(__name__)
+
+_ZERO_UUID: Final = uuid.UUID(int=0)
+Result = DeleteTopicsResponse.DeletableTopicResult
+
+
+@api(DeleteTopicsRequest.API_KEY, min_version=1, max_version=6, request=DeleteTopicsRequest)
+async def handle_delete_topics(ctx: RequestContext, request: DeleteTopicsRequest) -> HandlerResult:
+    wanted: list[tuple[str | None, uuid.UUID]] = (
+        [(t.name, t.topic_id) for t in request.topics] if ctx.api_version >= 6
+        else [(name, _ZERO_UUID) for name in request.topic_names]
+    )
+    enabled = ctx.broker.config.get_bool("delete.topic.enable")
+    results: list[Result] = []
+    seen: set[tuple[str | None, uuid.UUID]] = set()
+    for name, topic_id in wanted:
+        if (name, topic_id) in seen:
+            continue
+        seen.add((name, topic_id))
+        result = Result(name=name, topic_id=topic_id, error_code=ErrorCode.NO_ERROR, error_message=None)
+        try:
+            if not enabled:
+                raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
+            info = topic_admin.delete_topic(ctx.broker, _resolve(ctx.broker, name, topic_id))
+            result.name, result.topic_id = info.name, info.topic_id
+            log.info("DeleteTopics %s from %s", info.name, ctx.client_id)
+        except TopicError as exc:
+            log.info("DeleteTopics %s from %s refused: %s %s", name or topic_id, ctx.client_id,
+                     exc.code.name, exc.message)
+            result.error_code, result.error_message = exc.code, exc.message
+        results.append(result)
+    return Respond(DeleteTopicsResponse(responses=results))
+
+
+def _resolve(broker: Broker, name: str | None, topic_id: uuid.UUID) -> str:
+    if name is not None and topic_id != _ZERO_UUID:
+        raise TopicError(ErrorCode.INVALID_REQUEST, "You may not specify both topic name and topic id.")
+    if name is None:
+        if topic_id == _ZERO_UUID:
+            raise TopicError(ErrorCode.INVALID_REQUEST, "Neither topic name nor id were specified.")
+        by_id = broker.topics.by_id(topic_id)
+        if by_id is None:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_ID, "This server does not host this topic ID.")
+        name = by_id.name
+    info = broker.topics.get(name)
+    if info is None:
+        raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                         "This server does not host this topic-partition.")
+    if info.is_internal:
+        raise TopicError(
+            ErrorCode.INVALID_TOPIC,
+            f"Topic {name} is a kafka internal topic and is not allowed to be marked for deletion.")
+    return name
