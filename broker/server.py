@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import IO
 
 from broker.config import BrokerConfig, ConfigError, Endpoint
+from broker.group.service import GroupService
 from broker.network.socket_server import SocketServer
 from broker.producer_ids import ProducerIdManager
 from broker.services import Broker
@@ -125,6 +126,9 @@ class BrokerServer:
             raise StartupError(f"cannot bind listeners {list(map(str, self.config.listeners))}: {exc}") from None
         with locked_log_dir(self.config.log_dir):
             self.broker = self._build_services(bound)
+            if self.broker.replica_manager is not None:  # group coordinator (issue 5)
+                self.broker.group_coordinator = GroupService(self.broker)
+                self.broker.group_coordinator.startup()
             self.network.start(self.broker)
             endpoints = ",".join(str(e) for e in self.broker.advertised_listeners)
             log.info("[KafkaServer id=%d] started (cluster id %s, listening on %s)",
@@ -156,6 +160,10 @@ class BrokerServer:
         # 1. No new connections.
         self.network.stop_accepting()
         log.info("Shutdown step 1/4: stopped accepting connections")
+        # Parked JoinGroup/SyncGroup requests are answered NOT_COORDINATOR now, not held.
+        assert self.broker is not None
+        if self.broker.group_coordinator is not None:
+            self.broker.group_coordinator.shutdown()
         # 2. Finish in-flight requests, close the connections.
         in_flight = self.network.connection_count
         if not await self.network.drain(DRAIN_TIMEOUT_S):

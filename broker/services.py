@@ -13,11 +13,14 @@ types then (see /work/notes/broker-contract.md).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.config import BrokerConfig, Endpoint
 from broker.producer_ids import ProducerIdManager
 from broker.topics import TopicRegistry
+
+if TYPE_CHECKING:
+    from broker.group.service import GroupService
 
 
 @dataclass(slots=True)
@@ -32,6 +35,9 @@ class Broker:
     # The endpoints clients are told to use (advertised.listeners, else the bound
     # listeners with the ports actually bound: port 0 in listeners binds an ephemeral one).
     advertised_listeners: list[Endpoint] = field(default_factory=list)
+    # The group coordinator (broker.group.service.GroupService), set by the server once the
+    # replica manager is up; None until then (group APIs answer COORDINATOR_NOT_AVAILABLE).
+    group_coordinator: GroupService | None = None
 
     @property
     def broker_id(self) -> int:

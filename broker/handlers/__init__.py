@@ -15,6 +15,18 @@ __all__ = ["HANDLER_MODULES", "REGISTRY", "load_all"]
 
 HANDLER_MODULES: tuple[str, ...] = (
     "api_versions",
+    # group coordinator (issue 5)
+    "find_coordinator",
+    "join_group",
+    "sync_group",
+    "heartbeat",
+    "leave_group",
+    "offset_commit",
+    "offset_fetch",
+    "list_groups",
+    "describe_groups",
+    "delete_groups",
+    "offset_delete",
 )
 
 

@@ -1,0 +1,34 @@
+"""DeleteGroups: v0-2
+
+Behavior:
+- Deletes Empty groups: their committed offsets and the group get tombstones in
+  ``__consumer_offsets``, so they stay gone after a restart.
+- Per group: NONE, NON_EMPTY_GROUP (members remain), GROUP_ID_NOT_FOUND,
+  COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS.
+
+Version notes:
+- v1 changes nothing here (throttling on quota violation); v2+ flexible.
+"""
+
+from __future__ import annotations
+
+from broker.group.admin import delete_groups
+from broker.group.handler_support import group_service
+from broker.handlers.base import HandlerResult, RequestContext, Respond, api
+from protocol.errors import ErrorCode
+from protocol.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
+
+_R = DeleteGroupsResponse
+
+
+@api(DeleteGroupsRequest.API_KEY, min_version=0, max_version=2, request=DeleteGroupsRequest)
+async def handle_delete_groups(ctx: RequestContext, request: DeleteGroupsRequest) -> HandlerResult:
+    service = group_service(ctx)
+    names = list(dict.fromkeys(request.groups_names))
+    if service is None:
+        results = dict.fromkeys(names, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    else:
+        results = delete_groups(service.coordinator, names)
+    return Respond(DeleteGroupsResponse(
+        results=[_R.DeletableGroupResult(name, results[name]) for name in names]
+    ))
