@@ -1,12 +1,16 @@
 """Topic operations that span the registry and the live partitions.
 
-Each operation writes the TopicRegistry first (durable on return), then brings the hosted
-partitions in line through the ReplicaManager: create opens one log per partition and
-becomes its leader; delete drops the partitions (storage renames their directories to
-``-delete`` and removes them); adding partitions opens the new ones; a config change is
-applied to the live logs at once (``update_log_config``). Start-up calls
-``open_registered_partitions``, which also finishes any create that a crash interrupted
-after the registry write (the registry is the source of truth).
+The registry is the source of truth, and every operation is ordered so that a crash at
+any point leaves a state start-up repairs by opening every registered partition
+(``open_registered_partitions``):
+
+- create: registry first (durable), then one log per partition, led by this broker; a
+  crash in between leaves a registered topic whose missing logs start-up creates;
+- delete: the partitions first (storage renames their directories to ``-delete`` and
+  removes them later), then the registry; a crash in between leaves the topic registered
+  and empty (the client got no answer and may retry), never unregistered logs;
+- add partitions: registry, then the new logs (as create);
+- config change: registry, then the live logs (``update_log_config``).
 
 Also the broker-config lookups the admin handlers share: the broker's explicitly set
 properties (for config sources and synonyms) and the numbers auto-creation uses.
@@ -92,9 +96,14 @@ def create_topic(
 
 
 def delete_topic(broker: Broker, name: str) -> TopicInfo:
-    """Forget ``name`` (durably), then delete its partition logs."""
-    info = broker.topics.delete(name)
-    _drop(broker, info)
+    """Delete ``name``'s partition logs, then forget the topic (durably)."""
+    info = broker.topics.get(name)
+    if info is None:
+        raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                         "This server does not host this topic-partition.")
+    for partition in range(info.num_partitions):
+        broker.replica_manager.delete_partition(info.name, partition)
+    broker.topics.delete(name)
     log.info("deleted topic %s (id %s)", name, info.topic_id)
     return info
 
@@ -116,11 +125,18 @@ def set_topic_configs(broker: Broker, name: str, configs: Mapping[str, str | Non
 
 
 def open_registered_partitions(broker: Broker) -> int:
-    """Open (or create) every partition of every registered topic; returns the count."""
+    """Open (or create) every partition of every registered topic; returns the count.
+    Logs on disk that no registered topic owns are left alone, with a warning."""
     count = 0
+    hosted: set[tuple[str, int]] = set()
     for info in broker.topics.all():
         _open_partitions(broker, info, range(info.num_partitions))
+        hosted.update((info.name, p) for p in range(info.num_partitions))
         count += info.num_partitions
+    if broker.log_manager is not None:
+        for tp in broker.log_manager.logs():
+            if (tp[0], tp[1]) not in hosted:
+                log.warning("log %s-%d belongs to no registered topic: not served", tp[0], tp[1])
     return count
 
 

@@ -27,7 +27,7 @@ import os
 import re
 import threading
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -131,6 +131,19 @@ def validate_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
     except (topic_config.TopicConfigError, LogConfigError) as exc:
         raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
     return clean
+
+
+def log_config_resolver(
+    broker_config: BrokerConfig, registry: TopicRegistry
+) -> Callable[[str], LogConfig]:
+    """``topic -> LogConfig`` for storage's LogManager (``config_for=``): a registered topic's
+    config, or the broker defaults for a log no topic owns."""
+
+    def config_for(topic: str) -> LogConfig:
+        info = registry.get(topic) or TopicInfo(topic, uuid.UUID(int=0), 1, 1, {})
+        return log_config_for(broker_config, info)
+
+    return config_for
 
 
 def log_config_for(broker_config: BrokerConfig, info: TopicInfo) -> LogConfig:

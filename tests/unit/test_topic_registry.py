@@ -155,3 +155,21 @@ def test_resolve_sources_and_synonyms() -> None:
     ]
     values = topic_config.effective_values({"segment.bytes": "2048"}, {"log.cleanup.policy": "compact"})
     assert values["segment.bytes"] == 2048 and values["cleanup.policy"] == ["compact"]
+
+
+def test_log_config_layers_topic_over_broker_over_default(tmp_path: Path) -> None:
+    from broker.config import BrokerConfig
+    from broker.topics import log_config_for, log_config_resolver
+
+    config = BrokerConfig.from_properties({
+        "log.dirs": str(tmp_path), "log.retention.hours": "2", "log.segment.bytes": "2048"})
+    reg = TopicRegistry.load(tmp_path)
+    plain = reg.create("plain", 1, 1)
+    tuned = reg.create("tuned", 1, 1, {"retention.ms": "5", "cleanup.policy": "compact"})
+    a = log_config_for(config, plain)
+    assert (a.retention_ms, a.segment_bytes, a.cleanup_policy) == (7_200_000, 2048, ("delete",))
+    b = log_config_for(config, tuned)
+    assert (b.retention_ms, b.segment_bytes, b.cleanup_policy) == (5, 2048, ("compact",))
+    resolve = log_config_resolver(config, reg)
+    assert resolve("tuned") == b
+    assert resolve("unregistered").retention_ms == 7_200_000
