@@ -48,8 +48,15 @@ def measure(fn: Callable[[], object], repeat: int) -> tuple[float, float]:
 
 def bench_produce(repeat: int) -> tuple[float, float]:
     batch = os.urandom(1 << 20)
-    req = ProduceRequest(acks=-1, timeout_ms=30000, topic_data=[ProduceRequest.TopicProduceData(
-        "topic", [ProduceRequest.PartitionProduceData(0, batch)])])
+    req = ProduceRequest(
+        acks=-1,
+        timeout_ms=30000,
+        topic_data=[
+            ProduceRequest.TopicProduceData(
+                "topic", [ProduceRequest.PartitionProduceData(0, batch)]
+            )
+        ],
+    )
     frame = memoryview(encode_request(RequestHeader(0, 9, 1, "producer-1"), req))[4:]
 
     def run() -> object:
@@ -66,20 +73,36 @@ def bench_fetch(repeat: int, version: int) -> tuple[float, float]:
     with tempfile.TemporaryFile() as f:
         f.write(b"\0" * (100 * 4096))
         f.flush()
-        parts = [FetchResponse.PartitionData(
-            partition_index=i, high_watermark=10_000, last_stable_offset=10_000,
-            log_start_offset=0, records=FileSlice(f, i * 4096, 4096)) for i in range(100)]
-        resp = FetchResponse(session_id=0, responses=[FetchResponse.FetchableTopicResponse(
-            topic="topic", topic_id=uuid.uuid4() if version >= 13 else uuid.UUID(int=0),
-            partitions=parts)])
+        parts = [
+            FetchResponse.PartitionData(
+                partition_index=i,
+                high_watermark=10_000,
+                last_stable_offset=10_000,
+                log_start_offset=0,
+                records=FileSlice(f, i * 4096, 4096),
+            )
+            for i in range(100)
+        ]
+        resp = FetchResponse(
+            session_id=0,
+            responses=[
+                FetchResponse.FetchableTopicResponse(
+                    topic="topic",
+                    topic_id=uuid.uuid4() if version >= 13 else uuid.UUID(int=0),
+                    partitions=parts,
+                )
+            ],
+        )
         return measure(lambda: encode_response(7, 1, version, resp), repeat)
 
 
 def bench_api_versions(repeat: int) -> tuple[float, float]:
-    req = ApiVersionsRequest(client_software_name="apache-kafka-java",
-                             client_software_version="3.9.1").encode(3)
-    resp = ApiVersionsResponse(api_keys=[ApiVersionsResponse.ApiVersion(k, 0, 9)
-                                         for k in range(60)])
+    req = ApiVersionsRequest(
+        client_software_name="apache-kafka-java", client_software_version="3.9.1"
+    ).encode(3)
+    resp = ApiVersionsResponse(
+        api_keys=[ApiVersionsResponse.ApiVersion(k, 0, 9) for k in range(60)]
+    )
 
     def run() -> object:
         ApiVersionsRequest.decode(req, 3)
@@ -90,14 +113,28 @@ def bench_api_versions(repeat: int) -> tuple[float, float]:
 
 def bench_metadata(repeat: int) -> tuple[float, float]:
     names = [f"topic-{i}" for i in range(100)]
-    req = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=n)
-                                  for n in names]).encode(12)
-    brokers = [MetadataResponse.MetadataResponseBroker(i, "127.0.0.1", 9092 + i, None)
-               for i in range(3)]
-    topics = [MetadataResponse.MetadataResponseTopic(
-        name=n, topic_id=uuid.uuid4(), partitions=[MetadataResponse.MetadataResponsePartition(
-            partition_index=0, leader_id=0, leader_epoch=1, replica_nodes=[0, 1, 2],
-            isr_nodes=[0, 1, 2])]) for n in names]
+    req = MetadataRequest(
+        topics=[MetadataRequest.MetadataRequestTopic(name=n) for n in names]
+    ).encode(12)
+    brokers = [
+        MetadataResponse.MetadataResponseBroker(i, "127.0.0.1", 9092 + i, None) for i in range(3)
+    ]
+    topics = [
+        MetadataResponse.MetadataResponseTopic(
+            name=n,
+            topic_id=uuid.uuid4(),
+            partitions=[
+                MetadataResponse.MetadataResponsePartition(
+                    partition_index=0,
+                    leader_id=0,
+                    leader_epoch=1,
+                    replica_nodes=[0, 1, 2],
+                    isr_nodes=[0, 1, 2],
+                )
+            ],
+        )
+        for n in names
+    ]
     resp = MetadataResponse(brokers=brokers, cluster_id="c", controller_id=0, topics=topics)
 
     def run() -> object:
@@ -109,13 +146,31 @@ def bench_metadata(repeat: int) -> tuple[float, float]:
 
 def bench_offset_commit(repeat: int) -> tuple[float, float]:
     req = OffsetCommitRequest(
-        group_id="group", generation_id_or_member_epoch=3, member_id="member-1",
-        topics=[OffsetCommitRequest.OffsetCommitRequestTopic(
-            name="topic", partitions=[OffsetCommitRequest.OffsetCommitRequestPartition(
-                partition_index=i, committed_offset=1000 + i) for i in range(3)])]).encode(8)
-    resp = OffsetCommitResponse(topics=[OffsetCommitResponse.OffsetCommitResponseTopic(
-        name="topic", partitions=[OffsetCommitResponse.OffsetCommitResponsePartition(i, 0)
-                                  for i in range(3)])])
+        group_id="group",
+        generation_id_or_member_epoch=3,
+        member_id="member-1",
+        topics=[
+            OffsetCommitRequest.OffsetCommitRequestTopic(
+                name="topic",
+                partitions=[
+                    OffsetCommitRequest.OffsetCommitRequestPartition(
+                        partition_index=i, committed_offset=1000 + i
+                    )
+                    for i in range(3)
+                ],
+            )
+        ],
+    ).encode(8)
+    resp = OffsetCommitResponse(
+        topics=[
+            OffsetCommitResponse.OffsetCommitResponseTopic(
+                name="topic",
+                partitions=[
+                    OffsetCommitResponse.OffsetCommitResponsePartition(i, 0) for i in range(3)
+                ],
+            )
+        ]
+    )
 
     def run() -> object:
         OffsetCommitRequest.decode(req, 8)
@@ -133,8 +188,7 @@ def main(argv: list[str] | None = None) -> None:
         ("FetchResponse v12 encode, 100 FileSlice partitions", bench_fetch(args.repeat, 12)),
         ("FetchResponse v16 encode, 100 FileSlice partitions", bench_fetch(args.repeat, 16)),
         ("ApiVersions v3 request decode + response encode", bench_api_versions(args.repeat)),
-        ("Metadata v12 100 topics: request decode + response encode",
-         bench_metadata(args.repeat)),
+        ("Metadata v12 100 topics: request decode + response encode", bench_metadata(args.repeat)),
         ("OffsetCommit v8 request decode + response encode", bench_offset_commit(args.repeat)),
     ]
     width = max(len(name) for name, _ in rows)

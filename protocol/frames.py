@@ -34,7 +34,7 @@ from typing import Protocol
 from protocol import primitives as _p
 from protocol.errors import ProtocolError
 from protocol.fileslice import FileSlice, ResponseParts, parts_length
-from protocol.messages import REQUESTS, RESPONSES
+from protocol.messages import REQUESTS, RESPONSES, AnyRequest, AnyResponse
 
 API_VERSIONS_KEY = 18
 CONTROLLED_SHUTDOWN_KEY = 7
@@ -208,21 +208,21 @@ def decode_response_header(frame: memoryview | bytes | bytearray, api_key: int,
 
 
 def decode_response(frame: memoryview | bytes | bytearray, api_key: int,
-                    api_version: int) -> tuple[int, object]:
+                    api_version: int) -> tuple[int, AnyResponse]:
     """(correlation id, decoded body) of a response frame (size prefix already stripped)."""
     correlation_id, p = decode_response_header(frame, api_key, api_version)
     cls = RESPONSES.get(api_key)
     if cls is None:
         raise _p.UnsupportedVersionError(f"unknown api key {api_key}")
-    body, _end = cls.decode_at(frame, api_version, p)
+    body: AnyResponse = cls.decode_at(frame, api_version, p)[0]
     return correlation_id, body
 
 
-def decode_request(frame: memoryview | bytes | bytearray) -> tuple[RequestHeader, object]:
+def decode_request(frame: memoryview | bytes | bytearray) -> tuple[RequestHeader, AnyRequest]:
     """Header and decoded body of a request frame (size prefix already stripped)."""
     header, p = decode_request_header(frame)
     cls = REQUESTS.get(header.api_key)
     if cls is None:
         raise _p.UnsupportedVersionError(f"unknown api key {header.api_key}")
-    body, _end = cls.decode_at(frame, header.api_version, p)
+    body: AnyRequest = cls.decode_at(frame, header.api_version, p)[0]
     return header, body

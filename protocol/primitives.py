@@ -201,32 +201,9 @@ def read_int64_array(b: memoryview, p: int, n: int) -> tuple[list[int], int]:
     return list(struct.unpack_from(_I64_FORMATS[n] if n < 256 else f">{n}q", b, p)), end
 
 
-def read_int16_array(b: memoryview, p: int, n: int) -> tuple[list[int], int]:
-    end = _check_span(b, p, 2 * n)
-    return list(struct.unpack_from(f">{n}h", b, p)), end
-
-
 def read_int8_array(b: memoryview, p: int, n: int) -> tuple[list[int], int]:
     end = _check_span(b, p, n)
     return list(struct.unpack_from(f">{n}b", b, p)), end
-
-
-def write_array_len(b: bytearray, v: list[T] | None, nullable: bool) -> None:
-    if v is None:
-        if not nullable:
-            raise ProtocolError("null array in a non-nullable field")
-        b += _NULL_I32
-    else:
-        b += _I32.pack(len(v))
-
-
-def write_compact_array_len(b: bytearray, v: list[T] | None, nullable: bool) -> None:
-    if v is None:
-        if not nullable:
-            raise ProtocolError("null array in a non-nullable field")
-        b.append(0)
-    else:
-        b += uvarint(len(v) + 1)
 
 
 def pack_int32_array(v: list[int]) -> bytes:
@@ -237,10 +214,6 @@ def pack_int32_array(v: list[int]) -> bytes:
 def pack_int64_array(v: list[int]) -> bytes:
     n = len(v)
     return struct.pack(_I64_FORMATS[n] if n < 256 else f">{n}q", *v)
-
-
-def pack_int16_array(v: list[int]) -> bytes:
-    return struct.pack(f">{len(v)}h", *v)
 
 
 def pack_int8_array(v: list[int]) -> bytes:
@@ -484,10 +457,6 @@ def read_uuid(b: memoryview, p: int) -> tuple[uuid.UUID, int]:
     _set_attr(u, "int", (hi << 64) | lo)
     _set_attr(u, "is_safe", _SAFE_UNKNOWN)
     return u, p + 16
-
-
-def pack_uuid(u: uuid.UUID) -> bytes:
-    return u.bytes
 
 
 def read_uuid_array(b: memoryview, p: int, n: int) -> tuple[list[uuid.UUID], int]:
