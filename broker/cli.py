@@ -3,6 +3,7 @@
     minikafka broker [--config server.properties] [--override KEY=VALUE ...]
     minikafka dump-log FILE... [options]        (storage.dump.main)
     minikafka topics --bootstrap-server H:P ... (broker.tools.topics.main)
+    minikafka consumer-groups --bootstrap-server H:P ... (broker.tools.consumer_groups.main)
 
 ``broker`` runs one broker in the foreground until SIGTERM/SIGINT (then exits 0 after an
 ordered shutdown). An unknown or invalid property exits 1 with a message naming it.
@@ -15,11 +16,12 @@ import argparse
 import sys
 from pathlib import Path
 
-USAGE = """usage: minikafka {broker,dump-log,topics} ...
+USAGE = """usage: minikafka {broker,dump-log,topics,consumer-groups} ...
 
   broker     run a broker: [--config server.properties] [--override KEY=VALUE ...]
   dump-log   print log segments and indexes (like kafka-dump-log.sh)
   topics     create, list, describe, alter, delete topics (like kafka-topics.sh)
+  consumer-groups  list, describe, reset offsets of, delete groups (like kafka-consumer-groups.sh)
 """
 
 
@@ -62,6 +64,10 @@ def main(argv: list[str] | None = None) -> int:
         from broker.tools.topics import main as topics_main  # type: ignore[import-not-found,unused-ignore]
 
         return int(topics_main(rest))
+    if command == "consumer-groups":
+        from broker.tools.consumer_groups import main as groups_main
+
+        return groups_main(rest)
     print(f"minikafka: unknown command {command!r}\n{USAGE}", end="", file=sys.stderr)
     return 2
 
