@@ -264,6 +264,8 @@ def read_compact_string(b: memoryview, p: int) -> tuple[str, int]:
         raw, p = read_uvarint(b, p)
     if raw == 0:
         raise ProtocolError("null string in a non-nullable field")
+    if raw > 0x8000:
+        raise ProtocolError(f"invalid string length {raw - 1}")  # as Kafka: at most 0x7fff
     end = p + raw - 1
     if end > len(b):
         raise ProtocolError(f"length {raw - 1} exceeds the {len(b) - p} bytes that remain")
@@ -281,6 +283,8 @@ def read_compact_nullable_string(b: memoryview, p: int) -> tuple[str | None, int
         raw, p = read_uvarint(b, p)
     if raw == 0:
         return None, p
+    if raw > 0x8000:
+        raise ProtocolError(f"invalid string length {raw - 1}")  # as Kafka: at most 0x7fff
     end = p + raw - 1
     if end > len(b):
         raise ProtocolError(f"length {raw - 1} exceeds the {len(b) - p} bytes that remain")

@@ -2,8 +2,9 @@
 
 Values drawn from our schema-derived strategies are encoded by us; Kafka 3.9.1's generated
 ``*Data`` classes (kafka-clients, group-coordinator jars) read the bytes, must consume all of
-them, and write the message back: the bytes Java writes must equal ours exactly. One JVM runs
-every case (source-file launch of a small reader program).
+them, and write the message back: the bytes Java writes must equal ours exactly. Request and
+response header versions for every (api key, version) must equal Kafka's ``ApiKeys``. One JVM
+runs every case (source-file launch of a small reader program).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from protocol.codegen import MessageSpec
+from protocol.frames import request_header_version, response_header_version
 from tests.unit.message_strategies import all_specs, message_strategy
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,6 +31,7 @@ import java.nio.ByteBuffer;
 import java.util.HexFormat;
 import org.apache.kafka.common.message.ApiMessageType;
 import org.apache.kafka.common.protocol.*;
+import org.apache.kafka.common.protocol.ApiKeys;
 
 public class CrossCheck {
     public static void main(String[] args) throws Exception {
@@ -39,6 +42,12 @@ public class CrossCheck {
         while ((line = in.readLine()) != null) {
             String[] p = line.split(" ", -1);
             try {
+                if (p[0].equals("header")) {
+                    ApiKeys k = ApiKeys.forId(Short.parseShort(p[1]));
+                    short v = Short.parseShort(p[2]);
+                    out.println("H " + k.requestHeaderVersion(v) + " " + k.responseHeaderVersion(v));
+                    continue;
+                }
                 Message m;
                 if (p[0].startsWith("api:")) {
                     String[] q = p[0].split(":");
@@ -100,10 +109,15 @@ def test_kafka_java_reads_and_rewrites_our_bytes_exactly(tmp_path: Path) -> None
         pytest.skip("Kafka jars not fetched: run tools/fetch-kafka-jars")
     cases: list[tuple[str, int, bytes]] = []
     lines: list[str] = []
+    headers: list[tuple[int, int]] = []
     for spec in all_specs():
         for version, wire in _examples(spec):
             cases.append((spec.name, version, wire))
             lines.append(f"{java_class(spec)} {version} {wire.hex()}")
+        if spec.kind == "request":
+            assert spec.api_key is not None
+            headers += [(spec.api_key, v) for v in spec.versions]
+    lines += [f"header {key} {version}" for key, version in headers]
     source = tmp_path / "CrossCheck.java"
     source.write_text(JAVA_SOURCE)
     result = subprocess.run(
@@ -112,13 +126,17 @@ def test_kafka_java_reads_and_rewrites_our_bytes_exactly(tmp_path: Path) -> None
     )
     assert result.returncode == 0, result.stderr[-2000:]
     answers = result.stdout.splitlines()
-    assert len(answers) == len(cases)
+    assert len(answers) == len(cases) + len(headers)
+    # Header versions per (api key, version), Kafka's exceptions included.
+    for (key, version), answer in zip(headers, answers[len(cases):], strict=True):
+        ours = f"H {request_header_version(key, version)} {response_header_version(key, version)}"
+        assert answer == ours, (key, version)
     failures = []
-    for (name, version, wire), answer in zip(cases, answers, strict=True):
+    for (name, version, wire), answer in zip(cases, answers[: len(cases)], strict=True):
         if answer != f"OK {wire.hex()}":
             failures.append(f"{name} v{version}: ours {wire.hex()} java {answer[:300]}")
     pairs = {(n, v) for n, v, _ in cases}
     print(f"Kafka Java cross-check: {len(cases)} messages, {len(pairs)} (message, version) "
-          f"pairs, {len(failures)} failures")
+          f"pairs, {len(failures)} failures; {len(headers)} header versions agree")
     assert not failures, "\n".join(failures[:40])
     assert len(pairs) == sum(len(s.versions) for s in all_specs())

@@ -97,6 +97,11 @@ def test_string_errors() -> None:
         p.read_compact_string(mv(b"\x0babc"), 0)
     with pytest.raises(ProtocolError, match="longer than"):
         p.write_string(bytearray(), "x" * 40000)
+    with pytest.raises(ProtocolError, match="longer than"):
+        p.write_compact_string(bytearray(), "x" * 40000)
+    over = p.uvarint(0x8001 + 1) + b"x" * 0x8001  # Kafka rejects strings over 0x7fff bytes
+    with pytest.raises(ProtocolError, match="invalid string length 32769"):
+        p.read_compact_string(mv(over), 0)
     long_text = "é" * 100  # 200 bytes: a two-byte compact length
     b = bytearray()
     p.write_compact_string(b, long_text)
