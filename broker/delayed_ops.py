@@ -1,0 +1,124 @@
+"""The two delayed operations of the data path (Kafka's DelayedProduce and DelayedFetch).
+
+DelayedProduce (acks=all): parked after the local append until, for every partition of the
+request, the high watermark reaches the end of what was appended (``required_offset`` =
+last offset + 1) -- then NO_ERROR (or NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank
+below min.insync.replicas); partitions still short when ``timeout_ms`` runs out get
+REQUEST_TIMED_OUT. Keys: the topic-partitions; retried whenever one's HW moves.
+
+DelayedFetch (long poll): parked when the first read returned fewer than ``min_bytes``;
+retried whenever one of its partitions gets new data; completes when the bytes available
+over all partitions reach ``min_bytes``, when a partition errors (deleted, leader change),
+or after ``max_wait_ms``. On completion the partitions are read again (so the response
+carries all the data there is at that moment) by ``read_all``.
+
+Thread-safety: none; the broker's event loop only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from broker.partition import AppendResult, IsolationLevel, Partition, ReadResult
+from broker.purgatory import DelayedOperation
+from protocol.errors import ErrorCode
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(slots=True)
+class ProducePartitionStatus:
+    required_offset: int
+    result: AppendResult
+    acks_pending: bool
+
+
+class DelayedProduce(DelayedOperation):
+    def __init__(self, delay_ms: int, statuses: dict[TopicPartition, ProducePartitionStatus],
+                 get_partition: Callable[[str, int], Partition | None]) -> None:
+        super().__init__(delay_ms)
+        self.statuses = statuses
+        self._get_partition = get_partition
+
+    def try_complete(self) -> bool:
+        for (topic, index), status in self.statuses.items():
+            if not status.acks_pending:
+                continue
+            partition = self._get_partition(topic, index)
+            if partition is None:
+                status.acks_pending = False
+                status.result.error = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                continue
+            reached, error = partition.check_enough_replicas_reach_offset(status.required_offset)
+            if reached:
+                status.acks_pending = False
+                status.result.error = error
+        return not any(s.acks_pending for s in self.statuses.values())
+
+    def on_expiration(self) -> None:
+        for status in self.statuses.values():
+            if status.acks_pending:
+                status.acks_pending = False
+                status.result.error = ErrorCode.REQUEST_TIMED_OUT
+
+    def on_complete(self) -> None:
+        """The statuses hold the answer; nothing more to build."""
+
+
+@dataclass(slots=True)
+class FetchPartitionStatus:
+    topic: str
+    partition: int
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchParams:
+    replica_id: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    isolation: IsolationLevel
+
+
+ReadAll = Callable[[FetchParams, list[FetchPartitionStatus]], list[ReadResult]]
+
+
+class DelayedFetch(DelayedOperation):
+    def __init__(self, params: FetchParams, statuses: list[FetchPartitionStatus],
+                 get_partition: Callable[[str, int], Partition | None],
+                 read_all: ReadAll) -> None:
+        super().__init__(params.max_wait_ms)
+        self.params = params
+        self.statuses = statuses
+        self._get_partition = get_partition
+        self._read_all = read_all
+        self.results: list[ReadResult] = []
+
+    def try_complete(self) -> bool:
+        accumulated = 0
+        params = self.params
+        for s in self.statuses:
+            partition = self._get_partition(s.topic, s.partition)
+            if partition is None:
+                return True  # deleted or moved: answer now with the error
+            if partition.check_leader_epoch(s.current_leader_epoch) is not ErrorCode.NO_ERROR:
+                return True
+            end = partition.fetch_upper_bound(params.replica_id, params.isolation)
+            if s.fetch_offset > end and s.fetch_offset > partition.log_end_offset:
+                return True  # the log was truncated below the fetch offset
+            if s.fetch_offset < partition.log_start_offset:
+                return True  # records deleted under the fetch offset
+            if end > s.fetch_offset:
+                accumulated += partition.bytes_available(
+                    s.fetch_offset, s.max_bytes, params.replica_id, params.isolation
+                )
+                if accumulated >= params.min_bytes:
+                    return True
+        return accumulated >= params.min_bytes
+
+    def on_complete(self) -> None:
+        self.results = self._read_all(self.params, self.statuses)

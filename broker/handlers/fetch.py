@@ -1,0 +1,149 @@
+"""Fetch: v4-17
+
+Behavior:
+- Reads each requested partition from fetch_offset: the record data is a FileSlice of the
+  segment (sent with sendfile by the network layer, never copied), starting at the batch
+  holding fetch_offset and ending at a batch boundary below the bound: the high watermark
+  for consumers (replica id -1) with READ_UNCOMMITTED, the last stable offset (= HW, no
+  transactions) with READ_COMMITTED, the log end offset for followers (replica id >= 0).
+- Limits (KIP-74): partitions in request order, each up to partition_max_bytes and what is
+  left of max_bytes; the first partition with data returns at least one whole batch even
+  when it is larger than both limits, so a consumer never stalls.
+- Long poll: when fewer than min_bytes are available and max_wait_ms > 0, the request waits
+  in the fetch purgatory and is answered as soon as an append brings min_bytes (or a
+  partition errors), else after max_wait_ms with whatever there is.
+- Errors per partition: OFFSET_OUT_OF_RANGE (fetch_offset below the log start or above the
+  log end; log_start_offset is in the response), UNKNOWN_TOPIC_OR_PARTITION (v4-12 by name),
+  UNKNOWN_TOPIC_ID (v13+), FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (current_leader_epoch).
+- Fetch sessions (KIP-227, broker/fetch_session.py): epoch 0 creates a session (its id in
+  the answer; session id 0 when the bounded cache has no room), epoch > 0 is incremental
+  (only changed partitions in the request; only partitions with news in the answer),
+  epoch -1 is sessionless. Errors at the top level: FETCH_SESSION_ID_NOT_FOUND,
+  INVALID_FETCH_SESSION_EPOCH, FETCH_SESSION_TOPIC_ID_ERROR (ids used differently than
+  when the session was made).
+- preferred_read_replica -1; aborted_transactions empty for READ_COMMITTED, null otherwise.
+
+Version notes:
+- v4 adds isolation_level and last_stable_offset; v5 log_start_offset; v7 sessions;
+  v9 current_leader_epoch; v11 rack_id/preferred_read_replica; v12+ flexible (tagged
+  diverging_epoch/current_leader/snapshot_id); v13 topic ids replace names; v15 replica_id
+  moves to the tagged replica_state; v16 node_endpoints; v17 replica_directory_id.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from broker.delayed_ops import FetchParams, FetchPartitionStatus
+from broker.fetch_session import (
+    INVALID_SESSION_ID,
+    CachedPartition,
+    ContextKind,
+    PartitionKey,
+)
+from broker.handlers.base import HandlerResult, RequestContext, Respond, api
+from broker.partition import IsolationLevel, ReadResult
+from protocol.errors import ErrorCode
+from protocol.messages.fetch import FetchRequest, FetchResponse
+
+_R = FetchResponse
+TOPIC_IDS_MIN_VERSION = 13
+REPLICA_STATE_MIN_VERSION = 15
+MAX_WAIT_CAP_MS = 300_000  # a bound of ours on one long poll (Kafka's clients use <= 30 s)
+_EMPTY = b""
+
+
+@api(FetchRequest.API_KEY, min_version=4, max_version=17, request=FetchRequest)
+async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> HandlerResult:
+    version = ctx.api_version
+    rm = ctx.broker.replica_manager
+    use_ids = version >= TOPIC_IDS_MIN_VERSION
+    replica_id = (request.replica_state.replica_id if version >= REPLICA_STATE_MIN_VERSION
+                  else request.replica_id)
+    try:
+        isolation = IsolationLevel(request.isolation_level)
+    except ValueError:
+        isolation = IsolationLevel.READ_UNCOMMITTED  # Kafka treats unknown levels this way
+
+    requested: list[tuple[PartitionKey, CachedPartition]] = []
+    for topic in request.topics:
+        name = rm.topic_name_for_id(topic.topic_id) if use_ids else topic.topic
+        key_topic: uuid.UUID | str = topic.topic_id if use_ids else topic.topic
+        for part in topic.partitions:
+            requested.append(((key_topic, part.partition), CachedPartition(
+                name, topic.topic_id, part.partition, part.fetch_offset,
+                max(0, part.partition_max_bytes), part.current_leader_epoch)))
+    forgotten: list[PartitionKey] = []
+    for ft in request.forgotten_topics_data:
+        ft_key: uuid.UUID | str = ft.topic_id if use_ids else ft.topic
+        forgotten.extend((ft_key, index) for index in ft.partitions)
+
+    sessions = rm.fetch_sessions
+    context = sessions.new_context(request.session_id, request.session_epoch, use_ids,
+                                   requested, forgotten)
+    if context.error is not ErrorCode.NO_ERROR:
+        return Respond(FetchResponse(error_code=context.error, session_id=INVALID_SESSION_ID,
+                                     responses=[]))
+    if context.kind is ContextKind.INCREMENTAL:
+        for _key, cached in context.partitions:  # names may have changed (deleted topics)
+            cached.topic = rm.topic_name_for_id(cached.topic_id) if use_ids else cached.topic
+
+    unknown = ErrorCode.UNKNOWN_TOPIC_ID if use_ids else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    statuses: list[FetchPartitionStatus] = []
+    slots: list[int | ErrorCode] = []
+    for _key, cached in context.partitions:
+        if cached.topic is None or rm.get_partition(cached.topic, cached.partition) is None:
+            slots.append(unknown)
+            continue
+        slots.append(len(statuses))
+        statuses.append(FetchPartitionStatus(cached.topic, cached.partition, cached.fetch_offset,
+                                             cached.max_bytes, cached.current_leader_epoch))
+    params = FetchParams(
+        replica_id=replica_id,
+        max_wait_ms=min(max(0, request.max_wait_ms), MAX_WAIT_CAP_MS),
+        min_bytes=max(0, request.min_bytes),
+        max_bytes=max(0, request.max_bytes),
+        isolation=isolation,
+    )
+    results = await rm.fetch_messages(params, statuses)
+
+    aborted_empty = isolation is IsolationLevel.READ_COMMITTED
+    answered: list[tuple[PartitionKey, CachedPartition, FetchResponse.PartitionData]] = []
+    for (key, cached), slot in zip(context.partitions, slots, strict=True):
+        r = ReadResult(slot) if isinstance(slot, ErrorCode) else results[slot]
+        data = _R.PartitionData(
+            partition_index=cached.partition,
+            error_code=r.error,
+            high_watermark=r.high_watermark,
+            last_stable_offset=r.last_stable_offset,
+            log_start_offset=r.log_start_offset,
+            aborted_transactions=[] if aborted_empty else None,
+            preferred_read_replica=-1,
+            records=r.records if r.records is not None else _EMPTY,
+        )
+        news = cached.must_respond(r.error, r.size_bytes, r.high_watermark,
+                                   r.last_stable_offset, r.log_start_offset)
+        if context.kind is not ContextKind.INCREMENTAL or news:
+            answered.append((key, cached, data))
+
+    session_id = INVALID_SESSION_ID
+    if context.kind is ContextKind.FULL:
+        session_id = sessions.create(use_ids, context.partitions)
+    elif context.session is not None:
+        session_id = context.session.id
+        for key, _cached, _data in answered:
+            context.session.move_to_end(key)
+
+    responses: list[FetchResponse.FetchableTopicResponse] = []
+    for _key, cached, data in answered:  # consecutive partitions of one topic share an entry
+        last = responses[-1] if responses else None
+        if last is not None and last.topic_id == cached.topic_id and (
+            use_ids or last.topic == (cached.topic or "")
+        ):
+            last.partitions.append(data)
+        else:
+            responses.append(_R.FetchableTopicResponse(topic=cached.topic or "",
+                                                       topic_id=cached.topic_id,
+                                                       partitions=[data]))
+    return Respond(FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NO_ERROR,
+                                 session_id=session_id, responses=responses))

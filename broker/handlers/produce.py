@@ -1,0 +1,85 @@
+"""Produce: v3-11
+
+Behavior:
+- acks must be -1, 0 or 1, else every partition gets INVALID_REQUIRED_ACKS.
+- Each partition's records must be one magic-2 batch; the checks and their error codes
+  are in broker/record_validation.py (CORRUPT_MESSAGE for a bad CRC, MESSAGE_TOO_LARGE
+  above max.message.bytes, INVALID_RECORD, UNSUPPORTED_COMPRESSION_TYPE, ...). A partition
+  not hosted here: UNKNOWN_TOPIC_OR_PARTITION (Produce never auto-creates topics).
+- Idempotent producers: a resent batch (same producer, epoch and sequence range as one of
+  the last 5) is answered with its original base offset and NO_ERROR;
+  OUT_OF_ORDER_SEQUENCE_NUMBER / INVALID_PRODUCER_EPOCH otherwise (broker/producer_state.py).
+- acks=-1 waits (DelayedProduce in the purgatory) until the high watermark covers the
+  append or timeout_ms passes (REQUEST_TIMED_OUT); acks=1 answers after the local append.
+- acks=0: no response; if any partition failed, the connection is closed instead, as Kafka
+  does, so the producer notices and refreshes its metadata.
+- log_append_time_ms is the broker time for LogAppendTime topics, else -1; log_start_offset
+  is the partition's log start offset.
+- transactional batches are refused with INVALID_TXN_STATE (no transaction support).
+
+Version notes:
+- v0-v2 (magic 0/1 message sets) are not supported. v3 adds transactional_id; v5
+  log_start_offset; v7 allows zstd; v8 record_errors and error_message; v9+ flexible;
+  v10 adds tagged current_leader/node_endpoints (only sent with NOT_LEADER_OR_FOLLOWER,
+  which a single node never answers); v11 changes nothing for non-transactional producers.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from broker.handlers.base import (
+    NO_RESPONSE,
+    CloseConnection,
+    HandlerResult,
+    RequestContext,
+    Respond,
+    api,
+)
+from protocol.errors import ErrorCode
+from protocol.messages.produce import ProduceRequest, ProduceResponse
+
+log = logging.getLogger(__name__)
+
+_Resp = ProduceResponse
+
+
+@api(ProduceRequest.API_KEY, min_version=3, max_version=11, request=ProduceRequest)
+async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> HandlerResult:
+    entries: dict[tuple[str, int], memoryview | bytes | None] = {}
+    for topic in request.topic_data:
+        for part in topic.partition_data:
+            records = part.records
+            if records is not None and not isinstance(records, memoryview | bytes):
+                records = memoryview(records) if isinstance(records, bytearray) else None
+            entries[(topic.name, part.index)] = records
+    results = await ctx.broker.replica_manager.append_records(
+        timeout_ms=request.timeout_ms,
+        required_acks=request.acks,
+        produce_version=ctx.api_version,
+        entries=entries.items(),
+    )
+    if request.acks == 0:
+        failed = [(tp, r.error) for tp, r in results.items() if r.error is not ErrorCode.NO_ERROR]
+        if failed:
+            (topic, index), error = failed[0]
+            return CloseConnection(
+                f"acks=0 produce failed for {len(failed)} partition(s), e.g. "
+                f"{topic}-{index}: {error.name}"
+            )
+        return NO_RESPONSE
+    by_topic: dict[str, list[ProduceResponse.PartitionProduceResponse]] = {}
+    for (topic, index), r in results.items():
+        by_topic.setdefault(topic, []).append(_Resp.PartitionProduceResponse(
+            index=index,
+            error_code=r.error,
+            base_offset=r.base_offset,
+            log_append_time_ms=r.log_append_time_ms,
+            log_start_offset=r.log_start_offset,
+            record_errors=[_Resp.BatchIndexAndErrorMessage(i, m) for i, m in r.record_errors],
+            error_message=r.error_message if r.error is not ErrorCode.NO_ERROR else None,
+        ))
+    return Respond(ProduceResponse(
+        responses=[_Resp.TopicProduceResponse(name, parts) for name, parts in by_topic.items()],
+        throttle_time_ms=0,
+    ))

@@ -1,0 +1,343 @@
+"""One partition hosted by this broker: leader state over storage's Log (Kafka's ``Partition``).
+
+State and its invariants (Redpanda-style offset kinds)::
+
+    log_start_offset <= last_stable_offset <= high_watermark <= log_end_offset
+
+- ``leader_epoch``: bumped by the controller on each leadership change (replication);
+  a single node becomes leader with the epoch after the last one in the log's
+  leader-epoch-checkpoint (0 for a new log), and stamps it in every batch it appends.
+- ``high_watermark`` (HW): the offset below which every ISR member has the data. The leader
+  tracks each follower's log end offset (``follower_leos``); HW = min LEO over the ISR.
+  With no followers (one node, ISR = {leader}) the HW follows the LEO at once, through the
+  same ``maybe_increment_high_watermark`` path replication uses.
+- ``last_stable_offset`` (LSO): equal to the HW (no transactions here).
+
+Consumers (replica id -1) read below the HW (READ_UNCOMMITTED) or the LSO (READ_COMMITTED);
+followers read up to the LEO.
+
+Thread-safety: none; the broker's event loop only.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import NewType
+
+from broker.producer_state import ProducerStateError, ProducerStateManager, increment_sequence
+from broker.record_validation import RecordValidationError, ValidationConfig, validate_client_batch
+from protocol.errors import ErrorCode
+from protocol.fileslice import FileSlice
+from protocol.records import RecordBatch, iter_batches
+from storage.errors import StorageError
+from storage.index import TimestampOffset
+from storage.log import Log
+
+log = logging.getLogger(__name__)
+
+Offset = NewType("Offset", int)  # a log offset of any kind; the names below say which
+
+CONSUMER_REPLICA_ID = -1
+DELETE_TO_HIGH_WATERMARK = -1
+# ListOffsets special timestamps (ListOffsetsRequest)
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+
+
+class IsolationLevel(enum.IntEnum):
+    READ_UNCOMMITTED = 0
+    READ_COMMITTED = 1
+
+
+@dataclass(slots=True)
+class AppendResult:
+    """The outcome of appending one partition's records (a ProduceResponse partition)."""
+
+    error: ErrorCode = ErrorCode.NO_ERROR
+    base_offset: int = -1
+    last_offset: int = -1
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+    error_message: str | None = None
+    record_errors: list[tuple[int, str | None]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class ReadResult:
+    """The outcome of reading one partition (a FetchResponse partition)."""
+
+    error: ErrorCode = ErrorCode.NO_ERROR
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    records: FileSlice | None = None
+
+    @property
+    def size_bytes(self) -> int:
+        return 0 if self.records is None else self.records.length
+
+
+class PartitionError(Exception):
+    def __init__(self, error: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error = error
+
+
+class Partition:
+    """Leader state of one topic-partition. See the module docstring."""
+
+    def __init__(self, topic: str, partition: int, topic_id: uuid.UUID, plog: Log, *,
+                 broker_id: int, leader_epoch: int, high_watermark: int,
+                 validation: ValidationConfig, log_append_time: bool,
+                 min_insync_replicas: int = 1, log_deletes: bool = True) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.topic_id = topic_id
+        self.log = plog
+        self.broker_id = broker_id
+        self.leader_epoch = leader_epoch
+        self.validation = validation
+        self.log_append_time = log_append_time
+        self.min_insync_replicas = min_insync_replicas
+        self.log_deletes = log_deletes  # cleanup.policy contains "delete"
+        self.isr: set[int] = {broker_id}
+        self.follower_leos: dict[int, int] = {}
+        self.needs_flush = False  # the log asked for a flush (flush.messages, roll)
+        self.producer_state = ProducerStateManager(plog.dir, f"{topic}-{partition}")
+        self._high_watermark = Offset(
+            min(max(high_watermark, plog.log_start_offset), plog.log_end_offset)
+        )
+        self.maybe_increment_high_watermark()
+
+    def __repr__(self) -> str:
+        return (f"Partition({self.topic}-{self.partition}, epoch={self.leader_epoch}, "
+                f"lso={self.log_start_offset}, hw={self.high_watermark}, leo={self.log_end_offset})")
+
+    # ------------------------------------------------------------ offsets
+
+    @property
+    def log_start_offset(self) -> int:
+        return int(self.log.log_start_offset)
+
+    @property
+    def log_end_offset(self) -> int:
+        return int(self.log.log_end_offset)
+
+    @property
+    def high_watermark(self) -> int:
+        return int(self._high_watermark)
+
+    @property
+    def last_stable_offset(self) -> int:
+        return int(self._high_watermark)
+
+    def maybe_increment_high_watermark(self) -> bool:
+        """HW = min LEO over the ISR (followers' fetch positions, the leader's own LEO)."""
+        new_hw = self.log_end_offset
+        for replica in self.isr:
+            if replica != self.broker_id:
+                new_hw = min(new_hw, self.follower_leos.get(replica, 0))
+        if new_hw > self._high_watermark:
+            self._high_watermark = Offset(new_hw)
+            return True
+        return False
+
+    def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, ErrorCode]:
+        """DelayedProduce's question: has the HW passed ``required_offset``?"""
+        if self._high_watermark >= required_offset:
+            if len(self.isr) < self.min_insync_replicas:
+                return True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            return True, ErrorCode.NO_ERROR
+        return False, ErrorCode.NO_ERROR
+
+    def check_leader_epoch(self, current_leader_epoch: int) -> ErrorCode:
+        """Kafka's rule for the client's view of the leader epoch (-1: not checked)."""
+        if current_leader_epoch == UNDEFINED_EPOCH or current_leader_epoch == self.leader_epoch:
+            return ErrorCode.NO_ERROR
+        if current_leader_epoch < self.leader_epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        return ErrorCode.UNKNOWN_LEADER_EPOCH
+
+    # ------------------------------------------------------------ produce
+
+    def append_records_as_leader(self, records: memoryview | bytes | None, produce_version: int,
+                                 required_acks: int) -> AppendResult:
+        """Validate and append a client's records; never raises for bad input.
+
+        The batch is checked (record_validation) and against the producer state before the
+        log sees it; the log copies the request's bytes once into a writable buffer and
+        patches the offsets and leader epoch there (storage.log.Log.append).
+        """
+        now_ms = int(time.time() * 1000)
+        start = self.log_start_offset
+        try:
+            if required_acks == -1 and len(self.isr) < self.min_insync_replicas:
+                raise PartitionError(
+                    ErrorCode.NOT_ENOUGH_REPLICAS,
+                    f"{len(self.isr)} in-sync replicas, min.insync.replicas is "
+                    f"{self.min_insync_replicas}",
+                )
+            batch = validate_client_batch(records, produce_version, self.validation, now_ms)
+            duplicate = self.producer_state.check_append(batch)
+            if duplicate is not None:
+                log.info("%s-%d: duplicate batch of producer %d (seq %d-%d) at offsets %d-%d",
+                         self.topic, self.partition, batch.producer_id, duplicate.first_seq,
+                         duplicate.last_seq, duplicate.first_offset, duplicate.last_offset)
+                return AppendResult(ErrorCode.NO_ERROR, duplicate.first_offset,
+                                    duplicate.last_offset, -1, start)
+            info = self.log.append(batch.buffer, self.leader_epoch, now_ms=now_ms)
+        except RecordValidationError as exc:
+            log.info("%s-%d: produce refused (%s): %s", self.topic, self.partition,
+                     exc.error_code.name, exc.message)
+            return AppendResult(exc.error_code, log_start_offset=start,
+                                error_message=exc.message, record_errors=exc.record_errors)
+        except ProducerStateError as exc:
+            log.info("%s-%d: produce refused (%s): %s", self.topic, self.partition,
+                     exc.error_code.name, exc)
+            return AppendResult(exc.error_code, log_start_offset=start, error_message=str(exc))
+        except PartitionError as exc:
+            return AppendResult(exc.error, log_start_offset=start, error_message=str(exc))
+        except StorageError as exc:
+            log.warning("%s-%d: append failed (%s): %s", self.topic, self.partition,
+                        exc.error_code.name, exc)
+            return AppendResult(exc.error_code, log_start_offset=start, error_message=str(exc))
+        if batch.producer_id >= 0:
+            first_seq = batch.base_sequence
+            self.producer_state.update(
+                batch.producer_id, batch.producer_epoch, first_seq,
+                increment_sequence(first_seq, batch.last_offset_delta),
+                info.first_offset, info.last_offset, info.max_timestamp)
+        if info.needs_flush:
+            self.needs_flush = True
+        self.maybe_increment_high_watermark()
+        return AppendResult(ErrorCode.NO_ERROR, info.first_offset, info.last_offset,
+                            info.log_append_time, info.log_start_offset)
+
+    # ------------------------------------------------------------ fetch
+
+    def fetch_upper_bound(self, replica_id: int, isolation: IsolationLevel) -> int:
+        if replica_id >= 0:
+            return self.log_end_offset
+        if isolation is IsolationLevel.READ_COMMITTED:
+            return self.last_stable_offset
+        return self.high_watermark
+
+    def read(self, fetch_offset: int, max_bytes: int, *, replica_id: int,
+             isolation: IsolationLevel, min_one_message: bool,
+             current_leader_epoch: int = UNDEFINED_EPOCH) -> ReadResult:
+        """Records from ``fetch_offset`` (a FileSlice, never copied), up to the bound."""
+        hw, lso, start = self.high_watermark, self.last_stable_offset, self.log_start_offset
+        epoch_error = self.check_leader_epoch(current_leader_epoch)
+        if epoch_error is not ErrorCode.NO_ERROR:
+            return ReadResult(epoch_error, hw, lso, start)
+        if fetch_offset < start or fetch_offset > self.log_end_offset:
+            return ReadResult(ErrorCode.OFFSET_OUT_OF_RANGE, hw, lso, start)
+        upper = self.fetch_upper_bound(replica_id, isolation)
+        if fetch_offset >= upper:
+            return ReadResult(ErrorCode.NO_ERROR, hw, lso, start)
+        try:
+            records = self.log.read(fetch_offset, max_bytes, upper,
+                                    min_one_batch=min_one_message)
+        except StorageError as exc:  # moved under us (retention, DeleteRecords, truncation)
+            return ReadResult(exc.error_code, hw, lso, self.log_start_offset)
+        return ReadResult(ErrorCode.NO_ERROR, hw, lso, start,
+                          records if records.length > 0 else None)
+
+    def bytes_available(self, fetch_offset: int, max_bytes: int, replica_id: int,
+                        isolation: IsolationLevel) -> int:
+        """How many bytes a read at ``fetch_offset`` would return now (DelayedFetch)."""
+        upper = self.fetch_upper_bound(replica_id, isolation)
+        if fetch_offset >= upper or fetch_offset < self.log_start_offset:
+            return 0
+        try:
+            return self.log.read(fetch_offset, max_bytes, upper, min_one_batch=True).length
+        except StorageError:
+            return 0
+
+    # ------------------------------------------------------------ offsets by time / epoch
+
+    def _epoch_for(self, offset: int) -> int:
+        epoch = self.log.leader_epoch_cache.epoch_for_offset(offset)
+        return UNDEFINED_EPOCH if epoch is None else int(epoch)
+
+    def fetch_offset_for_timestamp(
+        self, timestamp: int, *, isolation: IsolationLevel, current_leader_epoch: int,
+        replica_id: int,
+    ) -> tuple[ErrorCode, int, int, int]:
+        """ListOffsets for one partition: (error, timestamp, offset, leader epoch)."""
+        epoch_error = self.check_leader_epoch(current_leader_epoch)
+        if epoch_error is not ErrorCode.NO_ERROR:
+            return epoch_error, -1, -1, -1
+        if replica_id == CONSUMER_REPLICA_ID:
+            last_fetchable = self.fetch_upper_bound(replica_id, isolation)
+        else:
+            last_fetchable = self.log_end_offset
+        if timestamp == LATEST_TIMESTAMP:
+            return ErrorCode.NO_ERROR, -1, last_fetchable, self.leader_epoch
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            start = self.log_start_offset
+            return ErrorCode.NO_ERROR, -1, start, self._epoch_for(start)
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            return ErrorCode.NO_ERROR, -1, -1, -1
+        if timestamp == MAX_TIMESTAMP:
+            found: TimestampOffset | None = self.log.max_timestamp_and_offset()
+        else:
+            found = self.log.offset_for_timestamp(timestamp)
+        if found is None or found.offset < 0:
+            return ErrorCode.NO_ERROR, -1, -1, -1
+        ts, offset = int(found.timestamp), int(found.offset)
+        if offset >= last_fetchable:
+            return ErrorCode.NO_ERROR, -1, -1, -1
+        return ErrorCode.NO_ERROR, ts, offset, self._epoch_for(offset)
+
+    def last_offset_for_leader_epoch(self, current_leader_epoch: int,
+                                     leader_epoch: int) -> tuple[ErrorCode, int, int]:
+        """OffsetForLeaderEpoch for one partition: (error, epoch, end offset)."""
+        epoch_error = self.check_leader_epoch(current_leader_epoch)
+        if epoch_error is not ErrorCode.NO_ERROR:
+            return epoch_error, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        epoch, end_offset = self.log.end_offset_for_epoch(leader_epoch)
+        return ErrorCode.NO_ERROR, int(epoch), int(end_offset)
+
+    def delete_records(self, offset: int) -> tuple[ErrorCode, int]:
+        """DeleteRecords for one partition: (error, low watermark)."""
+        target = self.high_watermark if offset == DELETE_TO_HIGH_WATERMARK else offset
+        if target < 0 or target > self.high_watermark:
+            return ErrorCode.OFFSET_OUT_OF_RANGE, -1
+        if not self.log_deletes:
+            return ErrorCode.POLICY_VIOLATION, -1
+        try:
+            low_watermark = self.log.delete_records(target, self.high_watermark)
+        except StorageError as exc:
+            return exc.error_code, -1
+        return ErrorCode.NO_ERROR, int(low_watermark)
+
+    # ------------------------------------------------------------ log scans
+
+    def batches_from(self, offset: int, chunk_bytes: int = 16 * 1024 * 1024) -> Iterator[RecordBatch]:
+        """The log's batches from the one holding ``offset`` to the end, read in chunks of
+        at most ``chunk_bytes`` (a bigger batch comes whole). For state rebuilds only."""
+        position = max(offset, self.log_start_offset)
+        for _ in range(1 << 40):  # bounded: each turn moves past at least one batch
+            if position >= self.log_end_offset:
+                return
+            data = self.log.read(position, chunk_bytes, None, min_one_batch=True).read_bytes()
+            if not data:
+                return
+            last = position
+            for batch in iter_batches(data):
+                last = batch.next_offset
+                yield batch
+            if last <= position:
+                return
+            position = last

@@ -1,0 +1,263 @@
+"""The partitions this broker hosts, and the produce and fetch paths over them.
+
+``ReplicaManager`` (Kafka's ``ReplicaManager``) owns the ``Partition`` objects (leader
+epoch, HW, LEO over storage's ``Log``), the produce purgatory (acks=all waits for the HW)
+and the fetch purgatory (long polls wait for data). Handlers reach it as
+``ctx.broker.replica_manager``.
+
+Produce: each partition's records are validated and appended locally
+(``Partition.append_records_as_leader``); with acks=-1 a ``DelayedProduce`` then waits until
+the HW covers them. On one node the HW follows the LEO at once, so the operation completes
+on its first try -- through the same path replication uses when followers move the HW.
+
+Fetch: a first read of every partition; if that is enough (``min_bytes``), or the request
+may not wait, or an error came back, the answer goes at once; otherwise a ``DelayedFetch``
+watches the partitions and is completed by the next append (``check_and_complete``) or by
+``max_wait_ms``. Response limits follow KIP-74: partitions are read in request order, each
+up to ``partition_max_bytes`` and what is left of ``max_bytes``; only the first partition
+that has data may return one whole batch above those limits.
+
+Thread-safety: none; the broker's event loop only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Iterable
+
+from broker.delayed_ops import (
+    DelayedFetch,
+    DelayedProduce,
+    FetchParams,
+    FetchPartitionStatus,
+    ProducePartitionStatus,
+    TopicPartition,
+)
+from broker.fetch_session import DEFAULT_MAX_SLOTS, FetchSessionCache
+from broker.partition import AppendResult, Partition, ReadResult
+from broker.purgatory import Purgatory
+from broker.record_validation import ValidationConfig
+from protocol.errors import ErrorCode
+from storage.config import LogConfig
+from storage.manager import LogManager
+from storage.naming import TopicPartition as StorageTopicPartition
+
+log = logging.getLogger(__name__)
+
+VALID_ACKS = (-1, 0, 1)
+
+
+def validation_config(log_config: LogConfig) -> ValidationConfig:
+    return ValidationConfig(
+        max_message_bytes=log_config.max_message_bytes,
+        compacted=log_config.compacts,
+        timestamp_before_max_ms=log_config.message_timestamp_before_max_ms,
+        timestamp_after_max_ms=log_config.message_timestamp_after_max_ms,
+    )
+
+
+class ReplicaManager:
+    """See the module docstring."""
+
+    def __init__(self, log_manager: LogManager, *, broker_id: int,
+                 fetch_session_cache_slots: int = DEFAULT_MAX_SLOTS) -> None:
+        self.log_manager = log_manager
+        self.broker_id = broker_id
+        self.fetch_sessions = FetchSessionCache(fetch_session_cache_slots)
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self._topic_names: dict[uuid.UUID, str] = {}
+        self._checkpointed_hws: dict[StorageTopicPartition, int] | None = None
+        self._flushing: set[Partition] = set()
+        self.produce_purgatory: Purgatory[TopicPartition] = Purgatory("Produce")
+        self.fetch_purgatory: Purgatory[TopicPartition] = Purgatory("Fetch")
+
+    # ------------------------------------------------------------ partitions
+
+    def get_partition(self, topic: str, partition: int) -> Partition | None:
+        return self.partitions.get((topic, partition))
+
+    def topic_name_for_id(self, topic_id: uuid.UUID) -> str | None:
+        return self._topic_names.get(topic_id)
+
+    def ensure_partition(self, topic: str, partition: int, topic_id: uuid.UUID,
+                         log_config: LogConfig) -> Partition:
+        """Create or open the partition's log and become its leader (idempotent).
+
+        The leader epoch is the latest one in the log's leader-epoch-checkpoint (0 for a
+        new log): one node never changes leader. The HW starts from
+        replication-offset-checkpoint and, with the ISR being just this broker, moves to
+        the log end at once. Producer state is loaded from the newest snapshot and the
+        batches after it (or rebuilt from the whole log).
+        """
+        tp = (topic, partition)
+        existing = self.partitions.get(tp)
+        if existing is not None:
+            return existing
+        stp = StorageTopicPartition(topic, partition)
+        plog = self.log_manager.get_or_create_log(stp, log_config, topic_id=topic_id.bytes)
+        plog.update_config(log_config)
+        latest_epoch = plog.latest_epoch()
+        leader_epoch = 0 if latest_epoch is None else int(latest_epoch)
+        if self._checkpointed_hws is None:
+            self._checkpointed_hws = self.log_manager.read_high_watermarks()
+        hw = self._checkpointed_hws.get(stp, 0)
+        p = Partition(
+            topic, partition, topic_id, plog, broker_id=self.broker_id,
+            leader_epoch=leader_epoch, high_watermark=hw,
+            validation=validation_config(log_config),
+            log_append_time=log_config.log_append_time,
+            min_insync_replicas=log_config.min_insync_replicas,
+            log_deletes=log_config.deletes,
+        )
+        replayed = p.producer_state.load(p.log_start_offset, p.log_end_offset, p.batches_from)
+        if replayed:
+            log.info("%s-%d: producer state rebuilt, %d batches replayed from the log",
+                     topic, partition, replayed)
+        self.partitions[tp] = p
+        self._topic_names[topic_id] = topic
+        return p
+
+    def delete_partition(self, topic: str, partition: int) -> None:
+        p = self.partitions.pop((topic, partition), None)
+        if p is None:
+            return
+        if not any(t == topic for t, _ in self.partitions):
+            self._topic_names.pop(p.topic_id, None)
+        # wake the waiters: they find the partition gone and answer with an error
+        self.produce_purgatory.check_and_complete((topic, partition))
+        self.fetch_purgatory.check_and_complete((topic, partition))
+        self.log_manager.delete_log(StorageTopicPartition(topic, partition))
+
+    def update_log_config(self, topic: str, log_config: LogConfig) -> None:
+        for (t, _), p in self.partitions.items():
+            if t == topic:
+                p.log.update_config(log_config)
+                p.validation = validation_config(log_config)
+                p.log_append_time = log_config.log_append_time
+                p.min_insync_replicas = log_config.min_insync_replicas
+                p.log_deletes = log_config.deletes
+
+    def high_watermarks(self) -> dict[StorageTopicPartition, int]:
+        """For replication-offset-checkpoint (LogManager.write_high_watermarks / shutdown)."""
+        return {StorageTopicPartition(t, i): p.high_watermark
+                for (t, i), p in self.partitions.items()}
+
+    # ------------------------------------------------------------ produce
+
+    async def append_records(
+        self, *, timeout_ms: int, required_acks: int, produce_version: int,
+        entries: Iterable[tuple[TopicPartition, memoryview | bytes | None]],
+    ) -> dict[TopicPartition, AppendResult]:
+        """Append every partition's records; with acks=-1 wait for the HW (or timeout)."""
+        results: dict[TopicPartition, AppendResult] = {}
+        if required_acks not in VALID_ACKS:
+            for tp, _ in entries:
+                results[tp] = AppendResult(ErrorCode.INVALID_REQUIRED_ACKS)
+            return results
+        appended: list[TopicPartition] = []
+        for tp, records in entries:
+            p = self.partitions.get(tp)
+            if p is None:
+                results[tp] = AppendResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                continue
+            result = p.append_records_as_leader(records, produce_version, required_acks)
+            results[tp] = result
+            if result.error is ErrorCode.NO_ERROR:
+                appended.append(tp)
+        for tp in appended:
+            self.fetch_purgatory.check_and_complete(tp)
+            self.produce_purgatory.check_and_complete(tp)
+            self._maybe_flush(self.partitions[tp])
+        if required_acks != -1 or not appended:
+            return results
+        statuses = {
+            tp: ProducePartitionStatus(results[tp].last_offset + 1, results[tp], True)
+            for tp in appended
+        }
+        op = DelayedProduce(max(timeout_ms, 0), statuses, self.get_partition)
+        if not self.produce_purgatory.try_complete_else_watch(op, appended):
+            await op.wait()
+        return results
+
+    def _maybe_flush(self, p: Partition) -> None:
+        """The log asked for an fsync (flush.messages reached, or a roll): run it in the
+        default thread pool, at most one per partition at a time."""
+        if not p.needs_flush or p in self._flushing:
+            return
+        p.needs_flush = False
+        self._flushing.add(p)
+        future = asyncio.get_running_loop().run_in_executor(None, p.log.flush)
+
+        def done(f: asyncio.Future[None]) -> None:
+            self._flushing.discard(p)
+            if not f.cancelled() and f.exception() is not None:
+                log.error("%s-%d: flush failed: %s", p.topic, p.partition, f.exception())
+
+        future.add_done_callback(done)
+
+    def on_high_watermark_moved(self, tp: TopicPartition) -> None:
+        """Replication hook: a follower's fetch moved the HW."""
+        self.produce_purgatory.check_and_complete(tp)
+        self.fetch_purgatory.check_and_complete(tp)
+
+    # ------------------------------------------------------------ fetch
+
+    def read_all(self, params: FetchParams,
+                 statuses: list[FetchPartitionStatus]) -> list[ReadResult]:
+        """Read every partition once, with the KIP-74 byte limits (see the module docstring)."""
+        results: list[ReadResult] = []
+        remaining = params.max_bytes
+        min_one_message = True
+        for s in statuses:
+            p = self.partitions.get((s.topic, s.partition))
+            if p is None:
+                results.append(ReadResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            limit = max(0, min(s.max_bytes, remaining))
+            result = p.read(s.fetch_offset, limit, replica_id=params.replica_id,
+                            isolation=params.isolation, min_one_message=min_one_message,
+                            current_leader_epoch=s.current_leader_epoch)
+            size = result.size_bytes
+            if size > 0:
+                min_one_message = False
+                remaining = max(0, remaining - size)
+            results.append(result)
+        return results
+
+    async def fetch_messages(self, params: FetchParams,
+                             statuses: list[FetchPartitionStatus]) -> list[ReadResult]:
+        """Read now, or wait (long poll) for ``min_bytes`` up to ``max_wait_ms``."""
+        results = self.read_all(params, statuses)
+        total = sum(r.size_bytes for r in results)
+        any_error = any(r.error is not ErrorCode.NO_ERROR for r in results)
+        if (params.max_wait_ms <= 0 or not statuses or total >= params.min_bytes or any_error):
+            return results
+        op = DelayedFetch(params, statuses, self.get_partition, self.read_all)
+        keys = [(s.topic, s.partition) for s in statuses]
+        if not self.fetch_purgatory.try_complete_else_watch(op, keys):
+            await op.wait()
+        return op.results
+
+    # ------------------------------------------------------------ shutdown
+
+    def complete_delayed_operations(self) -> int:
+        """Answer every parked request now, as expired (long polls return what they have,
+        acks=all waits answer REQUEST_TIMED_OUT), and refuse to park new ones. Call it
+        before draining in-flight requests at shutdown, so no request waits out its delay.
+        Returns how many operations were completed."""
+        return self.produce_purgatory.shutdown() + self.fetch_purgatory.shutdown()
+
+    def shutdown(self) -> None:
+        """Complete parked requests (if not done yet), then snapshot producer state.
+
+        Blocking (snapshot files are fsynced): part of the broker's ordered shutdown, after
+        the network stopped and before ``LogManager.shutdown(self.high_watermarks())``.
+        """
+        self.complete_delayed_operations()
+        for p in self.partitions.values():
+            try:
+                p.producer_state.take_snapshot(p.log_end_offset)
+            except OSError as exc:
+                log.warning("%s-%d: producer snapshot failed: %s", p.topic, p.partition, exc)

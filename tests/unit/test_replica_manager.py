@@ -1,0 +1,150 @@
+"""broker.replica_manager over a real storage LogManager (real files in a temp dir).
+
+The produce path (acks 0/1/-1 through the purgatory), duplicates, the fetch path with its
+byte limits and long poll, and producer state across a clean close and an abandoned one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from broker.delayed_ops import FetchParams, FetchPartitionStatus
+from broker.partition import IsolationLevel
+from broker.replica_manager import ReplicaManager
+from protocol.errors import ErrorCode
+from protocol.records import NewRecord, build_batch, iter_batches
+from storage.config import LogConfig
+from storage.manager import LogManager
+
+pytestmark = pytest.mark.timeout(20)
+TID = uuid.uuid4()
+
+
+def open_rm(log_dir: Path) -> ReplicaManager:
+    lm = LogManager(log_dir)
+    lm.startup()
+    rm = ReplicaManager(lm, broker_id=0)
+    rm.ensure_partition("t", 0, TID, LogConfig())
+    return rm
+
+
+def close_rm(rm: ReplicaManager) -> None:
+    rm.shutdown()
+    rm.log_manager.shutdown(rm.high_watermarks())
+
+
+def data(n: int, pid: int = -1, seq: int = -1, size: int = 10) -> bytes:
+    return build_batch([NewRecord(b"k", b"v" * size) for _ in range(n)], producer_id=pid,
+                       producer_epoch=0 if pid >= 0 else -1, base_sequence=seq)
+
+
+async def append(rm: ReplicaManager, records: bytes, acks: int = -1) -> tuple[int, int]:
+    results = await rm.append_records(timeout_ms=1000, required_acks=acks, produce_version=9,
+                                      entries=[(("t", 0), memoryview(records))])
+    r = results[("t", 0)]
+    return r.error, r.base_offset
+
+
+def params(max_wait_ms: int = 0, min_bytes: int = 1, max_bytes: int = 1 << 20) -> FetchParams:
+    return FetchParams(-1, max_wait_ms, min_bytes, max_bytes, IsolationLevel.READ_UNCOMMITTED)
+
+
+def status(offset: int, max_bytes: int = 1 << 20) -> FetchPartitionStatus:
+    return FetchPartitionStatus("t", 0, offset, max_bytes, -1)
+
+
+async def test_append_all_acks_and_hw(tmp_path: Path) -> None:
+    rm = open_rm(tmp_path)
+    assert await append(rm, data(3), acks=1) == (0, 0)
+    assert await append(rm, data(2), acks=-1) == (0, 3)
+    assert await append(rm, data(1), acks=0) == (0, 5)
+    p = rm.get_partition("t", 0)
+    assert p is not None and (p.high_watermark, p.log_end_offset) == (6, 6)
+    assert len(rm.produce_purgatory) == 0
+    bad = await rm.append_records(timeout_ms=1000, required_acks=3, produce_version=9,
+                                  entries=[(("t", 0), memoryview(data(1)))])
+    assert bad[("t", 0)].error == ErrorCode.INVALID_REQUIRED_ACKS
+    unknown = await rm.append_records(timeout_ms=1000, required_acks=1, produce_version=9,
+                                      entries=[(("u", 0), memoryview(data(1)))])
+    assert unknown[("u", 0)].error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    close_rm(rm)
+
+
+async def test_fetch_limits_and_out_of_range(tmp_path: Path) -> None:
+    rm = open_rm(tmp_path)
+    for _ in range(10):
+        await append(rm, data(5, size=100))
+    (r,) = await rm.fetch_messages(params(), [status(7)])
+    assert r.error == 0 and r.records is not None
+    offsets = [b.base_offset for b in iter_batches(r.records.read_bytes())]
+    assert offsets == list(range(5, 50, 5))  # from the batch holding 7
+    (r,) = await rm.fetch_messages(params(), [status(0, max_bytes=1)])
+    assert r.records is not None and len(list(iter_batches(r.records.read_bytes()))) == 1
+    (r,) = await rm.fetch_messages(params(), [status(51)])
+    assert r.error == ErrorCode.OFFSET_OUT_OF_RANGE
+    # KIP-74: max_bytes spent by the first partition leaves nothing for the second
+    rm.ensure_partition("t", 1, TID, LogConfig())
+    a, b = await rm.fetch_messages(params(max_bytes=10), [status(0), FetchPartitionStatus(
+        "t", 1, 0, 1 << 20, -1)])
+    assert a.size_bytes > 0 and b.size_bytes == 0
+    close_rm(rm)
+
+
+async def test_long_poll_completes_on_append(tmp_path: Path) -> None:
+    rm = open_rm(tmp_path)
+    start = time.monotonic()
+    task = asyncio.create_task(rm.fetch_messages(params(max_wait_ms=5000), [status(0)]))
+    await asyncio.sleep(0.2)
+    assert not task.done() and len(rm.fetch_purgatory) == 1
+    await append(rm, data(2))
+    (r,) = await asyncio.wait_for(task, 2)
+    assert 0.2 <= time.monotonic() - start < 2
+    assert r.size_bytes > 0 and len(rm.fetch_purgatory) == 0
+    # expiry: nothing arrives
+    start = time.monotonic()
+    (r,) = await rm.fetch_messages(params(max_wait_ms=200), [status(2)])
+    assert 0.18 <= time.monotonic() - start < 1.5 and r.size_bytes == 0
+    close_rm(rm)
+
+
+async def test_producer_state_across_clean_and_unclean_restart(tmp_path: Path) -> None:
+    rm = open_rm(tmp_path)
+    assert await append(rm, data(2, pid=9, seq=0)) == (0, 0)
+    assert await append(rm, data(2, pid=9, seq=2)) == (0, 2)
+    close_rm(rm)  # snapshot at offset 4
+    assert sorted(p.name for p in (tmp_path / "t-0").glob("*.snapshot")) == [
+        f"{4:020d}.snapshot"]
+    rm = open_rm(tmp_path)
+    assert await append(rm, data(2, pid=9, seq=2)) == (0, 2)  # duplicate after restart
+    assert await append(rm, data(2, pid=9, seq=4)) == (0, 4)
+    rm.log_manager.abandon()  # crash: no new snapshot, seq 4 only in the log
+    rm = open_rm(tmp_path)
+    assert await append(rm, data(2, pid=9, seq=4)) == (0, 4)  # replayed from the log
+    assert (await append(rm, data(1, pid=9, seq=9)))[0] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    close_rm(rm)
+
+
+async def test_delete_records_and_list_offsets(tmp_path: Path) -> None:
+    rm = open_rm(tmp_path)
+    for _ in range(4):
+        await append(rm, data(5))
+    p = rm.get_partition("t", 0)
+    assert p is not None
+    assert p.delete_records(30) == (ErrorCode.OFFSET_OUT_OF_RANGE, -1)
+    assert p.delete_records(7) == (0, 7)
+    assert p.fetch_offset_for_timestamp(-2, isolation=IsolationLevel.READ_UNCOMMITTED,
+                                        current_leader_epoch=-1, replica_id=-1)[2] == 7
+    assert p.fetch_offset_for_timestamp(-1, isolation=IsolationLevel.READ_UNCOMMITTED,
+                                        current_leader_epoch=0, replica_id=-1) == (0, -1, 20, 0)
+    assert p.fetch_offset_for_timestamp(-1, isolation=IsolationLevel.READ_UNCOMMITTED,
+                                        current_leader_epoch=3, replica_id=-1)[0] == (
+        ErrorCode.UNKNOWN_LEADER_EPOCH)
+    assert p.last_offset_for_leader_epoch(-1, 0) == (0, 0, 20)
+    (r,) = await rm.fetch_messages(params(), [status(3)])
+    assert r.error == ErrorCode.OFFSET_OUT_OF_RANGE and r.log_start_offset == 7
+    close_rm(rm)
