@@ -4,6 +4,7 @@ Prints the median (and 90th percentile) time in microseconds of:
 
 - decoding a ProduceRequest v9 frame carrying one 1 MiB batch (request header + body with
   topic/partition structure; the batch is a view, never copied; no CRC check here);
+- encoding a ProduceResponse, decoding a FetchRequest for 100 partitions (v12, v15);
 - encoding a FetchResponse for 100 partitions whose records are FileSlices (v12 and v16),
   size prefix and header included (target < 1 ms);
 - decode + encode of ApiVersions, Metadata (100 topics) and OffsetCommit request/response.
@@ -24,12 +25,14 @@ from protocol.frames import RequestHeader, decode_request_header, encode_request
 from protocol.messages import (
     ApiVersionsRequest,
     ApiVersionsResponse,
+    FetchRequest,
     FetchResponse,
     MetadataRequest,
     MetadataResponse,
     OffsetCommitRequest,
     OffsetCommitResponse,
     ProduceRequest,
+    ProduceResponse,
 )
 
 
@@ -94,6 +97,24 @@ def bench_fetch(repeat: int, version: int) -> tuple[float, float]:
             ],
         )
         return measure(lambda: encode_response(7, 1, version, resp), repeat)
+
+
+def bench_fetch_request(repeat: int, version: int) -> tuple[float, float]:
+    req = FetchRequest(
+        replica_id=-1, max_wait_ms=500, min_bytes=1, max_bytes=50 << 20, isolation_level=0,
+        topics=[FetchRequest.FetchTopic(
+            topic="topic", topic_id=uuid.uuid4() if version >= 13 else uuid.UUID(int=0),
+            partitions=[FetchRequest.FetchPartition(
+                partition=i, current_leader_epoch=3, fetch_offset=1000 + i,
+                partition_max_bytes=1 << 20) for i in range(100)])]).encode(version)
+    return measure(lambda: FetchRequest.decode(req, version), repeat)
+
+
+def bench_produce_response(repeat: int) -> tuple[float, float]:
+    resp = ProduceResponse(responses=[ProduceResponse.TopicProduceResponse(
+        name="topic", partition_responses=[ProduceResponse.PartitionProduceResponse(
+            index=0, base_offset=12345)])])
+    return measure(lambda: encode_response(1, 0, 9, resp), repeat)
 
 
 def bench_api_versions(repeat: int) -> tuple[float, float]:
@@ -185,6 +206,9 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     rows = [
         ("ProduceRequest v9 decode, 1 MiB batch (header+body)", bench_produce(args.repeat)),
+        ("ProduceResponse v9 encode (1 partition, framed)", bench_produce_response(args.repeat)),
+        ("FetchRequest v12 decode, 100 partitions", bench_fetch_request(args.repeat, 12)),
+        ("FetchRequest v15 decode, 100 partitions", bench_fetch_request(args.repeat, 15)),
         ("FetchResponse v12 encode, 100 FileSlice partitions", bench_fetch(args.repeat, 12)),
         ("FetchResponse v16 encode, 100 FileSlice partitions", bench_fetch(args.repeat, 16)),
         ("ApiVersions v3 request decode + response encode", bench_api_versions(args.repeat)),
