@@ -15,6 +15,13 @@ __all__ = ["HANDLER_MODULES", "REGISTRY", "load_all"]
 
 HANDLER_MODULES: tuple[str, ...] = (
     "api_versions",
+    # data path (engineer E)
+    "produce",
+    "fetch",
+    "list_offsets",
+    "delete_records",
+    "init_producer_id",
+    "offset_for_leader_epoch",
     # group coordinator (issue 5)
     "find_coordinator",
     "join_group",
