@@ -3,11 +3,13 @@
 Start-up, in order:
 
 1. bind the listeners (port 0 binds an ephemeral port); nothing is accepted yet;
-2. lock the log dir (``<log.dirs>/.lock``, ``flock``: a second broker on the same dir fails
-   start-up, as in Kafka) and read or create ``meta.properties`` (cluster id, broker id);
-3. the log manager loads and recovers every partition log; the topic registry loads; the
-   replica manager opens a partition for every registered topic partition;
-4. start the network: IO workers, acceptors. A line ``minikafka: started ... listening on
+2. load the topic registry, then the log manager: it locks the log dir (``.lock``, flock: a
+   second broker on the same dir fails start-up, as in Kafka), loads and recovers every
+   partition log; ``meta.properties`` keeps the cluster id (created on first start) and
+   must name this broker.id;
+3. the replica manager opens a partition for every registered topic partition;
+4. start the network (IO workers, acceptors) and the periodic log work (retention, flush,
+   checkpoints: broker.log_maintenance). A line ``minikafka: started broker N listening on
    NAME://host:port`` goes to stdout (tests and scripts wait for it).
 
 Shutdown (SIGTERM or SIGINT), in order, bounded by ``SHUTDOWN_TIMEOUT_S``:
@@ -15,40 +17,39 @@ Shutdown (SIGTERM or SIGINT), in order, bounded by ``SHUTDOWN_TIMEOUT_S``:
 1. stop accepting (close the listening sockets);
 2. let every connection finish its in-flight request (at most ``DRAIN_TIMEOUT_S``), then
    close them, cancelling what is left;
-3. stop the replica manager (completes parked operations), flush logs, write checkpoints,
-   close files (log manager);
-4. release the log dir lock; exit 0. A second signal during shutdown exits at once (1).
+3. stop the replica manager (completes parked operations) and the periodic log work;
+4. flush and close every log, write the checkpoints and the clean-shutdown marker,
+   release the lock (LogManager.shutdown); exit 0. A second signal exits at once (1).
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
-import fcntl
 import logging
 import os
 import signal
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
 from broker.config import BrokerConfig, ConfigError, Endpoint
 from broker.group.service import GroupService
+from broker.log_maintenance import LogMaintenance
 from broker.network.socket_server import SocketServer
 from broker.producer_ids import ProducerIdManager
 from broker.services import Broker
-from broker.topics import TopicRegistry
-from storage.checkpoints import read_properties, write_meta_properties
+from broker.topics import TopicRegistry, log_config_resolver
+from storage.checkpoints import read_properties
+from storage.errors import StorageError
+from storage.manager import LogDirInUseError, LogManager
 
 log = logging.getLogger(__name__)
 
 SHUTDOWN_TIMEOUT_S = 30.0
 DRAIN_TIMEOUT_S = 10.0
-LOCK_FILE = ".lock"
 META_PROPERTIES = "meta.properties"
 
 
@@ -61,41 +62,15 @@ def new_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
 
 
-def load_or_create_cluster_id(log_dir: Path, broker_id: int) -> str:
-    """The cluster id in ``meta.properties``, created on first start; the broker id stored
-    there must match (Kafka's InconsistentBrokerIdException)."""
+def read_cluster_id(log_dir: Path) -> str | None:
+    """The cluster id in ``<log_dir>/meta.properties``, if the broker ran here before."""
     path = log_dir / META_PROPERTIES
-    if path.exists():
-        try:
-            props = read_properties(path)
-        except (OSError, ValueError) as exc:
-            raise StartupError(f"{path}: unreadable: {exc}") from None
-        stored = props.get("broker.id")
-        if stored is not None and stored != str(broker_id):
-            raise StartupError(f"{path}: broker.id {stored} does not match the configured "
-                               f"broker.id {broker_id}")
-        cluster_id = props.get("cluster.id")
-        if cluster_id:
-            return cluster_id
-    cluster_id = new_cluster_id()
-    write_meta_properties(path, broker_id, cluster_id)
-    return cluster_id
-
-
-@contextlib.contextmanager
-def locked_log_dir(log_dir: Path) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``<log_dir>/.lock`` (Kafka's FileLock)."""
-    log_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(log_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    if not path.exists():
+        return None
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise StartupError(f"Failed to acquire lock on file .lock in {log_dir}. A Kafka "
-                               "instance in another process or thread is using this directory.") from None
-        yield
-    finally:
-        os.close(fd)  # closing releases the lock
+        return read_properties(path).get("cluster.id") or None
+    except (OSError, ValueError) as exc:
+        raise StartupError(f"{path}: unreadable: {exc}") from None
 
 
 class BrokerServer:
@@ -106,6 +81,8 @@ class BrokerServer:
         self._signals = 0
         self.network = SocketServer(config)
         self.broker: Broker | None = None
+        self._maintenance: LogMaintenance
+        self._logs_closed = False
 
     def request_stop(self, signum: int | None = None) -> None:
         self._signals += 1
@@ -124,8 +101,8 @@ class BrokerServer:
             bound = self.network.bind()
         except OSError as exc:
             raise StartupError(f"cannot bind listeners {list(map(str, self.config.listeners))}: {exc}") from None
-        with locked_log_dir(self.config.log_dir):
-            self.broker = self._build_services(bound)
+        self.broker = self._build_services(bound)
+        try:
             if self.broker.replica_manager is not None:  # group coordinator (issue 5)
                 self.broker.group_coordinator = GroupService(self.broker)
                 self.broker.group_coordinator.startup()
@@ -136,22 +113,46 @@ class BrokerServer:
             if self._ready_stream is not None:
                 print(f"minikafka: started broker {self.broker.broker_id} listening on "
                       f"{endpoints}", file=self._ready_stream, flush=True)
+            self._maintenance.start()
             await self._stop.wait()
             await asyncio.wait_for(self._shutdown(), SHUTDOWN_TIMEOUT_S)
+        except BaseException:
+            # Start-up or shutdown failed half-way: release the log dir without pretending
+            # to have shut down cleanly (the next start recovers).
+            if not self._logs_closed:
+                self.broker.log_manager.abandon()
+            raise
         log.info("[KafkaServer id=%d] shut down completed", self.config.broker_id)
         return 0
 
     def _build_services(self, bound: list[Endpoint]) -> Broker:
         config = self.config
         log_dir = config.log_dir
-        cluster_id = load_or_create_cluster_id(log_dir, config.broker_id)
+        log_dir.mkdir(parents=True, exist_ok=True)
+        # Topic configs first: the log manager opens each log with its topic's LogConfig.
         topics = TopicRegistry.load(log_dir)
+        log_manager = LogManager(log_dir, config_for=log_config_resolver(config, topics),
+                                 retention_check_interval_ms=config.get_int(
+                                     "log.retention.check.interval.ms"))
+        try:
+            log_manager.startup()  # locks the dir, loads and recovers every partition log
+        except LogDirInUseError as exc:
+            raise StartupError(f"Failed to acquire lock on file .lock in {log_dir}: {exc}") from None
+        except StorageError as exc:
+            raise StartupError(f"cannot load the logs in {log_dir}: {exc}") from None
+        try:
+            cluster_id = read_cluster_id(log_dir) or new_cluster_id()
+            log_manager.ensure_meta_properties(config.broker_id, cluster_id)
+        except (StorageError, StartupError) as exc:
+            log_manager.abandon()
+            raise StartupError(str(exc)) from None
+        self._maintenance = LogMaintenance(config, log_manager)
         producer_ids = ProducerIdManager(log_dir)
         # Bound ports replace port 0 when advertised.listeners is not set.
         advertised = list(config.advertised_listeners if "advertised.listeners" in config.explicit
                           else bound)
         return Broker(
-            config=config, cluster_id=cluster_id, log_manager=None, topics=topics,
+            config=config, cluster_id=cluster_id, log_manager=log_manager, topics=topics,
             replica_manager=None, producer_ids=producer_ids,
             started_at_ms=int(time.time() * 1000), advertised_listeners=advertised,
         )
@@ -171,13 +172,17 @@ class BrokerServer:
                         DRAIN_TIMEOUT_S)
         await self.network.close()
         log.info("Shutdown step 2/4: finished in-flight requests, closed %d connections", in_flight)
-        # 3. Complete parked operations, flush and checkpoint the logs, close files.
+        # 3. Complete parked operations; stop periodic log work (waits for a running job).
         assert self.broker is not None
         if self.broker.replica_manager is not None:
             self.broker.replica_manager.shutdown()
-        log.info("Shutdown step 3/4: logs flushed and checkpointed")
-        # 4. The log dir lock is released by the caller (locked_log_dir).
-        log.info("Shutdown step 4/4: releasing the log dir lock")
+        await self._maintenance.stop()
+        log.info("Shutdown step 3/4: replica manager and log maintenance stopped")
+        # 4. Flush and close every log, write the checkpoints and the clean-shutdown marker,
+        #    release the log dir lock (storage's LogManager.shutdown).
+        await asyncio.to_thread(self.broker.log_manager.shutdown, None)
+        self._logs_closed = True
+        log.info("Shutdown step 4/4: logs flushed, checkpointed and closed")
 
 
 def configure_logging(stream: IO[str] = sys.stderr) -> None:

@@ -9,6 +9,7 @@ import socket
 import struct
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -136,7 +137,7 @@ def test_sigint_shuts_down_with_exit_0(broker: BrokerProcess) -> None:
 
 def test_second_broker_on_same_log_dir_fails(broker: BrokerProcess, tmp_path: Path) -> None:
     other = BrokerProcess(tmp_path / "other", {"log.dirs": str(broker.log_dir)}, name="other")
-    with pytest.raises(BrokerStartError, match="Failed to acquire lock"):
+    with pytest.raises(BrokerStartError, match=r"Failed to acquire lock on file \.lock"):
         other.start()
     assert other.exit_codes == [1]
     assert broker.is_running()
@@ -158,3 +159,21 @@ def test_cli_help_and_unknown_command() -> None:
     assert run_cli("--help").returncode == 0
     result = run_cli("frobnicate")
     assert result.returncode == 2 and "unknown command 'frobnicate'" in result.stderr
+
+
+def test_periodic_checkpoints_while_running_and_clean_marker_on_sigterm(
+        broker_factory: Callable[..., BrokerProcess]) -> None:
+    proc = broker_factory(log_flush_offset_checkpoint_interval_ms=200)
+    checkpoint = proc.log_dir / "recovery-point-offset-checkpoint"
+    marker = proc.log_dir / ".kafka_cleanshutdown"
+    assert not marker.exists()  # removed at start-up: from now on a crash is unclean
+    deadline = time.monotonic() + 10
+    while not checkpoint.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert checkpoint.exists(), "no checkpoint written by the periodic job"
+    assert checkpoint.read_text().splitlines()[:2] == ["0", "0"]  # version 0, no partitions
+    assert proc.stop() == 0
+    assert marker.exists()
+    proc.kill9_and_restart()  # start removes the marker; kill -9 leaves none behind
+    proc.kill9()
+    assert not marker.exists()

@@ -1,0 +1,97 @@
+"""Periodic log work (Kafka's ``LogManager`` scheduler tasks), run off the event loop.
+
+Jobs, each on its own interval, each run in the default thread pool (they block on disk):
+
+- retention (``log.retention.check.interval.ms``, default 5 min): ``retention_pass`` deletes
+  segments past ``retention.ms`` / ``retention.bytes`` and directories whose
+  ``file.delete.delay.ms`` passed;
+- flush (every ``log.flush.scheduler.interval.ms``, at most every 1 s): ``flush_due`` fsyncs
+  logs whose ``flush.ms`` passed (``flush.messages`` is checked on append by the log);
+- recovery-point and log-start-offset checkpoints (``log.flush.offset.checkpoint.interval.ms``,
+  default 60 s) and high watermarks (``replica.high.watermark.checkpoint.interval.ms``,
+  default 5 s).
+
+A failing job is logged and retried at its next interval; it never stops the broker.
+``stop()`` cancels the timers and waits for a job that is running, so the log manager's
+shutdown never overlaps one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+
+from broker.config import BrokerConfig
+from storage.manager import LogManager
+from storage.naming import TopicPartition
+
+log = logging.getLogger(__name__)
+
+MAX_FLUSH_CHECK_INTERVAL_MS = 1000
+
+HighWatermarks = Callable[[], Mapping[TopicPartition, int]]
+
+
+class LogMaintenance:
+    def __init__(self, config: BrokerConfig, log_manager: LogManager,
+                 high_watermarks: HighWatermarks | None = None) -> None:
+        self._config = config
+        self._log_manager = log_manager
+        self._high_watermarks = high_watermarks
+        self._tasks: list[asyncio.Task[None]] = []
+        self._running: asyncio.Future[object] | None = None
+
+    def start(self) -> None:
+        cfg = self._config
+        jobs: list[tuple[str, int, Callable[[], object]]] = [
+            ("retention", cfg.get_int("log.retention.check.interval.ms"), self._retention),
+            ("flush", min(cfg.get_int("log.flush.scheduler.interval.ms"), MAX_FLUSH_CHECK_INTERVAL_MS),
+             self._log_manager.flush_due),
+            ("checkpoints", cfg.get_int("log.flush.offset.checkpoint.interval.ms"),
+             self._log_manager.write_checkpoints),
+        ]
+        if self._high_watermarks is not None:
+            jobs.append(("high-watermarks",
+                         cfg.get_int("replica.high.watermark.checkpoint.interval.ms"),
+                         self._write_high_watermarks))
+        for name, interval_ms, job in jobs:
+            if interval_ms > 0:
+                self._tasks.append(asyncio.create_task(self._every(name, interval_ms, job),
+                                                       name=f"log-{name}"))
+
+    def _retention(self) -> int:
+        hws = self._high_watermarks() if self._high_watermarks is not None else None
+        return self._log_manager.retention_pass(
+            None, (lambda tp: hws.get(tp)) if hws is not None else None)
+
+    def _write_high_watermarks(self) -> None:
+        assert self._high_watermarks is not None
+        self._log_manager.write_high_watermarks(self._high_watermarks())
+
+    async def _every(self, name: str, interval_ms: int, job: Callable[[], object]) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            # Shielded: cancelling this task (stop) does not abandon a job mid-run in its thread.
+            self._running = asyncio.ensure_future(asyncio.to_thread(job))
+            try:
+                result = await asyncio.shield(self._running)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # one failed pass must not stop the others
+                log.exception("Log %s job failed; retrying in %d ms", name, interval_ms)
+                continue
+            finally:
+                if self._running.done():
+                    self._running = None
+            if isinstance(result, int) and result:
+                log.info("Log %s job: %d done", name, result)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        running, self._running = self._running, None
+        if running is not None:  # a job already in its thread finishes first
+            await asyncio.gather(running, return_exceptions=True)
