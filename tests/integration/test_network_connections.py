@@ -12,7 +12,7 @@ import pytest
 
 from protocol.errors import ErrorCode
 from protocol.frames import RequestHeader, decode_response, encode_request
-from protocol.messages.api_versions import ApiVersionsRequest
+from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.netclient import RawClient
 from tests.integration.test_network_bad_input import api_versions_ok, wait_for_log
@@ -71,7 +71,7 @@ def test_max_connections_makes_new_connections_wait(broker_factory: Callable[...
         first.close()  # frees a slot: the waiting connection is accepted and answered
         waiting.sock.settimeout(10.0)
         got_cid, body = decode_response(waiting.recv_frame(), 18, 0)
-        assert got_cid == cid and body.error_code == ErrorCode.NO_ERROR  # type: ignore[attr-defined]
+        assert got_cid == cid and isinstance(body, ApiVersionsResponse) and body.error_code == ErrorCode.NO_ERROR
         waiting.close()
         assert api_versions_ok(second)
     finally:
@@ -111,7 +111,8 @@ async def _one_connection(port: int, index: int, connecting: asyncio.Semaphore,
         (size,) = struct.unpack(">i", await reader.readexactly(4))
         cid, body = decode_response(await reader.readexactly(size), 18, 3)
         assert cid == index
-        return int(body.error_code)  # type: ignore[attr-defined]
+        assert isinstance(body, ApiVersionsResponse)
+        return int(body.error_code)
     finally:
         writer.close()
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from protocol.frames import RequestHeader, decode_response, encode_request
-from protocol.messages.api_versions import ApiVersionsRequest
+from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from tests.integration.broker_process import REPO_ROOT, BrokerProcess, BrokerStartError
 from tests.integration.netclient import RawClient
 from tests.integration.test_network_bad_input import api_versions_ok
@@ -91,7 +91,7 @@ def test_sigterm_with_requests_in_flight_exits_0_in_order(broker: BrokerProcess)
             while (frame := _read_frame(sock)) is not None:
                 cid, body = decode_response(frame, 18, 0)
                 assert cid == expected, "responses out of order"
-                assert body.error_code == 0  # type: ignore[attr-defined]
+                assert isinstance(body, ApiVersionsResponse) and body.error_code == 0
                 expected += 1
             counts.append(expected)
         assert broker.wait() == 0
