@@ -44,12 +44,15 @@ class LogMaintenance:
 
     def start(self) -> None:
         cfg = self._config
-        jobs: list[tuple[str, int, Callable[[], object]]] = [
+        lm = self._log_manager
+        # Each entry makes, on the event loop, the blocking call that then runs in a thread
+        # (high watermarks are read on the loop, where the replica manager lives).
+        jobs: list[tuple[str, int, Callable[[], Callable[[], object]]]] = [
             ("retention", cfg.get_int("log.retention.check.interval.ms"), self._retention),
             ("flush", min(cfg.get_int("log.flush.scheduler.interval.ms"), MAX_FLUSH_CHECK_INTERVAL_MS),
-             self._log_manager.flush_due),
+             lambda: lm.flush_due),
             ("checkpoints", cfg.get_int("log.flush.offset.checkpoint.interval.ms"),
-             self._log_manager.write_checkpoints),
+             lambda: lm.write_checkpoints),
         ]
         if self._high_watermarks is not None:
             jobs.append(("high-watermarks",
@@ -60,18 +63,21 @@ class LogMaintenance:
                 self._tasks.append(asyncio.create_task(self._every(name, interval_ms, job),
                                                        name=f"log-{name}"))
 
-    def _retention(self) -> int:
-        hws = self._high_watermarks() if self._high_watermarks is not None else None
-        return self._log_manager.retention_pass(
+    def _retention(self) -> Callable[[], object]:
+        hws = dict(self._high_watermarks()) if self._high_watermarks is not None else None
+        return lambda: self._log_manager.retention_pass(
             None, (lambda tp: hws.get(tp)) if hws is not None else None)
 
-    def _write_high_watermarks(self) -> None:
+    def _write_high_watermarks(self) -> Callable[[], object]:
         assert self._high_watermarks is not None
-        self._log_manager.write_high_watermarks(self._high_watermarks())
+        hws = dict(self._high_watermarks())
+        return lambda: self._log_manager.write_high_watermarks(hws)
 
-    async def _every(self, name: str, interval_ms: int, job: Callable[[], object]) -> None:
+    async def _every(self, name: str, interval_ms: int,
+                     make_job: Callable[[], Callable[[], object]]) -> None:
         while True:
             await asyncio.sleep(interval_ms / 1000)
+            job = make_job()
             # Shielded: cancelling this task (stop) does not abandon a job mid-run in its thread.
             self._running = asyncio.ensure_future(asyncio.to_thread(job))
             try:

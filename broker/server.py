@@ -40,8 +40,9 @@ from broker.group.service import GroupService
 from broker.log_maintenance import LogMaintenance
 from broker.network.socket_server import SocketServer
 from broker.producer_ids import ProducerIdManager
+from broker.replica_manager import ReplicaManager
 from broker.services import Broker
-from broker.topics import TopicRegistry, log_config_resolver
+from broker.topics import TopicRegistry, log_config_for, log_config_resolver
 from storage.checkpoints import read_properties
 from storage.errors import StorageError
 from storage.manager import LogDirInUseError, LogManager
@@ -146,14 +147,22 @@ class BrokerServer:
         except (StorageError, StartupError) as exc:
             log_manager.abandon()
             raise StartupError(str(exc)) from None
-        self._maintenance = LogMaintenance(config, log_manager)
+        # The replica manager hosts a partition for every registered topic partition.
+        replica_manager = ReplicaManager(
+            log_manager, broker_id=config.broker_id,
+            fetch_session_cache_slots=config.get_int("max.incremental.fetch.session.cache.slots"))
+        for info in topics.all():
+            log_config = log_config_for(config, info)
+            for partition in range(info.num_partitions):
+                replica_manager.ensure_partition(info.name, partition, info.topic_id, log_config)
+        self._maintenance = LogMaintenance(config, log_manager, replica_manager.high_watermarks)
         producer_ids = ProducerIdManager(log_dir)
         # Bound ports replace port 0 when advertised.listeners is not set.
         advertised = list(config.advertised_listeners if "advertised.listeners" in config.explicit
                           else bound)
         return Broker(
             config=config, cluster_id=cluster_id, log_manager=log_manager, topics=topics,
-            replica_manager=None, producer_ids=producer_ids,
+            replica_manager=replica_manager, producer_ids=producer_ids,
             started_at_ms=int(time.time() * 1000), advertised_listeners=advertised,
         )
 
@@ -161,8 +170,10 @@ class BrokerServer:
         # 1. No new connections.
         self.network.stop_accepting()
         log.info("Shutdown step 1/4: stopped accepting connections")
-        # Parked JoinGroup/SyncGroup requests are answered NOT_COORDINATOR now, not held.
+        # Parked fetches and produces are answered now (as expired), not held to their
+        # deadline; parked JoinGroup/SyncGroup requests are answered NOT_COORDINATOR.
         assert self.broker is not None
+        self.broker.replica_manager.complete_delayed_operations()
         if self.broker.group_coordinator is not None:
             self.broker.group_coordinator.shutdown()
         # 2. Finish in-flight requests, close the connections.
@@ -174,13 +185,13 @@ class BrokerServer:
         log.info("Shutdown step 2/4: finished in-flight requests, closed %d connections", in_flight)
         # 3. Complete parked operations; stop periodic log work (waits for a running job).
         assert self.broker is not None
-        if self.broker.replica_manager is not None:
-            self.broker.replica_manager.shutdown()
         await self._maintenance.stop()
+        self.broker.replica_manager.shutdown()  # on the loop: it touches the purgatories
         log.info("Shutdown step 3/4: replica manager and log maintenance stopped")
         # 4. Flush and close every log, write the checkpoints and the clean-shutdown marker,
         #    release the log dir lock (storage's LogManager.shutdown).
-        await asyncio.to_thread(self.broker.log_manager.shutdown, None)
+        high_watermarks = self.broker.replica_manager.high_watermarks()
+        await asyncio.to_thread(self.broker.log_manager.shutdown, high_watermarks)
         self._logs_closed = True
         log.info("Shutdown step 4/4: logs flushed, checkpointed and closed")
 

@@ -4,20 +4,18 @@ Built once by ``broker.server`` at start-up, in this order: config -> log manage
 recovers every partition log) -> topic registry -> replica manager (a partition per
 registered topic partition) -> producer ids -> network. Handlers never build services of
 their own; they read and change state through these objects, on the broker's event loop.
-
-``log_manager`` and ``replica_manager`` are typed ``Any`` until storage's ``LogManager``
-and ``broker.replica_manager.ReplicaManager`` land in the tree; their owners tighten the
-types then (see /work/notes/broker-contract.md).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from broker.config import BrokerConfig, Endpoint
 from broker.producer_ids import ProducerIdManager
+from broker.replica_manager import ReplicaManager
 from broker.topics import TopicRegistry
+from storage.manager import LogManager
 
 if TYPE_CHECKING:
     from broker.group.service import GroupService
@@ -27,9 +25,9 @@ if TYPE_CHECKING:
 class Broker:
     config: BrokerConfig
     cluster_id: str
-    log_manager: Any  # storage's LogManager
+    log_manager: LogManager
     topics: TopicRegistry
-    replica_manager: Any  # broker.replica_manager.ReplicaManager
+    replica_manager: ReplicaManager
     producer_ids: ProducerIdManager
     started_at_ms: int
     # The endpoints clients are told to use (advertised.listeners, else the bound

@@ -96,6 +96,23 @@ def test_unknown_api_key_closes_connection(module_broker: BrokerProcess) -> None
     check_closed_logged_and_still_serving(module_broker, payload, "unknown api key 999")
 
 
+def test_unsupported_version_of_known_key_closes_connection(module_broker: BrokerProcess) -> None:
+    # Produce v2 carries magic 0/1 message sets: not supported, so Kafka's answer is a close.
+    header = encode_request_header(RequestHeader(0, 2, 7, "c"))
+    payload = struct.pack(">i", len(header) + 2) + header + b"\x00\x00"
+    check_closed_logged_and_still_serving(module_broker, payload, "unsupported version 2 of api key 0")
+
+
+def test_version_above_supported_closes_connection(module_broker: BrokerProcess) -> None:
+    from broker.handlers import REGISTRY
+
+    above = REGISTRY[0].max_version + 1  # one past our highest Produce version
+    header = encode_request_header(RequestHeader(0, above, 7, "c"))
+    payload = struct.pack(">i", len(header) + 2) + header + b"\x00\x00"
+    check_closed_logged_and_still_serving(module_broker, payload,
+                                          f"unsupported version {above} of api key 0")
+
+
 def test_unsupported_api_versions_version_below_range_gets_v0_error(module_broker: BrokerProcess) -> None:
     with RawClient(module_broker.bootstrap) as client:
         cid, data = client.frame(18, -1, b"")
