@@ -26,9 +26,12 @@ the frame's announced size can no longer be met.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 
 from protocol.fileslice import FileSlice, ResponseParts
+
+log = logging.getLogger(__name__)
 
 COPY_ENV_VAR = "MINIKAFKA_FETCH_COPY"
 COPY_CHUNK_BYTES = 1 << 20
@@ -77,6 +80,8 @@ async def _copy_slice(writer: asyncio.StreamWriter, part: FileSlice) -> None:
         writer.write(chunk)
         sent += len(chunk)
         await writer.drain()
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("copy: %d bytes of fd %d at %d", part.length, fd, part.position)
 
 
 async def _drain_empty(writer: asyncio.StreamWriter) -> None:
@@ -117,6 +122,8 @@ async def _sendfile_slice(writer: asyncio.StreamWriter, part: FileSlice) -> None
             sent += n
     finally:
         os.close(out_fd)
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("sendfile: %d bytes of fd %d at %d", part.length, in_fd, part.position)
 
 
 async def _wait_writable(loop: asyncio.AbstractEventLoop, fd: int,
