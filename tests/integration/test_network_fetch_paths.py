@@ -80,7 +80,7 @@ def test_sendfile_and_copy_fetch_responses_are_byte_identical(tmp_path: Path) ->
     _cid, body = decode_response(zero_copy[0], 1, 12)
     assert isinstance(body, FetchResponse)
     records = body.responses[0].partitions[0].records
-    assert records is not None
+    assert isinstance(records, bytes | bytearray | memoryview)
     values = [r.value for b in iter_batches(bytes(records)) for r in b.records()]
     assert values == payloads
     assert len(zero_copy[0]) > 1_900_000
