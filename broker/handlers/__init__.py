@@ -22,6 +22,16 @@ HANDLER_MODULES: tuple[str, ...] = (
     "delete_records",
     "init_producer_id",
     "offset_for_leader_epoch",
+    # admin and metadata (engineer F)
+    "metadata",
+    "create_topics",
+    "delete_topics",
+    "create_partitions",
+    "describe_configs",
+    "alter_configs",
+    "incremental_alter_configs",
+    "describe_cluster",
+    "describe_log_dirs",
     # group coordinator (issue 5)
     "find_coordinator",
     "join_group",

@@ -1,0 +1,40 @@
+"""Topic config changes reach the live logs at once (no restart): max.message.bytes set
+and removed with IncrementalAlterConfigs changes what Produce accepts, and deleting a topic
+makes its partitions unknown to Produce."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from broker.tools.client import AdminClient, KafkaClient
+from protocol.errors import ErrorCode
+from tests.integration.data_path_client import batch, produce
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def test_max_message_bytes_applies_to_the_live_log(module_broker: Any) -> None:
+    bs = module_broker.bootstrap
+    big = batch([b"v" * 3000])
+    with AdminClient(bs, timeout_ms=10_000) as admin, KafkaClient(bs, timeout_ms=10_000) as client:
+        admin.create_topic("live-cfg", 1, 1, {})
+        assert produce(client, "live-cfg", 0, big).error_code == ErrorCode.NO_ERROR
+
+        admin.alter_topic_configs("live-cfg", {"max.message.bytes": "1000"}, [])
+        assert produce(client, "live-cfg", 0, big).error_code == ErrorCode.MESSAGE_TOO_LARGE
+        assert produce(client, "live-cfg", 0, batch([b"small"])).error_code == ErrorCode.NO_ERROR
+
+        admin.alter_topic_configs("live-cfg", {}, ["max.message.bytes"])
+        assert produce(client, "live-cfg", 0, big).error_code == ErrorCode.NO_ERROR
+
+
+def test_deleted_topic_is_unknown_to_produce(module_broker: Any) -> None:
+    bs = module_broker.bootstrap
+    with AdminClient(bs, timeout_ms=10_000) as admin, KafkaClient(bs, timeout_ms=10_000) as client:
+        admin.create_topic("live-del", 2, 1, {})
+        assert produce(client, "live-del", 1, batch([b"x"])).error_code == ErrorCode.NO_ERROR
+        admin.delete_topics(["live-del"])
+        assert produce(client, "live-del", 1, batch([b"x"])).error_code == (
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)

@@ -1,0 +1,100 @@
+"""Metadata (auto-creation on and off, lookups by topic id, versions) and the durability of
+topics and their configs across broker restarts (SIGTERM and kill -9)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+
+from broker.tools.client import AdminClient, KafkaClient
+from protocol.errors import ErrorCode
+from protocol.messages.metadata import MetadataRequest, MetadataResponse
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def _metadata(bootstrap: str, names: list[str] | None, *, version: int = 12,
+              allow_auto: bool = True, ids: list[uuid.UUID] | None = None) -> MetadataResponse:
+    topics: list[MetadataRequest.MetadataRequestTopic] | None = None
+    if names is not None:
+        topics = [MetadataRequest.MetadataRequestTopic(name=n) for n in names]
+    if ids is not None:
+        topics = (topics or []) + [MetadataRequest.MetadataRequestTopic(name=None, topic_id=i)
+                                   for i in ids]
+    with KafkaClient(bootstrap, timeout_ms=10_000) as client:
+        response: MetadataResponse = client.send(
+            MetadataRequest(topics=topics, allow_auto_topic_creation=allow_auto), version)
+    return response
+
+
+def test_auto_create_uses_broker_defaults(broker_factory: Any) -> None:
+    broker = broker_factory(num_partitions=3)
+    response = _metadata(broker.bootstrap, ["auto-a", "auto-a"])
+    (topic,) = response.topics  # a name asked twice is answered once
+    assert topic.error_code == ErrorCode.NO_ERROR and topic.name == "auto-a"
+    assert topic.topic_id.int != 0
+    assert sorted(p.partition_index for p in topic.partitions) == [0, 1, 2]
+    assert all(p.error_code == 0 and p.leader_id == 0 and p.leader_epoch == 0
+               for p in topic.partitions)
+    assert (broker.log_dir / "auto-a-2").is_dir()
+    assert response.controller_id == 0 and response.cluster_id
+    assert [(b.node_id, b.host, b.port) for b in response.brokers] == [(0, "127.0.0.1", broker.port)]
+
+    # the client may forbid it; an illegal name is refused, not created
+    refused = _metadata(broker.bootstrap, ["auto-b", "bad/name"], allow_auto=False)
+    assert [(t.name, t.error_code) for t in refused.topics] == [
+        ("auto-b", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+        ("bad/name", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+    invalid = _metadata(broker.bootstrap, ["bad/name"])
+    assert invalid.topics[0].error_code == ErrorCode.INVALID_TOPIC
+    everything = _metadata(broker.bootstrap, None)
+    assert [t.name for t in everything.topics] == ["auto-a"]
+
+
+def test_auto_create_disabled(broker_factory: Any) -> None:
+    broker = broker_factory(auto_create_topics_enable="false")
+    response = _metadata(broker.bootstrap, ["never-made"])
+    assert response.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert _metadata(broker.bootstrap, None).topics == []
+
+
+def test_lookup_by_topic_id_and_old_versions(broker: Any) -> None:
+    with AdminClient(broker.bootstrap, timeout_ms=10_000) as admin:
+        admin.create_topic("by-id", 2, 1, {})
+        (meta,) = admin.describe_topics(["by-id"])
+    missing = uuid.uuid4()
+    response = _metadata(broker.bootstrap, None, ids=[meta.topic_id, missing])
+    assert [(t.name, t.topic_id, t.error_code) for t in response.topics] == [
+        ("by-id", meta.topic_id, ErrorCode.NO_ERROR),
+        (None, missing, ErrorCode.UNKNOWN_TOPIC_ID)]
+    for version in (1, 4, 7, 9, 11):
+        old = _metadata(broker.bootstrap, ["by-id"], version=version)
+        (topic,) = old.topics
+        assert topic.error_code == 0 and len(topic.partitions) == 2, version
+
+
+def test_topics_and_configs_survive_sigterm_and_kill9(broker: Any) -> None:
+    with AdminClient(broker.bootstrap, timeout_ms=10_000) as admin:
+        admin.create_topic("keep-a", 2, 1, {"retention.ms": "120000", "cleanup.policy": "compact"})
+        admin.create_topic("keep-b", 1, 1, {})
+        admin.create_topic("drop-c", 1, 1, {})
+        admin.create_partitions("keep-b", 3)
+        admin.alter_topic_configs("keep-a", {"segment.bytes": "1048576"}, ["cleanup.policy"])
+        admin.delete_topics(["drop-c"])
+        before = {t.name: t for t in admin.list_topics()}
+        configs_before = admin.topic_config_overrides("keep-a")
+    assert configs_before == {"retention.ms": "120000", "segment.bytes": "1048576"}
+
+    for restart in (broker.restart, broker.kill9_and_restart):
+        restart()
+        with AdminClient(broker.bootstrap, timeout_ms=10_000) as admin:
+            after = {t.name: t for t in admin.list_topics()}
+            assert sorted(after) == ["keep-a", "keep-b"], restart
+            for name in after:
+                assert after[name].topic_id == before[name].topic_id
+                assert len(after[name].partitions) == len(before[name].partitions)
+                assert all(p.leader == 0 for p in after[name].partitions)
+            assert admin.topic_config_overrides("keep-a") == configs_before
+            assert admin.topic_config_overrides("keep-b") == {}
