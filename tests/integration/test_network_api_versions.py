@@ -3,7 +3,11 @@ a too-new version, and the same exchange encoded/decoded by kafka-python's own c
 
 from __future__ import annotations
 
+import logging
+import re
 import struct
+import time
+from collections.abc import Callable
 
 import pytest
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest as KpApiVersionsRequest
@@ -98,3 +102,31 @@ def test_kafka_python_client_negotiates_api_versions(module_broker: BrokerProces
         assert set(versions) == {s.api_key for s in REGISTRY.values()}
     finally:
         client.close()
+
+
+def test_librdkafka_reads_our_api_versions(broker_factory: Callable[..., BrokerProcess]) -> None:
+    """confluent-kafka (librdkafka) sends ApiVersions v3 on connect; its protocol debug log
+    lists exactly the versions we advertise, and our log names its client software."""
+    from confluent_kafka import Producer
+
+    proc = broker_factory(env={"MINIKAFKA_LOG_LEVEL": "DEBUG"})
+    lines: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(record.getMessage())
+
+    logger = logging.getLogger("librdkafka-api-versions-test")
+    logger.addHandler(Collect())
+    logger.setLevel(logging.DEBUG)
+    producer = Producer({"bootstrap.servers": proc.bootstrap, "debug": "protocol,feature",
+                         "client.software.name": "apiversions-test"}, logger=logger)
+    pattern = re.compile(r"ApiKey \w+ \((\d+)\) Versions (\d+)\.\.(\d+)")
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and not any("Enabling feature" in x for x in lines):
+        producer.poll(0.1)  # "Enabling feature" lines come after the per-key lines
+    producer.flush(1)
+    assert any("Sent ApiVersionRequest (v3" in x for x in lines), lines[:20]
+    got = sorted((int(m[1]), int(m[2]), int(m[3])) for x in lines if (m := pattern.search(x)))
+    assert got == expected_ranges()
+    assert re.search(r"client software apiversions-test \S+-rdkafka-", proc.stderr_text())
