@@ -36,6 +36,11 @@ def loadavg() -> str:
         return "?"
 
 
+def _version_str(version: object) -> str:
+    """confluent-kafka's version() is a str in 2.16 and a (str, int) tuple in older releases."""
+    return str(version[0]) if isinstance(version, tuple) else str(version)
+
+
 def describe() -> dict[str, str]:
     """Key facts: cores, CPU model, memory, kernel, Python and client library versions."""
     return {
@@ -44,6 +49,6 @@ def describe() -> dict[str, str]:
         "memory": f"{memory_gib():.1f} GiB",
         "kernel": f"{platform.system()} {platform.release()}",
         "python": sys.version.split()[0],
-        "confluent-kafka": confluent_kafka.version()[0],
+        "confluent-kafka": _version_str(confluent_kafka.version()),
         "librdkafka": confluent_kafka.libversion()[0],
     }

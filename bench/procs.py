@@ -3,7 +3,8 @@
 Every broker, load generator and profiler the bench starts goes through ``spawn``, which puts
 it in a new session (its own process group) and registers it. ``stop_all`` (run from
 ``atexit`` and from the runner's ``finally``) sends SIGTERM to every live group, waits, then
-SIGKILLs what is left, so no broker outlives the bench whatever happens.
+SIGKILLs what is left; and each child asks the kernel (``PR_SET_PDEATHSIG``) for SIGKILL
+should the bench itself be killed, so no broker outlives the bench whatever happens.
 
 CPU accounting reads ``/proc/<pid>/stat`` (fields 14 and 15: utime and stime in clock ticks)
 for a process and all its descendants, so a broker that forks workers is counted whole.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import os
 import signal
 import socket
@@ -25,7 +27,14 @@ from typing import Final, TextIO
 CLOCK_TICKS_PER_S: Final[int] = os.sysconf("SC_CLK_TCK")
 STOP_GRACE_S: Final[float] = 30.0
 
+PR_SET_PDEATHSIG: Final[int] = 1
 _LIVE: dict[int, subprocess.Popen[bytes]] = {}
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+def _die_with_parent() -> None:
+    """preexec_fn: the kernel SIGKILLs the child if the bench dies, even by SIGKILL."""
+    _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 class BenchError(Exception):
@@ -52,6 +61,7 @@ def spawn(
             env=dict(env) if env is not None else None,
             cwd=cwd,
             start_new_session=True,
+            preexec_fn=_die_with_parent,  # only prctl runs between fork and exec
         )
     finally:
         log.close()

@@ -30,7 +30,7 @@ from bench.brokers import BrokerUnderTest
 from bench.context import LoadOutcome, RunContext
 from bench.figures import Figure, cpu_pct
 from bench.loopback import measure_sendfile
-from bench.procs import BenchError
+from bench.procs import BenchError, tree_cpu_s
 
 MIB: Final[int] = 1 << 20
 
@@ -56,7 +56,12 @@ def _throughput_figures(
 
 
 def _java_figures(
-    scenario: str, row: str, broker: str, run: int, res: java_perf.JavaPerfResult
+    scenario: str,
+    row: str,
+    broker: str,
+    run: int,
+    res: java_perf.JavaPerfResult,
+    broker_cpu_s: float,
 ) -> list[Figure]:
     common: dict[str, Any] = {
         "scenario": scenario,
@@ -64,6 +69,7 @@ def _java_figures(
         "broker": broker,
         "run": run,
         "higher_is_better": True,
+        "broker_cpu_pct": cpu_pct(broker_cpu_s, res.elapsed_s),
         "client_cpu_pct": cpu_pct(res.cpu_s, res.elapsed_s),
     }
     return [
@@ -116,6 +122,7 @@ class P1Produce(Scenario):
             if sizes.java:
                 jtopic = f"p1j-{partitions}p-r{run}"
                 create_topic(broker.bootstrap, jtopic, partitions)
+                cpu0 = tree_cpu_s(broker.pid)
                 res = java_perf.producer_perf(
                     broker.bootstrap,
                     jtopic,
@@ -123,8 +130,9 @@ class P1Produce(Scenario):
                     record_bytes=sizes.record_bytes,
                     work_dir=ctx.work_dir,
                 )
+                cpu_s = tree_cpu_s(broker.pid) - cpu0
                 row = f"P1 produce {partitions}p (Java perf-test)"
-                figures += _java_figures(self.key, row, broker.name, run, res)
+                figures += _java_figures(self.key, row, broker.name, run, res, cpu_s)
         return figures
 
 
@@ -158,6 +166,7 @@ class P2Consume(Scenario):
             row = f"P2 consume {partitions}p (librdkafka)"
             figures += _throughput_figures(self.key, row, broker.name, run, out)
             if ctx.sizes.java:
+                cpu0 = tree_cpu_s(broker.pid)
                 try:
                     res = java_perf.consumer_perf(
                         broker.bootstrap,
@@ -167,8 +176,9 @@ class P2Consume(Scenario):
                     )
                 except BenchError as exc:
                     raise BenchError(f"ConsumerPerformance (second opinion): {exc}") from exc
+                cpu_s = tree_cpu_s(broker.pid) - cpu0
                 row = f"P2 consume {partitions}p (Java perf-test)"
-                figures += _java_figures(self.key, row, broker.name, run, res)
+                figures += _java_figures(self.key, row, broker.name, run, res, cpu_s)
         return figures
 
     def after_run(self, brokers: list[BrokerUnderTest], ctx: RunContext, run: int) -> list[Figure]:
