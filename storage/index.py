@@ -20,7 +20,8 @@ binary search on the mapped bytes valid. A writable (active) index is preallocat
 size when the segment rolls or the log closes; after an unclean stop an untrimmed file
 ends in zero entries, which ``sanity_check`` detects (the segment then rebuilds it).
 
-Lookups binary-search the mmap directly (``struct.unpack_from``; nothing is copied).
+Lookups binary-search the mmap directly (``struct.unpack_from``; nothing is copied); the
+offset index first narrows the range with a 1/64 in-memory sample (see ``OffsetIndex``).
 
 Thread-safety: none of its own. An index belongs to one segment, and the owning ``Log``
 serialises every call (appends, truncation, resizing and lookups) under its lock; the
@@ -29,6 +30,7 @@ map is never resized while a lookup runs because both happen under that lock.
 
 from __future__ import annotations
 
+import bisect
 import mmap
 import os
 import struct
@@ -206,10 +208,46 @@ class _MmapIndex:
         return relative
 
 
+_SAMPLE_STRIDE = 64  # entries per step of the in-memory sample (see OffsetIndex)
+
+
 class OffsetIndex(_MmapIndex):
-    """Maps offsets to byte positions in the segment's .log file (layout above)."""
+    """Maps offsets to byte positions in the segment's .log file (layout above).
+
+    Lookups are two-level: a small in-memory sample (every 64th entry's relative offset
+    and position, 1/64 of the file, kept in step by append and truncation) is bisected
+    in C, then the final step binary-searches that block of at most 64 entries on the
+    mmap. The mmap stays the only full copy; the sample is rebuilt from it on first use.
+    """
 
     entry_size_bytes = 8
+
+    def __init__(
+        self, path: Path, base_offset: int, max_index_size_bytes: int, *, writable: bool
+    ) -> None:
+        self._sample_rel: list[int] | None = None
+        self._sample_pos: list[int] = []
+        super().__init__(path, base_offset, max_index_size_bytes, writable=writable)
+
+    def _sample(self) -> list[int]:
+        if self._sample_rel is None:
+            rel: list[int] = []
+            pos: list[int] = []
+            mm = self._mm
+            if mm is not None:
+                for i in range(0, self._entries, _SAMPLE_STRIDE):
+                    r, p = _OFFSET_ENTRY.unpack_from(mm, i * 8)
+                    rel.append(r)
+                    pos.append(p)
+            self._sample_rel, self._sample_pos = rel, pos
+        return self._sample_rel
+
+    def _truncate_to_entries(self, entries: int) -> None:
+        super()._truncate_to_entries(entries)
+        if self._sample_rel is not None:
+            keep = (self._entries + _SAMPLE_STRIDE - 1) // _SAMPLE_STRIDE
+            del self._sample_rel[keep:]
+            del self._sample_pos[keep:]
 
     def entry(self, n: int) -> OffsetPosition:
         if not 0 <= n < self._entries or self._mm is None:
@@ -234,45 +272,45 @@ class OffsetIndex(_MmapIndex):
         if not 0 <= position <= INT32_MAX:
             raise InvalidIndexAppendError(f"position {position} does not fit an int32")
         _OFFSET_ENTRY.pack_into(mm, self._entries * 8, relative, position)
+        if self._sample_rel is not None and self._entries % _SAMPLE_STRIDE == 0:
+            self._sample_rel.append(relative)
+            self._sample_pos.append(position)
         self._entries += 1
 
-    def lookup(self, target_offset: int) -> OffsetPosition:
-        """The entry with the largest offset <= target, or (base offset, 0) if none."""
+    def _search(self, target: int, sample: list[int], field_offset: int) -> OffsetPosition:
+        """Bisect the sample (C), then binary-search its block of <= 64 entries on the
+        mmap; ``field_offset`` 0 compares relative offsets, 4 compares positions."""
         mm = self._mm
-        hi = self._entries - 1
-        relative = target_offset - self.base_offset
-        if mm is None or hi < 0 or _I32.unpack_from(mm, 0)[0] > relative:
+        k = bisect.bisect_right(sample, target) - 1
+        if k < 0 or mm is None:
             return OffsetPosition(Offset(self.base_offset), Position(0))
-        lo = 0
+        lo = k * _SAMPLE_STRIDE
+        hi = min(lo + _SAMPLE_STRIDE - 1, self._entries - 1)
         unpack = _I32.unpack_from
-        while lo < hi:  # at most 32 turns: the range halves each time
+        while lo < hi:  # at most 6 turns: 64 entries, halved each time
             mid = (lo + hi + 1) >> 1
-            if unpack(mm, mid * 8)[0] <= relative:
+            if unpack(mm, mid * 8 + field_offset)[0] <= target:
                 lo = mid
             else:
                 hi = mid - 1
-        found_relative, position = _OFFSET_ENTRY.unpack_from(mm, lo * 8)
-        return OffsetPosition(Offset(self.base_offset + found_relative), Position(position))
+        relative, position = _OFFSET_ENTRY.unpack_from(mm, lo * 8)
+        return OffsetPosition(Offset(self.base_offset + relative), Position(position))
+
+    def lookup(self, target_offset: int) -> OffsetPosition:
+        """The entry with the largest offset <= target, or (base offset, 0) if none."""
+        if self._mm is None or self._entries == 0:
+            return OffsetPosition(Offset(self.base_offset), Position(0))
+        return self._search(target_offset - self.base_offset, self._sample(), 0)
 
     def lookup_position(self, target_position: int) -> OffsetPosition:
         """The entry with the largest position <= target, or (base offset, 0) if none.
 
-        Positions increase with offsets, so the same binary search applies.
+        Positions increase with offsets, so the same two-level search applies.
         """
-        mm = self._mm
-        hi = self._entries - 1
-        if mm is None or hi < 0 or _I32.unpack_from(mm, 4)[0] > target_position:
+        if self._mm is None or self._entries == 0:
             return OffsetPosition(Offset(self.base_offset), Position(0))
-        lo = 0
-        unpack = _I32.unpack_from
-        while lo < hi:  # at most 32 turns
-            mid = (lo + hi + 1) >> 1
-            if unpack(mm, mid * 8 + 4)[0] <= target_position:
-                lo = mid
-            else:
-                hi = mid - 1
-        found_relative, position = _OFFSET_ENTRY.unpack_from(mm, lo * 8)
-        return OffsetPosition(Offset(self.base_offset + found_relative), Position(position))
+        self._sample()
+        return self._search(target_position, self._sample_pos, 4)
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry whose offset is >= ``offset``."""

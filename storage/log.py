@@ -34,8 +34,8 @@ import struct
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import crc32c
 
@@ -70,15 +70,38 @@ log = logging.getLogger(__name__)
 _ATTRIBUTES = struct.Struct(">h")
 _INT64 = struct.Struct(">q")
 _UINT32 = struct.Struct(">I")
+_INT32 = struct.Struct(">i")
 MAX_PENDING_DELETES = 100_000
+
+
+class _Head(NamedTuple):
+    """A batch header read in one ``struct`` call (layout in ``protocol.records``)."""
+
+    position: int
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+
+# The 61-byte magic-2 batch header (protocol.records documents the layout).
+_HEAD = struct.Struct(">qiibIhiqqqhii")
 
 
 def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-@dataclass(frozen=True, slots=True)
-class AppendInfo:
+class AppendInfo(NamedTuple):
     """What an append did (Kafka's ``LogAppendInfo``)."""
 
     first_offset: Offset
@@ -142,6 +165,7 @@ class Log:
         self._clock_ms = clock_ms
         self._lock = threading.RLock()
         self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._bound_cache: tuple[int, LogSegment, int] | None = None
         self._last_flush_ms = clock_ms()
         self._closed = False
         segments[-1].make_active()
@@ -199,7 +223,9 @@ class Log:
             raise LogClosedError(f"log {self.topic_partition} is closed")
 
     # ------------------------------------------------------------------ appends
-    def _validate(self, buf: bytearray | memoryview) -> list[RecordBatch]:
+    def _validate(self, buf: bytearray | memoryview) -> tuple[list[RecordBatch], list[_Head]]:
+        """Whole, CRC-valid magic-2 batches within ``max.message.bytes`` whose record
+        count matches lastOffsetDelta; raises the matching ``StorageError`` otherwise."""
         result = scan_batches(buf, True)
         if result.stop_reason is StopReason.UNSUPPORTED_MAGIC:
             raise UnsupportedMessageFormatError(result.message)
@@ -208,27 +234,33 @@ class Log:
         if not result.batches:
             raise InvalidRecordError(f"{self.topic_partition}: no record batches")
         max_bytes = self.config.max_message_bytes
-        for batch in result.batches:
-            if batch.size_bytes > max_bytes:
+        heads: list[_Head] = []
+        pos = 0
+        for _ in result.batches:
+            head = _Head(pos, *_HEAD.unpack_from(buf, pos))
+            size = head.batch_length + 12
+            if size > max_bytes:
                 raise RecordTooLargeError(
-                    f"{self.topic_partition}: batch of {batch.size_bytes} bytes is above "
+                    f"{self.topic_partition}: batch of {size} bytes is above "
                     f"max.message.bytes {max_bytes}"
                 )
-            count = batch.records_count
-            if count < 1 or count != batch.last_offset_delta + 1:
+            count = head.records_count
+            if count < 1 or count != head.last_offset_delta + 1:
                 raise InvalidRecordError(
                     f"{self.topic_partition}: batch holds {count} records but its "
-                    f"lastOffsetDelta is {batch.last_offset_delta}"
+                    f"lastOffsetDelta is {head.last_offset_delta}"
                 )
-        return result.batches
+            heads.append(head)
+            pos += size
+        return result.batches, heads
 
-    def _check_timestamps(self, batches: list[RecordBatch], now: int) -> None:
+    def _check_timestamps(self, heads: list[_Head], now: int) -> None:
         before = self.config.message_timestamp_before_max_ms
         after = self.config.message_timestamp_after_max_ms
         if before == LONG_MAX and after == LONG_MAX:
             return
-        for batch in batches:
-            for ts in (batch.base_timestamp, batch.max_timestamp):
+        for head in heads:
+            for ts in (head.base_timestamp, head.max_timestamp):
                 if now - ts > before or ts - now > after:
                     raise InvalidTimestampError(
                         f"{self.topic_partition}: timestamp {ts} is out of range "
@@ -248,39 +280,54 @@ class Log:
         bad input; nothing is written then. ``allow_control`` admits transaction markers
         (the coordinator's writes), which clients may not send."""
         buf = _writable(records)
-        batches = self._validate(buf)
-        if not allow_control and any(b.attributes & ATTR_CONTROL for b in batches):
-            raise InvalidRecordError(f"{self.topic_partition}: clients may not write control batches")
+        batches, heads = self._validate(buf)
         now = self._clock_ms() if now_ms is None else now_ms
-        append_time = self.config.log_append_time
-        if not append_time:
-            self._check_timestamps(batches, now)
+        config = self.config
+        append_time = config.message_timestamp_type == "LogAppendTime"
+        if not append_time and (
+            config.message_timestamp_before_max_ms != LONG_MAX
+            or config.message_timestamp_after_max_ms != LONG_MAX
+        ):
+            self._check_timestamps(heads, now)
+        last_head = heads[-1]
+        valid_bytes = last_head.position + last_head.batch_length + 12
+        total_records = 0
+        max_ts_in = -1
+        for head in heads:
+            if head.attributes & ATTR_CONTROL and not allow_control:
+                raise InvalidRecordError(
+                    f"{self.topic_partition}: clients may not write control batches"
+                )
+            total_records += head.last_offset_delta + 1
+            if head.max_timestamp > max_ts_in:
+                max_ts_in = head.max_timestamp
+        if append_time:
+            max_ts_in = now
         with self._lock:
             self._check_open()
             first = self._leo
-            total_records = sum(b.last_offset_delta + 1 for b in batches)
-            valid_bytes = sum(b.size_bytes for b in batches)
-            max_ts_in = now if append_time else max(b.max_timestamp for b in batches)
             segment, rolled = self._maybe_roll(valid_bytes, max_ts_in, first + total_records - 1, now)
             offset = first
             metas: list[BatchMeta] = []
             max_ts, offset_of_max = -1, first
-            for batch in batches:
-                batch.set_base_offset(offset)
-                batch.set_partition_leader_epoch(leader_epoch)
+            for i, head in enumerate(heads):
+                pos = head.position
+                _INT64.pack_into(buf, pos, offset)
+                _INT32.pack_into(buf, pos + 12, leader_epoch)
+                ts = head.max_timestamp
                 if append_time:
-                    _stamp_log_append_time(batch, now)
-                last = offset + batch.last_offset_delta
-                ts = batch.max_timestamp
+                    _stamp_log_append_time(batches[i], now)
+                    ts = now
+                last = offset + head.last_offset_delta
                 if ts > max_ts:
                     max_ts, offset_of_max = ts, last
-                metas.append(BatchMeta(batch.size_bytes, last, ts))
+                metas.append(BatchMeta(head.batch_length + 12, last, ts))
                 offset = last + 1
-            segment.append(buf[:valid_bytes], metas)
+            segment.append(buf, metas)
             self._epoch_cache.assign(leader_epoch, first)
             self._leo = offset
             return self._append_info(first, offset, max_ts, offset_of_max, now if append_time else -1,
-                                     valid_bytes, len(batches), total_records, rolled)
+                                     valid_bytes, len(heads), total_records, rolled)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo:
         """Append batches fetched from the leader, keeping their offsets and epochs.
@@ -290,22 +337,23 @@ class Log:
         each new epoch from the batches.
         """
         buf = _writable(records)
-        batches = self._validate(buf)
+        _, heads = self._validate(buf)
         gaps = self.config.compacts
         with self._lock:
             self._check_open()
             expected = self._leo
-            for batch in batches:
-                base = batch.base_offset
+            for head in heads:
+                base = head.base_offset
                 if base != expected and not (gaps and base > expected):
                     raise NonContiguousOffsetsError(
                         f"{self.topic_partition}: follower batch starts at {base}, "
                         f"expected {expected}"
                     )
-                expected = base + batch.last_offset_delta + 1
-            valid_bytes = sum(b.size_bytes for b in batches)
-            max_ts_in = max(b.max_timestamp for b in batches)
-            first = batches[0].base_offset
+                expected = base + head.last_offset_delta + 1
+            last_head = heads[-1]
+            valid_bytes = last_head.position + last_head.batch_length + 12
+            max_ts_in = max(h.max_timestamp for h in heads)
+            first = heads[0].base_offset
             if first > self._leo and self._segments[-1].size_bytes == 0:
                 self._replace_empty_active(first)
             segment, rolled = self._maybe_roll(valid_bytes, max_ts_in, expected - 1, self._clock_ms())
@@ -314,21 +362,22 @@ class Log:
             metas: list[BatchMeta] = []
             max_ts, offset_of_max = -1, first
             latest = self._epoch_cache.latest_epoch()
-            for batch in batches:
-                last = batch.last_offset
-                ts = batch.max_timestamp
+            count = 0
+            for head in heads:
+                last = head.base_offset + head.last_offset_delta
+                ts = head.max_timestamp
                 if ts > max_ts:
                     max_ts, offset_of_max = ts, last
-                metas.append(BatchMeta(batch.size_bytes, last, ts))
-                epoch = batch.partition_leader_epoch
+                metas.append(BatchMeta(head.batch_length + 12, last, ts))
+                count += head.last_offset_delta + 1
+                epoch = head.partition_leader_epoch
                 if epoch >= 0 and epoch != latest:
-                    self._epoch_cache.assign(epoch, batch.base_offset)
+                    self._epoch_cache.assign(epoch, head.base_offset)
                     latest = self._epoch_cache.latest_epoch()
-            segment.append(buf[:valid_bytes], metas)
+            segment.append(buf, metas)
             self._leo = expected
-            count = sum(b.last_offset_delta + 1 for b in batches)
             return self._append_info(first, expected, max_ts, offset_of_max, -1, valid_bytes,
-                                     len(batches), count, rolled)
+                                     len(heads), count, rolled)
 
     def _append_info(
         self, first: int, next_offset: int, max_ts: int, offset_of_max: int, append_time: int,
@@ -403,6 +452,7 @@ class Log:
         """A follower jumps past a gap: the empty active segment restarts at ``base``."""
         old = self._segments.pop()
         self._bases.pop()
+        self._bound_cache = None
         old.delete_files()
         self._segments.append(self._new_segment(base, self._clock_ms()))
         self._bases.append(base)
@@ -453,12 +503,23 @@ class Log:
                 if bound >= seg_next:
                     max_position = seg.size_bytes
                 else:
-                    end_head = seg.translate_offset(bound, head.position)
-                    max_position = seg.size_bytes if end_head is None else end_head.position
+                    max_position = self._bound_position(seg, bound)
                 if max_position <= head.position:
                     return self._empty_slice()
                 return seg.read(head, max_bytes, max_position, min_one_batch=min_one_batch)
             return self._empty_slice()
+
+    def _bound_position(self, seg: LogSegment, bound: int) -> int:
+        """Position of the batch holding ``bound`` (the HW), cached: the HW moves far less
+        often than consumers read, and an append-only file never moves a boundary (every
+        truncation clears the cache)."""
+        cached = self._bound_cache
+        if cached is not None and cached[0] == bound and cached[1] is seg:
+            return cached[2]
+        head = seg.translate_offset(bound)
+        position = seg.size_bytes if head is None else head.position
+        self._bound_cache = (bound, seg, position)
+        return position
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
         """ListOffsets by time: the first record with timestamp >= ``timestamp`` at or after
@@ -502,6 +563,7 @@ class Log:
             while self._segments[-1].base_offset > offset:  # bounded by the segment count
                 self._schedule_delete(self._segments.pop(), now)
                 self._bases.pop()
+            self._bound_cache = None
             seg = self._segments[-1]
             seg.make_active()  # writable indexes first, so truncation rewrites the files
             seg.truncate_to(offset)
@@ -520,6 +582,7 @@ class Log:
             self._check_open()
             log.info("%s: truncating fully, log restarts at offset %d", self.topic_partition, offset)
             now = self._clock_ms()
+            self._bound_cache = None
             for seg in self._segments:
                 self._schedule_delete(seg, now)
             self._segments = [self._new_segment(offset, now)]

@@ -270,13 +270,14 @@ class LogSegment:
         start = self._size
         if start == 0:
             self._rolling_based_ts = batches[0].max_timestamp
-        view = memoryview(data)
-        written = 0
-        total = len(view)
+        total = len(data)
         fd = self.file.fileno()
-        while written < total:  # each turn writes >= 1 byte or raises OSError
-            written += os.pwrite(fd, view[written:], start + written)
-        view.release()
+        written = os.pwrite(fd, data, start)
+        if written < total:  # rare: a short write; finish it from a view
+            view = memoryview(data)
+            while written < total:  # each turn writes >= 1 byte or raises OSError
+                written += os.pwrite(fd, view[written:], start + written)
+            view.release()
         self._size = start + total
         position = start
         for meta in batches:
@@ -286,7 +287,9 @@ class LogSegment:
     def index_batch(self, position: int, size: int, last_offset: int, max_timestamp: int) -> None:
         """Account one batch already in the file at ``position`` (Kafka's per-batch rule:
         an entry points at the batch, with the batch's last offset)."""
-        current = self.max_timestamp_so_far
+        current = self._max_ts_and_offset
+        if current is None:
+            current = self.max_timestamp_so_far
         if max_timestamp > current.timestamp:
             self._max_ts_and_offset = TimestampOffset(max_timestamp, Offset(last_offset))
         if self._bytes_since_last_index_entry > self.index_interval_bytes:

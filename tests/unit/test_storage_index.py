@@ -145,3 +145,43 @@ def test_time_index_keeps_a_slot_for_the_roll_entry(tmp_path: Path) -> None:
     idx.truncate_to(2)
     assert idx.entries == 1 and idx.last_entry() == (1, 1)
     idx.close()
+
+
+def test_offset_index_lookups_match_brute_force_through_appends_and_truncations(
+    tmp_path: Path,
+) -> None:
+    import random
+
+    rng = random.Random(7)
+    idx = OffsetIndex(tmp_path / "b.index", 500, 8 * 5000, writable=True)
+    entries: list[tuple[int, int]] = []
+
+    def brute(key: int, by_position: bool) -> tuple[int, int]:
+        best = (500, 0)
+        for off, pos in entries:
+            if (pos if by_position else off) <= key:
+                best = (off, pos)
+        return best
+
+    off, pos = 500, 0
+    for round_ in range(6):
+        for _ in range(rng.randint(50, 700)):
+            off += rng.randint(1, 9)
+            pos += rng.randint(1, 5000)
+            idx.append(off, pos)
+            entries.append((off, pos))
+        for _ in range(300):
+            key = rng.randint(400, off + 20)
+            assert idx.lookup(key) == brute(key, False)
+            pkey = rng.randint(0, pos + 20)
+            assert idx.lookup_position(pkey) == brute(pkey, True)
+        cut = rng.choice(entries)[0] if round_ % 2 == 0 else off + 1
+        idx.truncate_to(cut)
+        entries = [e for e in entries if e[0] < cut]
+        off, pos = entries[-1] if entries else (500, 0)
+        assert idx.entries == len(entries)
+    idx.close()
+    reopened = OffsetIndex(tmp_path / "b.index", 500, 8 * 5000, writable=False)
+    for off, pos in entries[::37]:
+        assert reopened.lookup(off) == (off, pos)
+    reopened.close()
