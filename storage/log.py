@@ -479,7 +479,8 @@ class Log:
         [log start offset, log end offset]; empty slice when nothing is readable yet.
         """
         with self._lock:
-            self._check_open()
+            if self._closed:
+                self._check_open()
             leo = self._leo
             if offset < self._log_start_offset or offset > leo:
                 raise OffsetOutOfRangeError(

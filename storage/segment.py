@@ -342,7 +342,8 @@ class LogSegment:
 
     def head_at(self, position: int) -> BatchHead:
         """Header fields of the batch at ``position`` (which must be a batch boundary)."""
-        mm = self._buffer_for(position + _HEAD_BYTES)
+        end = position + _HEAD_BYTES
+        mm = self._mm if end <= self._mapped_bytes else self._buffer_for(end)
         if mm is not None:
             fields = _HEAD.unpack_from(mm, position)
         else:
@@ -374,8 +375,10 @@ class LogSegment:
     def translate_offset(self, offset: int, start_position: int = 0) -> BatchHead | None:
         """The first batch at or after ``start_position`` whose last offset is >= ``offset``
         (the batch that holds ``offset``), found from the offset index; None if none."""
-        entry = self.offset_index.lookup(offset)
-        pos = max(entry.position, start_position)
+        index = self._offset_index or self.offset_index
+        pos: int = index.lookup(offset).position
+        if pos < start_position:
+            pos = start_position
         size = self._size
         for _ in range(_MAX_SCAN_BATCHES):
             if pos >= size:
@@ -390,8 +393,10 @@ class LogSegment:
         """The largest batch boundary <= ``limit_position`` and >= ``start_position``."""
         if limit_position >= self._size:
             return self._size
-        entry = self.offset_index.lookup_position(limit_position)
-        pos = max(entry.position, start_position)
+        index = self._offset_index or self.offset_index
+        pos: int = index.lookup_position(limit_position).position
+        if pos < start_position:
+            pos = start_position
         for _ in range(_MAX_SCAN_BATCHES):
             head = self.head_at(pos)
             if pos + head.size_bytes > limit_position:
