@@ -85,6 +85,10 @@ def _consumer(spec: Spec) -> Consumer:
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "enable.partition.eof": False,
+            # librdkafka stops fetching once queued.min.messages (100,000) wait locally and
+            # rechecks only after fetch.queue.backoff.ms (default 1000): a Python consumer
+            # then stalls for up to 1 s at a time, on either broker. 10 ms keeps it fed.
+            "fetch.queue.backoff.ms": 10,
             "log_level": 3,
             "error_cb": _quiet,
         }
