@@ -174,10 +174,10 @@ def incremental_overrides(
     return new
 
 
-def apply_topic_configs(
+async def apply_topic_configs(
     broker: Broker, info: TopicInfo, overrides: Mapping[str, str | None], validate_only: bool
 ) -> None:
     """Validate the whole new override set; unless validate_only, store and apply it."""
     validate_configs(overrides)
     if not validate_only:
-        topic_admin.set_topic_configs(broker, info.name, overrides)
+        await topic_admin.set_topic_configs_async(broker, info.name, overrides)

@@ -18,6 +18,7 @@ properties (for config sources and synonyms) and the numbers auto-creation uses.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import socket
@@ -28,6 +29,7 @@ from broker import topic_config
 from broker.topic_config import ResolvedConfig
 from broker.topics import TopicError, TopicInfo, log_config_for
 from protocol.errors import ErrorCode
+from storage.naming import TopicPartition as StorageTopicPartition
 
 if TYPE_CHECKING:
     from broker.services import Broker
@@ -82,17 +84,37 @@ def create_topic(
     replication_factor: int,
     configs: Mapping[str, str | None] | None = None,
 ) -> TopicInfo:
-    """Register ``name`` and open its partitions; TopicError with Kafka's code on refusal."""
+    """Register ``name`` and open its partitions; TopicError with Kafka's code on refusal.
+    Runs wholly on the caller's thread (the handlers use ``create_topic_async``)."""
     info = broker.topics.create(name, num_partitions, replication_factor, configs)
     try:
         _open_partitions(broker, info, range(info.num_partitions))
     except Exception as exc:
-        log.exception("creating the partitions of topic %s failed; rolling back", name)
-        _drop(broker, info)
-        raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"Cannot create the logs of {name}: {exc}") from exc
-    log.info("created topic %s (id %s, %d partitions, configs %s)",
-             name, info.topic_id, info.num_partitions, info.configs)
+        raise _rolled_back(broker, info, exc) from exc
+    _log_created(info)
     return info
+
+
+async def create_topic_async(
+    broker: Broker,
+    name: str,
+    num_partitions: int,
+    replication_factor: int,
+    configs: Mapping[str, str | None] | None = None,
+) -> TopicInfo:
+    """``create_topic`` with its disk work (registry write, new logs: several fsyncs per
+    partition) on a worker thread, so the event loop keeps serving other clients; admin
+    changes are serialized by one lock so a concurrent delete cannot interleave."""
+    async with _admin_lock():
+        info = await asyncio.to_thread(
+            broker.topics.create, name, num_partitions, replication_factor, configs)
+        try:
+            await asyncio.to_thread(_create_logs, broker, info, range(info.num_partitions))
+            await _open_partitions_yielding(broker, info, range(info.num_partitions))
+        except Exception as exc:
+            raise _rolled_back(broker, info, exc) from exc
+        _log_created(info)
+        return info
 
 
 def delete_topic(broker: Broker, name: str) -> TopicInfo:
@@ -108,20 +130,45 @@ def delete_topic(broker: Broker, name: str) -> TopicInfo:
     return info
 
 
-def add_partitions(broker: Broker, name: str, total: int) -> TopicInfo:
-    old = broker.topics.check_add_partitions(name, total)
-    info = broker.topics.add_partitions(name, total)
-    _open_partitions(broker, info, range(old.num_partitions, info.num_partitions))
-    log.info("topic %s now has %d partitions", name, total)
-    return info
+async def delete_topic_async(broker: Broker, name: str) -> TopicInfo:
+    """``delete_topic`` yielding to the event loop between partitions (each deletion closes
+    files, renames a directory and fsyncs the log dir), so other clients are not stalled."""
+    async with _admin_lock():
+        info = broker.topics.get(name)
+        if info is None:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             "This server does not host this topic-partition.")
+        for partition in range(info.num_partitions):
+            broker.replica_manager.delete_partition(info.name, partition)
+            await asyncio.sleep(0)
+        await asyncio.to_thread(broker.topics.delete, name)
+        log.info("deleted topic %s (id %s)", name, info.topic_id)
+        return info
 
 
-def set_topic_configs(broker: Broker, name: str, configs: Mapping[str, str | None]) -> TopicInfo:
-    """Replace the topic's overrides and apply them to its live logs."""
-    info = broker.topics.set_configs(name, configs)
-    broker.replica_manager.update_log_config(name, log_config_for(broker.config, info))
-    log.info("topic %s configs now %s", name, info.configs)
-    return info
+async def add_partitions_async(broker: Broker, name: str, total: int) -> TopicInfo:
+    """Grow ``name`` to ``total`` partitions: registry, then the new logs (thread), then
+    the new partitions are led here."""
+    async with _admin_lock():
+        old = broker.topics.check_add_partitions(name, total)
+        info = await asyncio.to_thread(broker.topics.add_partitions, name, total)
+        added = range(old.num_partitions, info.num_partitions)
+        await asyncio.to_thread(_create_logs, broker, info, added)
+        await _open_partitions_yielding(broker, info, added)
+        log.info("topic %s now has %d partitions", name, total)
+        return info
+
+
+async def set_topic_configs_async(
+    broker: Broker, name: str, configs: Mapping[str, str | None]
+) -> TopicInfo:
+    """Replace the topic's overrides (registry write on a thread) and apply them to its
+    live logs."""
+    async with _admin_lock():
+        info = await asyncio.to_thread(broker.topics.set_configs, name, configs)
+        broker.replica_manager.update_log_config(name, log_config_for(broker.config, info))
+        log.info("topic %s configs now %s", name, info.configs)
+        return info
 
 
 def open_registered_partitions(broker: Broker) -> int:
@@ -146,12 +193,44 @@ def _open_partitions(broker: Broker, info: TopicInfo, partitions: range) -> None
         broker.replica_manager.ensure_partition(info.name, partition, info.topic_id, log_config)
 
 
-def _drop(broker: Broker, info: TopicInfo) -> None:
-    if broker.topics.get(info.name) is not None:
-        with contextlib.suppress(TopicError):
-            broker.topics.delete(info.name)
+async def _open_partitions_yielding(broker: Broker, info: TopicInfo, partitions: range) -> None:
+    log_config = log_config_for(broker.config, info)
+    for partition in partitions:
+        broker.replica_manager.ensure_partition(info.name, partition, info.topic_id, log_config)
+        await asyncio.sleep(0)
+
+
+def _create_logs(broker: Broker, info: TopicInfo, partitions: range) -> None:
+    """Create the partitions' logs on disk (worker thread; LogManager is thread-safe), so
+    ``ensure_partition`` on the loop finds them open."""
+    log_config = log_config_for(broker.config, info)
+    for partition in partitions:
+        broker.log_manager.get_or_create_log(
+            StorageTopicPartition(info.name, partition), log_config, topic_id=info.topic_id.bytes)
+
+
+def _log_created(info: TopicInfo) -> None:
+    log.info("created topic %s (id %s, %d partitions, configs %s)",
+             info.name, info.topic_id, info.num_partitions, info.configs)
+
+
+def _rolled_back(broker: Broker, info: TopicInfo, exc: Exception) -> TopicError:
+    """Undo a half-made topic (partitions, then the registry entry); the error to answer."""
+    log.error("creating the partitions of topic %s failed (%s); rolling back", info.name, exc)
     for partition in range(info.num_partitions):
         try:
             broker.replica_manager.delete_partition(info.name, partition)
+            broker.log_manager.delete_log(StorageTopicPartition(info.name, partition))
         except Exception:
             log.exception("deleting %s-%d failed", info.name, partition)
+    with contextlib.suppress(TopicError):
+        broker.topics.delete(info.name)
+    return TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"Cannot create the logs of {info.name}: {exc}")
+
+
+# Serializes the admin changes that await (the broker process runs one event loop).
+_ADMIN_LOCK = asyncio.Lock()
+
+
+def _admin_lock() -> asyncio.Lock:
+    return _ADMIN_LOCK

@@ -46,7 +46,7 @@ async def handle_alter_configs(ctx: RequestContext, request: AlterConfigsRequest
             if resource.resource_type == ResourceType.TOPIC:
                 info = config_admin.require_topic(ctx.broker, resource.resource_name)
                 overrides = {c.name: c.value for c in resource.configs}
-                config_admin.apply_topic_configs(ctx.broker, info, overrides, request.validate_only)
+                await config_admin.apply_topic_configs(ctx.broker, info, overrides, request.validate_only)
             elif resource.resource_type == ResourceType.BROKER:
                 config_admin.require_this_broker(ctx.broker, resource.resource_name)
                 config_admin.refuse_broker_changes(names)

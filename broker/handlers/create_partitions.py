@@ -45,7 +45,7 @@ async def handle_create_partitions(
             if counts[topic.name] > 1:
                 answered.add(topic.name)
                 raise TopicError(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
-            _grow(ctx.broker, topic, request.validate_only)
+            await _grow(ctx.broker, topic, request.validate_only)
         except TopicError as exc:
             log.info("CreatePartitions %s from %s refused: %s %s", topic.name, ctx.client_id,
                      exc.code.name, exc.message)
@@ -54,7 +54,7 @@ async def handle_create_partitions(
     return Respond(CreatePartitionsResponse(results=results))
 
 
-def _grow(broker: Broker, topic: CreatePartitionsRequest.CreatePartitionsTopic, validate_only: bool) -> None:
+async def _grow(broker: Broker, topic: CreatePartitionsRequest.CreatePartitionsTopic, validate_only: bool) -> None:
     current = broker.topics.check_add_partitions(topic.name, topic.count)
     if topic.assignments is not None:
         added = topic.count - current.num_partitions
@@ -79,4 +79,4 @@ def _grow(broker: Broker, topic: CreatePartitionsRequest.CreatePartitionsTopic, 
                     f" {current.replication_factor} while partitions {a.broker_ids} have"
                     f" replication factors {len(a.broker_ids)}, respectively.")
     if not validate_only:
-        topic_admin.add_partitions(broker, topic.name, topic.count)
+        await topic_admin.add_partitions_async(broker, topic.name, topic.count)

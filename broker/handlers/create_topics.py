@@ -56,7 +56,7 @@ async def handle_create_topics(ctx: RequestContext, request: CreateTopicsRequest
                     f" entries for the following topics: {topic.name}")))
             continue
         try:
-            results.append(_create(ctx.broker, topic, request, ctx.api_version))
+            results.append(await _create(ctx.broker, topic, request))
         except TopicError as exc:
             log.info("CreateTopics %s from %s refused: %s %s", topic.name, ctx.client_id,
                      exc.code.name, exc.message)
@@ -68,16 +68,16 @@ def _failed(name: str, exc: TopicError) -> Result:
     return Result(name=name, error_code=exc.code, error_message=exc.message, configs=None)
 
 
-def _create(
-    broker: Broker, topic: CreateTopicsRequest.CreatableTopic, request: CreateTopicsRequest,
-    version: int,
+async def _create(
+    broker: Broker, topic: CreateTopicsRequest.CreatableTopic, request: CreateTopicsRequest
 ) -> Result:
     num_partitions, replication_factor = _shape(broker, topic)
     configs = {c.name: c.value for c in topic.configs}
     if request.validate_only:
         clean = broker.topics.check_create(topic.name, num_partitions, replication_factor, configs)
         return _success(broker, topic.name, num_partitions, replication_factor, clean)
-    info = topic_admin.create_topic(broker, topic.name, num_partitions, replication_factor, configs)
+    info = await topic_admin.create_topic_async(
+        broker, topic.name, num_partitions, replication_factor, configs)
     result = _success(broker, info.name, info.num_partitions, info.replication_factor, info.configs)
     result.topic_id = info.topic_id
     if request.timeout_ms <= 0:

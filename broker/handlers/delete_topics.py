@@ -51,7 +51,7 @@ async def handle_delete_topics(ctx: RequestContext, request: DeleteTopicsRequest
         try:
             if not enabled:
                 raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
-            info = topic_admin.delete_topic(ctx.broker, _resolve(ctx.broker, name, topic_id))
+            info = await topic_admin.delete_topic_async(ctx.broker, _resolve(ctx.broker, name, topic_id))
             result.name, result.topic_id = info.name, info.topic_id
             log.info("DeleteTopics %s from %s", info.name, ctx.client_id)
         except TopicError as exc:

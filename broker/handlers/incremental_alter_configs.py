@@ -56,7 +56,7 @@ async def handle_incremental_alter_configs(
                 ops = [(c.name, c.config_operation, c.value) for c in resource.configs]
                 overrides = config_admin.incremental_overrides(
                     info, ops, topic_admin.explicit_broker_props(ctx.broker))
-                config_admin.apply_topic_configs(ctx.broker, info, overrides, request.validate_only)
+                await config_admin.apply_topic_configs(ctx.broker, info, overrides, request.validate_only)
             elif resource.resource_type == ResourceType.BROKER:
                 config_admin.require_this_broker(ctx.broker, resource.resource_name)
                 config_admin.refuse_broker_changes(names)

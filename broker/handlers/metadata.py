@@ -82,11 +82,11 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Hand
         if wanted.name in seen_names:
             continue
         seen_names.add(wanted.name)
-        response.topics.append(_lookup(ctx, wanted.name, auto_create))
+        response.topics.append(await _lookup(ctx, wanted.name, auto_create))
     return Respond(response)
 
 
-def _lookup(ctx: RequestContext, name: str, auto_create: bool) -> Topic:
+async def _lookup(ctx: RequestContext, name: str, auto_create: bool) -> Topic:
     broker = ctx.broker
     info = broker.topics.get(name)
     if info is not None:
@@ -94,7 +94,7 @@ def _lookup(ctx: RequestContext, name: str, auto_create: bool) -> Topic:
     if not auto_create or name.startswith("__"):
         return _error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name)
     try:
-        info = topic_admin.create_topic(
+        info = await topic_admin.create_topic_async(
             broker, name, topic_admin.default_num_partitions(broker),
             topic_admin.default_replication_factor(broker), {},
         )
