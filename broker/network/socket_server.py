@@ -54,6 +54,14 @@ class SocketServer:
         self._copy = copy_mode_from_env()
         self.quotas = ConnectionQuotas(config.max_connections, config.max_connections_for)
         self._accepting = False
+        # socket.send/receive.buffer.bytes: applied only when set explicitly (and not -1);
+        # otherwise the kernel's autotuning stays on (Kafka's 100 KiB defaults would cap
+        # loopback fetch throughput).
+        self._buffer_sizes = [
+            (option, config.get_int(name)) for option, name in (
+                (socket.SO_SNDBUF, "socket.send.buffer.bytes"),
+                (socket.SO_RCVBUF, "socket.receive.buffer.bytes"))
+            if name in config.explicit and config.get_int(name) != -1]
 
     # -- start-up ----------------------------------------------------------------------
 
@@ -138,6 +146,8 @@ class SocketServer:
         try:
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            for option, size in self._buffer_sizes:
+                sock.setsockopt(socket.SOL_SOCKET, option, size)
             reader, writer = await asyncio.open_connection(sock=sock, limit=READ_LIMIT_BYTES)
         except OSError as exc:
             log.warning("Connection from %s failed at set-up: %s", host, exc)
