@@ -4,6 +4,7 @@ flight, the log dir is locked against a second broker, restarts keep the cluster
 
 from __future__ import annotations
 
+import re
 import signal
 import socket
 import struct
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from broker.config import BrokerConfig, ConfigError
 from protocol.frames import RequestHeader, decode_response, encode_request
 from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from tests.integration.broker_process import REPO_ROOT, BrokerProcess, BrokerStartError
@@ -29,19 +31,33 @@ def run_cli(*args: str, timeout_s: float = 30) -> subprocess.CompletedProcess[st
                           capture_output=True, text=True, timeout=timeout_s)
 
 
+def test_unknown_property_fails_startup_naming_it(tmp_path: Path) -> None:
+    result = run_cli("broker", "--override", f"log.dirs={tmp_path}/d",
+                     "--override", "no.such.property=1")
+    assert result.returncode == 1
+    assert "Unknown configuration 'no.such.property'" in result.stderr
+    assert "minikafka: started" not in result.stdout
+
+
 @pytest.mark.parametrize(("override", "named"), [
-    ("no.such.property=1", "Unknown configuration 'no.such.property'"),
     ("num.io.threads=abc", "configuration num.io.threads"),
     ("num.io.threads=0", "configuration num.io.threads: Value must be at least 1"),
     ("auto.create.topics.enable=maybe", "configuration auto.create.topics.enable"),
     ("listeners=SSL://127.0.0.1:0", "configuration listeners"),
     ("log.retention.hours=x", "configuration log.retention.hours"),
+    ("log.dirs=/a,/b", "configuration log.dirs"),
+    ("max.connections.per.ip.overrides=host", "configuration max.connections.per.ip.overrides"),
 ])
-def test_bad_property_fails_startup_naming_it(tmp_path: Path, override: str, named: str) -> None:
-    result = run_cli("broker", "--override", f"log.dirs={tmp_path}/d", "--override", override)
+def test_invalid_value_is_refused_naming_the_property(override: str, named: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(named)):
+        BrokerConfig.load(None, ["log.dirs=/tmp/x", override])
+
+
+def test_invalid_value_fails_startup_with_exit_1(tmp_path: Path) -> None:
+    result = run_cli("broker", "--override", f"log.dirs={tmp_path}/d",
+                     "--override", "socket.request.max.bytes=-3")
     assert result.returncode == 1
-    assert named in result.stderr
-    assert "minikafka: started" not in result.stdout
+    assert "configuration socket.request.max.bytes" in result.stderr
 
 
 def test_bad_property_in_config_file_fails_startup(tmp_path: Path) -> None:
@@ -143,13 +159,19 @@ def test_second_broker_on_same_log_dir_fails(broker: BrokerProcess, tmp_path: Pa
     assert broker.is_running()
 
 
-def test_restart_and_kill9_keep_cluster_id(broker_factory: Callable[..., BrokerProcess]) -> None:
+def test_restart_and_kill9_keep_cluster_id_and_clean_marker(
+        broker_factory: Callable[..., BrokerProcess]) -> None:
     proc = broker_factory()
     meta = proc.log_dir / "meta.properties"
+    marker = proc.log_dir / ".kafka_cleanshutdown"
     cluster_line = next(line for line in meta.read_text().splitlines() if line.startswith("cluster.id="))
-    proc.restart()
+    assert not marker.exists()  # removed at start-up: from now on a crash is unclean
+    assert proc.stop() == 0
+    assert marker.exists()  # written last by the ordered shutdown
+    proc.start()
+    assert not marker.exists()
     assert api_versions_ok(RawClient(proc.bootstrap))
-    proc.kill9_and_restart()
+    proc.kill9_and_restart()  # kill -9 leaves no marker: the start recovers
     assert api_versions_ok(RawClient(proc.bootstrap))
     assert cluster_line in meta.read_text()
     assert proc.exit_codes[0] == 0 and proc.exit_codes[1] == -signal.SIGKILL
@@ -161,19 +183,12 @@ def test_cli_help_and_unknown_command() -> None:
     assert result.returncode == 2 and "unknown command 'frobnicate'" in result.stderr
 
 
-def test_periodic_checkpoints_while_running_and_clean_marker_on_sigterm(
-        broker_factory: Callable[..., BrokerProcess]) -> None:
+def test_periodic_checkpoints_while_running(broker_factory: Callable[..., BrokerProcess]) -> None:
     proc = broker_factory(log_flush_offset_checkpoint_interval_ms=200)
     checkpoint = proc.log_dir / "recovery-point-offset-checkpoint"
-    marker = proc.log_dir / ".kafka_cleanshutdown"
-    assert not marker.exists()  # removed at start-up: from now on a crash is unclean
     deadline = time.monotonic() + 10
     while not checkpoint.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert checkpoint.exists(), "no checkpoint written by the periodic job"
     assert checkpoint.read_text().splitlines()[:2] == ["0", "0"]  # version 0, no partitions
-    assert proc.stop() == 0
-    assert marker.exists()
-    proc.kill9_and_restart()  # start removes the marker; kill -9 leaves none behind
-    proc.kill9()
-    assert not marker.exists()
+    assert proc.is_running()
