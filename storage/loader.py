@@ -27,7 +27,7 @@ from storage.checkpoints import read_partition_metadata
 from storage.config import LogConfig
 from storage.epoch_cache import LeaderEpochCache
 from storage.errors import CorruptCheckpointError, CorruptSegmentError
-from storage.log import Log, next_offset_of, now_ms
+from storage.log import Log, now_ms
 from storage.naming import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -174,15 +174,15 @@ def load_log(
         log.info("%s: unclean shutdown, recovering from segment %d (recovery point %d)",
                  directory, segments[start_index].base_offset, recovery_point)
         _recover(directory, segments, start_index, config, cache)
-        leo = next_offset_of(segments[-1])
+        leo = segments[-1].read_next_offset()
     else:
         segments[-1].make_active()  # its indexes open writable once, not twice
         try:
-            leo = next_offset_of(segments[-1])
+            leo = segments[-1].read_next_offset()
         except CorruptSegmentError as exc:
             log.warning("%s: active segment tail is corrupt (%s); recovering it", directory, exc)
             _recover(directory, segments, len(segments) - 1, config, cache)
-            leo = next_offset_of(segments[-1])
+            leo = segments[-1].read_next_offset()
     first_base = segments[0].base_offset
     start = min(max(log_start_offset, first_base), leo)
     cache.truncate_from_end(leo)

@@ -32,32 +32,27 @@ import bisect
 import logging
 import struct
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
-
-import crc32c
 
 from protocol.fileslice import FileSlice
-from protocol.records import (
-    ATTR_CONTROL,
-    ATTR_TIMESTAMP_TYPE,
-    RecordBatch,
-    StopReason,
-    scan_batches,
+from protocol.records import ATTR_CONTROL
+from storage.batches import (
+    AppendInfo,
+    check_timestamps,
+    now_ms,
+    stamp_log_append_time,
+    validate_batches,
+    writable_buffer,
 )
 from storage.config import LogConfig
 from storage.epoch_cache import LeaderEpochCache
 from storage.errors import (
     InvalidRecordError,
-    InvalidTimestampError,
     LogClosedError,
     NonContiguousOffsetsError,
     OffsetOutOfRangeError,
-    RecordTooLargeError,
     StorageError,
-    UnsupportedMessageFormatError,
 )
 from storage.index import TimestampOffset
 from storage.naming import TopicPartition
@@ -65,72 +60,13 @@ from storage.offsets import LONG_MAX, LeaderEpoch, Offset
 from storage.retention import SegmentInfo, segments_to_delete
 from storage.segment import BatchMeta, LogSegment
 
+__all__ = ["AppendInfo", "Log", "now_ms"]
+
 log = logging.getLogger(__name__)
 
-_ATTRIBUTES = struct.Struct(">h")
 _INT64 = struct.Struct(">q")
-_UINT32 = struct.Struct(">I")
 _INT32 = struct.Struct(">i")
 MAX_PENDING_DELETES = 100_000
-
-
-class _Head(NamedTuple):
-    """A batch header read in one ``struct`` call (layout in ``protocol.records``)."""
-
-    position: int
-    base_offset: int
-    batch_length: int
-    partition_leader_epoch: int
-    magic: int
-    crc: int
-    attributes: int
-    last_offset_delta: int
-    base_timestamp: int
-    max_timestamp: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    records_count: int
-
-
-# The 61-byte magic-2 batch header (protocol.records documents the layout).
-_HEAD = struct.Struct(">qiibIhiqqqhii")
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-class AppendInfo(NamedTuple):
-    """What an append did (Kafka's ``LogAppendInfo``)."""
-
-    first_offset: Offset
-    last_offset: Offset
-    max_timestamp: int
-    offset_of_max_timestamp: Offset
-    log_append_time: int  # -1 unless message.timestamp.type=LogAppendTime
-    log_start_offset: Offset
-    valid_bytes: int
-    batch_count: int
-    records_count: int
-    needs_flush: bool  # flush.messages reached or a segment rolled: call flush() off-loop
-
-
-def _writable(records: bytes | bytearray | memoryview) -> bytearray | memoryview:
-    if isinstance(records, bytearray):
-        return records
-    if isinstance(records, memoryview) and not records.readonly:
-        return records
-    return bytearray(records)
-
-
-def _stamp_log_append_time(batch: RecordBatch, timestamp_ms: int) -> None:
-    """Kafka's ``setMaxTimestamp(LOG_APPEND_TIME, now)``: timestamp type bit, maxTimestamp,
-    new CRC (attributes @21, maxTimestamp @35, crc @17 over bytes 21..end)."""
-    buf = batch.buffer
-    _ATTRIBUTES.pack_into(buf, 21, batch.attributes | ATTR_TIMESTAMP_TYPE)
-    _INT64.pack_into(buf, 35, timestamp_ms)
-    _UINT32.pack_into(buf, 17, crc32c.crc32c(buf[21:]))
 
 
 class Log:
@@ -223,50 +159,6 @@ class Log:
             raise LogClosedError(f"log {self.topic_partition} is closed")
 
     # ------------------------------------------------------------------ appends
-    def _validate(self, buf: bytearray | memoryview) -> tuple[list[RecordBatch], list[_Head]]:
-        """Whole, CRC-valid magic-2 batches within ``max.message.bytes`` whose record
-        count matches lastOffsetDelta; raises the matching ``StorageError`` otherwise."""
-        result = scan_batches(buf, True)
-        if result.stop_reason is StopReason.UNSUPPORTED_MAGIC:
-            raise UnsupportedMessageFormatError(result.message)
-        if result.stop_reason is not None:
-            raise InvalidRecordError(f"{self.topic_partition}: {result.message}")
-        if not result.batches:
-            raise InvalidRecordError(f"{self.topic_partition}: no record batches")
-        max_bytes = self.config.max_message_bytes
-        heads: list[_Head] = []
-        pos = 0
-        for _ in result.batches:
-            head = _Head(pos, *_HEAD.unpack_from(buf, pos))
-            size = head.batch_length + 12
-            if size > max_bytes:
-                raise RecordTooLargeError(
-                    f"{self.topic_partition}: batch of {size} bytes is above "
-                    f"max.message.bytes {max_bytes}"
-                )
-            count = head.records_count
-            if count < 1 or count != head.last_offset_delta + 1:
-                raise InvalidRecordError(
-                    f"{self.topic_partition}: batch holds {count} records but its "
-                    f"lastOffsetDelta is {head.last_offset_delta}"
-                )
-            heads.append(head)
-            pos += size
-        return result.batches, heads
-
-    def _check_timestamps(self, heads: list[_Head], now: int) -> None:
-        before = self.config.message_timestamp_before_max_ms
-        after = self.config.message_timestamp_after_max_ms
-        if before == LONG_MAX and after == LONG_MAX:
-            return
-        for head in heads:
-            for ts in (head.base_timestamp, head.max_timestamp):
-                if now - ts > before or ts - now > after:
-                    raise InvalidTimestampError(
-                        f"{self.topic_partition}: timestamp {ts} is out of range "
-                        f"(now {now}, before.max.ms {before}, after.max.ms {after})"
-                    )
-
     def append(
         self,
         records: bytes | bytearray | memoryview,
@@ -279,8 +171,10 @@ class Log:
         offset and stamp ``leader_epoch``. Raises a ``StorageError`` with Kafka's code for
         bad input; nothing is written then. ``allow_control`` admits transaction markers
         (the coordinator's writes), which clients may not send."""
-        buf = _writable(records)
-        batches, heads = self._validate(buf)
+        buf = writable_buffer(records)
+        batches, heads = validate_batches(
+            buf, max_message_bytes=self.config.max_message_bytes, where=self.topic_partition
+        )
         now = self._clock_ms() if now_ms is None else now_ms
         config = self.config
         append_time = config.message_timestamp_type == "LogAppendTime"
@@ -288,7 +182,12 @@ class Log:
             config.message_timestamp_before_max_ms != LONG_MAX
             or config.message_timestamp_after_max_ms != LONG_MAX
         ):
-            self._check_timestamps(heads, now)
+            check_timestamps(
+                heads, now,
+                before_max_ms=config.message_timestamp_before_max_ms,
+                after_max_ms=config.message_timestamp_after_max_ms,
+                where=self.topic_partition,
+            )
         last_head = heads[-1]
         valid_bytes = last_head.position + last_head.batch_length + 12
         total_records = 0
@@ -316,7 +215,7 @@ class Log:
                 _INT32.pack_into(buf, pos + 12, leader_epoch)
                 ts = head.max_timestamp
                 if append_time:
-                    _stamp_log_append_time(batches[i], now)
+                    stamp_log_append_time(batches[i], now)
                     ts = now
                 last = offset + head.last_offset_delta
                 if ts > max_ts:
@@ -336,8 +235,10 @@ class Log:
         the previous (compacted topics: strictly after); the leader epoch cache learns
         each new epoch from the batches.
         """
-        buf = _writable(records)
-        _, heads = self._validate(buf)
+        buf = writable_buffer(records)
+        _, heads = validate_batches(
+            buf, max_message_bytes=self.config.max_message_bytes, where=self.topic_partition
+        )
         gaps = self.config.compacts
         with self._lock:
             self._check_open()
@@ -568,7 +469,7 @@ class Log:
             seg = self._segments[-1]
             seg.make_active()  # writable indexes first, so truncation rewrites the files
             seg.truncate_to(offset)
-            self._leo = next_offset_of(seg)
+            self._leo = seg.read_next_offset()
             self._recovery_point = min(self._recovery_point, self._leo)
             self._log_start_offset = min(self._log_start_offset, self._leo)
             self._epoch_cache.truncate_from_end(self._leo)
@@ -728,10 +629,3 @@ class Log:
                 f"end={self._leo}, segments={len(self._segments)})")
 
 
-
-def next_offset_of(seg: LogSegment) -> int:
-    """The offset after the last batch of ``seg`` (its base offset when empty)."""
-    if seg.size_bytes == 0:
-        return seg.base_offset
-    heads = seg.iter_heads(seg.offset_index.last_entry().position)
-    return heads[-1].last_offset + 1 if heads else seg.base_offset

@@ -18,6 +18,7 @@ import struct
 from dataclasses import dataclass
 
 from protocol.records import StopReason, scan_batches
+from storage.batches import read_header
 from storage.epoch_cache import LeaderEpochCache
 from storage.segment import LogSegment
 
@@ -57,28 +58,31 @@ def _index_window(
     """Index the valid batches of one window; (end position, own stop reason, scan's)."""
     result = scan_batches(window, True, max_batch_bytes=max_batch_bytes)
     base = pos
-    for batch in result.batches:
-        base_offset = batch.base_offset
+    offset = 0  # position inside the window
+    for _ in result.batches:
+        head = read_header(window, offset)
+        base_offset = head.base_offset
         expected = state.expected
         ok = base_offset >= expected if allow_offset_gaps else base_offset == expected
         if not ok:
             return base, f"batch at byte {base} has base offset {base_offset}, expected {expected}", None
-        epoch = batch.partition_leader_epoch
+        epoch = head.partition_leader_epoch
         if epoch < state.last_epoch:
             return base, f"batch at byte {base} has leader epoch {epoch} after {state.last_epoch}", None
-        last_offset = base_offset + batch.last_offset_delta
-        if batch.records_count < 1 or last_offset < base_offset or not segment.can_hold_offset(
+        last_offset = base_offset + head.last_offset_delta
+        if head.records_count < 1 or last_offset < base_offset or not segment.can_hold_offset(
             last_offset
         ):
             return base, f"batch at byte {base} has an impossible offset range", None
-        size_bytes = batch.size_bytes
-        segment.index_batch(base, size_bytes, last_offset, batch.max_timestamp)
+        size_bytes = head.batch_length + 12
+        segment.index_batch(base, size_bytes, last_offset, head.max_timestamp)
         if epoch_cache is not None and epoch != state.last_epoch:
             epoch_cache.assign(epoch, base_offset)
         state.last_epoch = epoch
         state.expected = last_offset + 1
         state.batches += 1
         base += size_bytes
+        offset += size_bytes
     message = result.message or (result.stop_reason.value if result.stop_reason else "")
     return base, message, result.stop_reason
 

@@ -372,6 +372,14 @@ class LogSegment:
             pos += head.size_bytes
         return out
 
+    def read_next_offset(self) -> int:
+        """Kafka's ``readNextOffset``: the offset after the last batch (the base offset when
+        empty), found by walking headers from the last index entry to the end."""
+        if self._size == 0:
+            return self.base_offset
+        heads = self.iter_heads(self.offset_index.last_entry().position)
+        return heads[-1].last_offset + 1 if heads else self.base_offset
+
     def translate_offset(self, offset: int, start_position: int = 0) -> BatchHead | None:
         """The first batch at or after ``start_position`` whose last offset is >= ``offset``
         (the batch that holds ``offset``), found from the offset index; None if none."""

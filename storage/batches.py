@@ -1,0 +1,154 @@
+"""Produce-path checks on incoming batches, and what an append reports.
+
+``validate_batches`` is the only gate between a request's bytes and the log: it runs
+``protocol.records.scan_batches`` (whole batches, magic 2, CRC32C computed in C) and then
+reads each 61-byte header once (one ``struct`` call; layout in ``protocol.records``) to
+check Kafka's per-batch rules without touching records:
+
+- ``max.message.bytes``: a larger batch is MESSAGE_TOO_LARGE (``RecordTooLargeError``);
+- ``recordsCount`` must be >= 1 and equal ``lastOffsetDelta + 1`` (Kafka's
+  "Inconsistent batch offset range"), else CORRUPT_MESSAGE (``InvalidRecordError``);
+- legacy magic 0/1: UNSUPPORTED_FOR_MESSAGE_FORMAT; anything else malformed:
+  CORRUPT_MESSAGE.
+
+Compressed batches are not decompressed (no per-record work on the produce path), so
+inner records are trusted as Kafka's clients wrote them.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from typing import NamedTuple
+
+import crc32c
+
+from protocol.records import ATTR_TIMESTAMP_TYPE, RecordBatch, StopReason, scan_batches
+from storage.errors import (
+    InvalidRecordError,
+    InvalidTimestampError,
+    RecordTooLargeError,
+    UnsupportedMessageFormatError,
+)
+from storage.naming import TopicPartition
+from storage.offsets import LONG_MAX, Offset
+
+_ATTRIBUTES = struct.Struct(">h")
+_INT64 = struct.Struct(">q")
+_UINT32 = struct.Struct(">I")
+# The 61-byte magic-2 batch header (protocol.records documents the layout).
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_LOG_OVERHEAD_BYTES = 12
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class BatchHeader(NamedTuple):
+    """A batch header read in one ``struct`` call, with the batch's position in the buffer."""
+
+    position: int
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+    @property
+    def size_bytes(self) -> int:
+        return self.batch_length + _LOG_OVERHEAD_BYTES
+
+
+class AppendInfo(NamedTuple):
+    """What an append did (Kafka's ``LogAppendInfo``)."""
+
+    first_offset: Offset
+    last_offset: Offset
+    max_timestamp: int
+    offset_of_max_timestamp: Offset
+    log_append_time: int  # -1 unless message.timestamp.type=LogAppendTime
+    log_start_offset: Offset
+    valid_bytes: int
+    batch_count: int
+    records_count: int
+    needs_flush: bool  # flush.messages reached or a segment rolled: call flush() off-loop
+
+
+def read_header(buf: bytes | bytearray | memoryview, position: int) -> BatchHeader:
+    """The header of the batch at ``position`` (one ``struct`` call; no checks)."""
+    return BatchHeader(position, *_HEADER.unpack_from(buf, position))
+
+
+def writable_buffer(records: bytes | bytearray | memoryview) -> bytearray | memoryview:
+    """The buffer to patch: a bytearray or writable memoryview as is, else one copy."""
+    if isinstance(records, bytearray):
+        return records
+    if isinstance(records, memoryview) and not records.readonly:
+        return records
+    return bytearray(records)
+
+
+def validate_batches(
+    buf: bytearray | memoryview, *, max_message_bytes: int, where: TopicPartition
+) -> tuple[list[RecordBatch], list[BatchHeader]]:
+    """The batch views and headers of ``buf``; raises the matching ``StorageError``."""
+    result = scan_batches(buf, True)
+    if result.stop_reason is StopReason.UNSUPPORTED_MAGIC:
+        raise UnsupportedMessageFormatError(f"{where}: {result.message}")
+    if result.stop_reason is not None:
+        raise InvalidRecordError(f"{where}: {result.message}")
+    if not result.batches:
+        raise InvalidRecordError(f"{where}: no record batches")
+    heads: list[BatchHeader] = []
+    pos = 0
+    for _ in result.batches:
+        head = read_header(buf, pos)
+        size = head.batch_length + _LOG_OVERHEAD_BYTES
+        if size > max_message_bytes:
+            raise RecordTooLargeError(
+                f"{where}: batch of {size} bytes is above max.message.bytes {max_message_bytes}"
+            )
+        count = head.records_count
+        if count < 1 or count != head.last_offset_delta + 1:
+            raise InvalidRecordError(
+                f"{where}: batch holds {count} records but its lastOffsetDelta is "
+                f"{head.last_offset_delta}"
+            )
+        heads.append(head)
+        pos += size
+    return result.batches, heads
+
+
+def check_timestamps(
+    heads: list[BatchHeader], now: int, *, before_max_ms: int, after_max_ms: int,
+    where: TopicPartition,
+) -> None:
+    """``message.timestamp.before.max.ms`` / ``after.max.ms`` (CreateTime topics), checked
+    on each batch's base and max timestamps: INVALID_TIMESTAMP when out of range."""
+    if before_max_ms == LONG_MAX and after_max_ms == LONG_MAX:
+        return
+    for head in heads:
+        for ts in (head.base_timestamp, head.max_timestamp):
+            if now - ts > before_max_ms or ts - now > after_max_ms:
+                raise InvalidTimestampError(
+                    f"{where}: timestamp {ts} is out of range (now {now}, "
+                    f"before.max.ms {before_max_ms}, after.max.ms {after_max_ms})"
+                )
+
+
+def stamp_log_append_time(batch: RecordBatch, timestamp_ms: int) -> None:
+    """Kafka's ``setMaxTimestamp(LOG_APPEND_TIME, now)``: timestamp type bit, maxTimestamp,
+    new CRC (attributes @21, maxTimestamp @35, crc @17 over bytes 21..end)."""
+    buf = batch.buffer
+    _ATTRIBUTES.pack_into(buf, 21, batch.attributes | ATTR_TIMESTAMP_TYPE)
+    _INT64.pack_into(buf, 35, timestamp_ms)
+    _UINT32.pack_into(buf, 17, crc32c.crc32c(buf[21:]))
