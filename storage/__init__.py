@@ -1,0 +1,20 @@
+"""The log on disk, in Apache Kafka's own format (segments, indexes, checkpoints).
+
+Modules, one job each:
+
+- ``config``: ``LogConfig``, topic-level settings by Kafka's names and defaults.
+- ``naming``: file and directory names (``<topic>-<partition>``, 20-digit segments).
+- ``index``: mmap'd offset and time indexes.
+- ``segment``: one ``.log`` file with its indexes.
+- ``batches``: produce-path checks on incoming batches; ``AppendInfo``.
+- ``log``: ``Log``, a partition's log (append, read -> FileSlice, roll, truncate).
+- ``recovery``: crash recovery of a segment; ``loader``: opening a partition directory.
+- ``retention``: which segments retention deletes.
+- ``epoch_cache``: the leader epoch cache (``leader-epoch-checkpoint``).
+- ``checkpoints``: Kafka's checkpoint, ``partition.metadata`` and ``meta.properties`` files.
+- ``manager``: ``LogManager``, every log of a log directory.
+- ``dump``: ``minikafka dump-log`` (like ``kafka-dump-log.sh``).
+
+Nothing here imports asyncio: the broker calls cheap methods (append, read) from its
+event loop and blocking ones (flush, retention, recovery, close) from a thread pool.
+"""

@@ -95,7 +95,7 @@ class LogConfig:
     unclean_leader_election_enable: bool = False
     compression_type: str = "producer"
     preallocate: bool = False
-    other: Mapping[str, str] = field(default_factory=dict)
+    other: Mapping[str, str] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         for spec in _SPECS.values():
