@@ -28,11 +28,13 @@ from protocol.errors import ErrorCode
 from protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
 
 _R = ListOffsetsResponse
+LEADER_EPOCH_MIN_VERSION = 4
 
 
 @api(ListOffsetsRequest.API_KEY, min_version=1, max_version=9, request=ListOffsetsRequest)
 async def handle_list_offsets(ctx: RequestContext, request: ListOffsetsRequest) -> HandlerResult:
     rm = ctx.broker.replica_manager
+    with_epoch = ctx.api_version >= LEADER_EPOCH_MIN_VERSION  # not ignorable: only v4+
     try:
         isolation = IsolationLevel(request.isolation_level)
     except ValueError:
@@ -61,7 +63,7 @@ async def handle_list_offsets(ctx: RequestContext, request: ListOffsetsRequest) 
                 )
                 parts.append(_R.ListOffsetsPartitionResponse(
                     partition_index=index, error_code=error, timestamp=timestamp,
-                    offset=offset, leader_epoch=epoch,
+                    offset=offset, leader_epoch=epoch if with_epoch else -1,
                 ))
         topics.append(_R.ListOffsetsTopicResponse(topic.name, parts))
     return Respond(ListOffsetsResponse(throttle_time_ms=0, topics=topics))

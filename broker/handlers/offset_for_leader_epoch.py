@@ -43,6 +43,7 @@ async def handle_offset_for_leader_epoch(
                 continue
             error, epoch, end_offset = partition.last_offset_for_leader_epoch(
                 part.current_leader_epoch, part.leader_epoch)
-            parts.append(_R.EpochEndOffset(error, part.partition, epoch, end_offset))
+            parts.append(_R.EpochEndOffset(error, part.partition,
+                                           epoch if ctx.api_version >= 1 else -1, end_offset))
         topics.append(_R.OffsetForLeaderTopicResult(topic.topic, parts))
     return Respond(OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics))

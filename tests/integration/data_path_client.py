@@ -1,0 +1,110 @@
+"""Raw Produce / Fetch / ListOffsets calls for the data-path tests, over broker.tools.client.
+
+Built on the tools' blocking ``KafkaClient`` (our frames + generated messages, bounded
+timeouts). Record batches are built with protocol.records.build_batch and read back with
+iter_batches / RecordBatch.records, so the tests check the bytes a client would see.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from broker.tools.client import AdminClient, KafkaClient
+from protocol.fileslice import FileSlice
+from protocol.messages.fetch import FetchRequest, FetchResponse
+from protocol.messages.init_producer_id import InitProducerIdRequest
+from protocol.messages.list_offsets import ListOffsetsRequest
+from protocol.messages.produce import ProduceRequest, ProduceResponse
+from protocol.records import NewRecord, Record, build_batch, iter_batches
+
+EARLIEST = -2
+LATEST = -1
+MAX_TIMESTAMP = -3
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1,
+                 configs: dict[str, str] | None = None) -> uuid.UUID:
+    with AdminClient(bootstrap, timeout_ms=10_000) as admin:
+        admin.create_topic(name, partitions, 1, configs or {})
+        (meta,) = admin.describe_topics([name])
+        return meta.topic_id
+
+
+def batch(values: list[bytes | None], *, key: bytes | None = b"k", producer_id: int = -1,
+          producer_epoch: int = -1, base_sequence: int = -1, timestamp_ms: int | None = None) -> bytes:
+    return build_batch([NewRecord(key, v, (), timestamp_ms) for v in values],
+                       producer_id=producer_id, producer_epoch=producer_epoch,
+                       base_sequence=base_sequence)
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceResult:
+    error_code: int
+    base_offset: int
+    log_start_offset: int
+    log_append_time_ms: int
+    error_message: str | None
+
+
+def produce(client: KafkaClient, topic: str, partition: int, records: bytes | None, *,
+            acks: int = -1, timeout_ms: int = 5000, version: int | None = None) -> ProduceResult:
+    v = client.version_for(ProduceRequest) if version is None else version
+    req = ProduceRequest(
+        transactional_id=None, acks=acks, timeout_ms=timeout_ms,
+        topic_data=[ProduceRequest.TopicProduceData(
+            topic, [ProduceRequest.PartitionProduceData(partition, records)])],
+    )
+    resp: ProduceResponse = client.send(req, v)
+    (t,) = resp.responses
+    (p,) = t.partition_responses
+    return ProduceResult(p.error_code, p.base_offset, p.log_start_offset, p.log_append_time_ms,
+                         p.error_message)
+
+
+def fetch(client: KafkaClient, topic: str, partition: int, offset: int, *,
+          max_wait_ms: int = 0, min_bytes: int = 1, max_bytes: int = 50 * 1024 * 1024,
+          partition_max_bytes: int = 1024 * 1024, session_id: int = 0, session_epoch: int = -1,
+          version: int = 12, isolation_level: int = 0) -> FetchResponse:
+    req = FetchRequest(
+        replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
+        isolation_level=isolation_level, session_id=session_id, session_epoch=session_epoch,
+        topics=[FetchRequest.FetchTopic(topic=topic, partitions=[FetchRequest.FetchPartition(
+            partition=partition, fetch_offset=offset, partition_max_bytes=partition_max_bytes)])],
+    )
+    resp: FetchResponse = client.send(req, version)
+    return resp
+
+
+RecordsField = bytes | bytearray | memoryview | FileSlice | None
+
+
+def raw(data: RecordsField) -> bytes:
+    """The bytes of a decoded records field (None -> b"")."""
+    if data is None:
+        return b""
+    if isinstance(data, FileSlice):
+        return data.read_bytes()
+    return bytes(data)
+
+
+def records_of(data: RecordsField) -> list[Record]:
+    return [r for b in iter_batches(raw(data)) for r in b.records()]
+
+
+def list_offset(client: KafkaClient, topic: str, partition: int, timestamp: int,
+                version: int | None = None) -> tuple[int, int, int, int]:
+    """(error, timestamp, offset, leader_epoch)."""
+    v = client.version_for(ListOffsetsRequest) if version is None else version
+    req = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
+        ListOffsetsRequest.ListOffsetsTopic(topic, [
+            ListOffsetsRequest.ListOffsetsPartition(partition, -1, timestamp)])])
+    resp = client.send(req, v)
+    p = resp.topics[0].partitions[0]
+    return p.error_code, p.timestamp, p.offset, p.leader_epoch
+
+
+def init_producer_id(client: KafkaClient) -> tuple[int, int, int]:
+    resp = client.send(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000),
+                       client.version_for(InitProducerIdRequest))
+    return resp.error_code, resp.producer_id, resp.producer_epoch
