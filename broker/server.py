@@ -215,3 +215,7 @@ def run_broker(config: BrokerConfig) -> int:
         log.error("Start-up failed: %s", exc)
         print(f"minikafka: error: {exc}", file=sys.stderr)
         return 1
+    except TimeoutError:
+        log.error("Shutdown did not finish within %.0f s; the next start recovers the logs",
+                  SHUTDOWN_TIMEOUT_S)
+        return 1

@@ -111,6 +111,10 @@ class RequestChannel:
             request = await self.queue.get()
             try:
                 self._dispatch(request)
+            except Exception:  # a bug in dispatch: this request's connection closes, the worker lives
+                log.exception("Dispatch of api key %d failed; closing connection %s",
+                              request.header.api_key, request.connection_id)
+                request.finish(CloseConnection("dispatch error"))
             finally:
                 self.queue.task_done()
 
