@@ -174,8 +174,13 @@ def _row(cols: Sequence[object], widths: Sequence[int]) -> str:
     return " ".join(str(c).ljust(w) for c, w in zip(cols, widths, strict=True)).rstrip()
 
 
-def _table(header: Sequence[str], rows: list[Sequence[object]], out: TextIO) -> None:
-    widths = [max([len(h)] + [len(str(r[i])) for r in rows]) for i, h in enumerate(header)]
+def _table(
+    header: Sequence[str], rows: list[Sequence[object]], out: TextIO, min_widths: Sequence[int]
+) -> None:
+    """Kafka's layout: left-aligned columns, each as wide as its widest cell or its minimum."""
+    widths = [
+        max([min_widths[i], len(h)] + [len(str(r[i])) for r in rows]) for i, h in enumerate(header)
+    ]
     print(file=out)
     print(_row(header, widths), file=out)
     for r in rows:
@@ -211,7 +216,7 @@ def describe_offsets(client: GroupAdminClient, group_id: str, out: TextIO) -> in
             rows.append([group_id, "-", "-", "-", "-", "-", member.member_id, member.host,
                          member.client_id])
     _table(["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
-            "CONSUMER-ID", "HOST", "CLIENT-ID"], rows, out)
+            "CONSUMER-ID", "HOST", "CLIENT-ID"], rows, out, [15, 15, 10, 15, 15, 15, 15, 15, 0])
     return 0
 
 
@@ -224,14 +229,15 @@ def describe_members(client: GroupAdminClient, group_id: str, out: TextIO) -> in
         [group_id, m.member_id, m.group_instance_id or "-", m.host, m.client_id, len(m.assignment)]
         for m in desc.members
     ]
-    _table(["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS"], rows, out)
+    _table(["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS"], rows, out,
+           [15, 15, 17, 15, 15, 0])
     return 0
 
 
 def describe_state(client: GroupAdminClient, group_id: str, out: TextIO) -> int:
     desc = client.describe_group(group_id)
     rows: list[Sequence[object]] = [[group_id, desc.protocol or "-", desc.state, len(desc.members)]]
-    _table(["GROUP", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"], rows, out)
+    _table(["GROUP", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"], rows, out, [15, 19, 15, 0])
     return 0
 
 
@@ -293,7 +299,7 @@ def reset_offsets(client: GroupAdminClient, args: argparse.Namespace, out: TextI
     if args.execute:
         client.commit_offsets(group_id, targets)
     rows: list[Sequence[object]] = [[group_id, t, p, targets[(t, p)]] for t, p in sorted(targets)]
-    _table(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], rows, out)
+    _table(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], rows, out, [30, 30, 10, 0])
     return 0
 
 
