@@ -10,6 +10,7 @@ import pytest
 
 from broker.tools.client import AdminClient, KafkaClient
 from protocol.errors import ErrorCode
+from protocol.messages.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
 from tests.integration.data_path_client import batch, produce
 
 pytestmark = pytest.mark.timeout(60)
@@ -28,6 +29,16 @@ def test_max_message_bytes_applies_to_the_live_log(module_broker: Any) -> None:
 
         admin.alter_topic_configs("live-cfg", {}, ["max.message.bytes"])
         assert produce(client, "live-cfg", 0, big).error_code == ErrorCode.NO_ERROR
+
+        # DescribeLogDirs reports the bytes of the partition's segments
+        dirs: DescribeLogDirsResponse = client.send(DescribeLogDirsRequest(topics=[
+            DescribeLogDirsRequest.DescribableLogDirTopic(topic="live-cfg", partitions=[0])]), 4)
+    (result,) = dirs.results
+    (topic,) = result.topics
+    (partition,) = topic.partitions
+    on_disk = sum(f.stat().st_size for f in (module_broker.log_dir / "live-cfg-0").glob("*.log"))
+    assert partition.partition_size == on_disk > 2 * 3000  # two big batches were accepted
+    assert result.total_bytes > 0 and 0 <= result.usable_bytes <= result.total_bytes
 
 
 def test_deleted_topic_is_unknown_to_produce(module_broker: Any) -> None:

@@ -10,6 +10,8 @@ import pytest
 
 from broker.tools.client import AdminClient, KafkaClient
 from protocol.errors import ErrorCode
+from protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
 from protocol.messages.metadata import MetadataRequest, MetadataResponse
 
 pytestmark = pytest.mark.timeout(90)
@@ -60,7 +62,7 @@ def test_auto_create_disabled(broker_factory: Any) -> None:
     assert _metadata(broker.bootstrap, None).topics == []
 
 
-def test_lookup_by_topic_id_and_old_versions(broker: Any) -> None:
+def test_lookup_and_delete_by_topic_id_and_old_versions(broker: Any) -> None:
     with AdminClient(broker.bootstrap, timeout_ms=10_000) as admin:
         admin.create_topic("by-id", 2, 1, {})
         (meta,) = admin.describe_topics(["by-id"])
@@ -73,6 +75,40 @@ def test_lookup_by_topic_id_and_old_versions(broker: Any) -> None:
         old = _metadata(broker.bootstrap, ["by-id"], version=version)
         (topic,) = old.topics
         assert topic.error_code == 0 and len(topic.partitions) == 2, version
+
+    state = DeleteTopicsRequest.DeleteTopicState
+    with KafkaClient(broker.bootstrap, timeout_ms=10_000) as client:
+        deleted: DeleteTopicsResponse = client.send(DeleteTopicsRequest(topics=[
+            state(name=None, topic_id=meta.topic_id), state(name=None, topic_id=missing),
+            state(name="by-id", topic_id=meta.topic_id)], timeout_ms=5000), 6)
+    assert [(r.name, r.topic_id, r.error_code) for r in deleted.responses] == [
+        ("by-id", meta.topic_id, ErrorCode.NO_ERROR),
+        (None, missing, ErrorCode.UNKNOWN_TOPIC_ID),
+        ("by-id", meta.topic_id, ErrorCode.INVALID_REQUEST)]
+    assert _metadata(broker.bootstrap, None).topics == []
+
+
+def test_describe_configs_wire_fields(broker: Any) -> None:
+    with AdminClient(broker.bootstrap, timeout_ms=10_000) as admin:
+        admin.create_topic("wire", 1, 1, {"cleanup.policy": "compact"})
+    resource = DescribeConfigsRequest.DescribeConfigsResource
+    with KafkaClient(broker.bootstrap, timeout_ms=10_000) as client:
+        response: DescribeConfigsResponse = client.send(DescribeConfigsRequest(
+            resources=[resource(resource_type=2, resource_name="wire",
+                                configuration_keys=["cleanup.policy", "segment.bytes", "nope"]),
+                       resource(resource_type=2, resource_name="absent", configuration_keys=None),
+                       resource(resource_type=4, resource_name="7", configuration_keys=None)],
+            include_synonyms=False, include_documentation=True), 4)
+    wire, absent, other_broker = response.results
+    by_name = {c.name: c for c in wire.configs}
+    assert sorted(by_name) == ["cleanup.policy", "segment.bytes"]
+    policy = by_name["cleanup.policy"]
+    assert (policy.value, policy.config_source, policy.config_type, policy.read_only) == (
+        "compact", 1, 7, False)  # DYNAMIC_TOPIC_CONFIG, LIST
+    assert policy.documentation is None and policy.synonyms == []
+    assert by_name["segment.bytes"].config_type == 3  # INT
+    assert absent.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert other_broker.error_code == ErrorCode.INVALID_REQUEST
 
 
 def test_topics_and_configs_survive_sigterm_and_kill9(broker: Any) -> None:
