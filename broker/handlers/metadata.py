@@ -67,7 +67,9 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Hand
     seen_ids: set[uuid.UUID] = set()
     for wanted in request.topics:
         if (wanted.name is None or wanted.topic_id != _ZERO_UUID) and ctx.api_version < 12:
-            response.topics.append(_error(ErrorCode.INVALID_REQUEST, wanted.name, wanted.topic_id))
+            # names are not nullable in the answer before v12
+            response.topics.append(
+                _error(ErrorCode.INVALID_REQUEST, wanted.name or "", wanted.topic_id))
             continue
         if wanted.name is None:
             if wanted.topic_id in seen_ids:

@@ -122,6 +122,9 @@ class KafkaClient:
         except ProtocolError as exc:
             self.close()
             raise ClientError("CORRUPT_MESSAGE", f"Bad response: {exc}") from None
+        except OSError as exc:
+            self.close()
+            raise ClientError("NETWORK_EXCEPTION", f"Connection to the broker failed: {exc}") from None
         if got != correlation_id:
             self.close()
             raise ClientError(
