@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -25,9 +24,9 @@ PER_PARTITION = 50
 REBALANCE_S = 30.0
 
 
-@pytest.fixture
-def group_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    proc = start_group_broker(tmp_path)
+@pytest.fixture(scope="module")
+def group_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    proc = start_group_broker(tmp_path_factory.mktemp("groups-kafka-python"))
     try:
         yield proc
     finally:
@@ -84,14 +83,15 @@ def test_three_consumers_share_partitions_through_join_leave_and_crash(group_bro
 @pytest.mark.timeout(180)
 def test_restarted_consumer_resumes_from_committed_offsets(group_broker: BrokerProcess) -> None:
     bootstrap = group_broker.bootstrap
-    create_topic(bootstrap, TOPIC, PARTITIONS)
-    first = produce(bootstrap, TOPIC, PARTITIONS, 20, "before")
-    a = ConsumerProcess(bootstrap, TOPIC, "resume", "a")
+    topic = "resume-topic"
+    create_topic(bootstrap, topic, PARTITIONS)
+    first = produce(bootstrap, topic, PARTITIONS, 20, "before")
+    a = ConsumerProcess(bootstrap, topic, "resume", "a")
     try:
         wait_consumed([a], first, "first run")
         assert a.stop() == 0
-        later = produce(bootstrap, TOPIC, PARTITIONS, 20, "after")
-        b = ConsumerProcess(bootstrap, TOPIC, "resume", "b")
+        later = produce(bootstrap, topic, PARTITIONS, 20, "after")
+        b = ConsumerProcess(bootstrap, topic, "resume", "b")
         try:
             wait_consumed([b], later, "second run")
             # auto_offset_reset=earliest: only committed offsets keep b from re-reading "before"

@@ -300,51 +300,61 @@ def test_list_groups_filters(gbroker: BrokerProcess) -> None:
         assert call(c, ListGroupsRequest(types_filter=["consumer"]), 5).groups == []
 
 
+def make_durable_group(bootstrap: str, group: str) -> tuple[str, int, bytes]:
+    """A static member in a Stable group with committed offsets; (member id, generation, assignment)."""
+    with RawClient(bootstrap) as c:
+        joined = join_member(c, 9, group, instance="static-1")
+        me, gen = joined.member_id, joined.generation_id
+        mine = assignment(TOPIC, [0, 1, 2])
+        call(c, SyncGroupRequest(group_id=group, generation_id=gen, member_id=me, group_instance_id="static-1",
+                                 protocol_type="consumer", protocol_name="range",
+                                 assignments=[SyncGroupRequest.SyncGroupRequestAssignment(me, mine)]), 5)
+        commit = call(c, OffsetCommitRequest(
+            group_id=group, generation_id_or_member_epoch=gen, member_id=me, group_instance_id="static-1",
+            topics=[OffsetCommitRequest.OffsetCommitRequestTopic(TOPIC, [
+                OffsetCommitRequest.OffsetCommitRequestPartition(
+                    partition_index=p, committed_offset=40 + p, committed_leader_epoch=0,
+                    committed_metadata=f"meta-{p}") for p in range(3)])]), 9)
+        assert all(p.error_code == 0 for p in commit.topics[0].partitions)
+        call(c, OffsetCommitRequest(group_id=f"{group}-standalone", topics=[OffsetCommitRequest.OffsetCommitRequestTopic(
+            TOPIC, [OffsetCommitRequest.OffsetCommitRequestPartition(partition_index=2, committed_offset=77)])]), 9)
+    return me, gen, mine
+
+
+def check_durable_group(bootstrap: str, group: str, me: str, gen: int, mine: bytes) -> None:
+    with RawClient(bootstrap) as c:
+        coordinator = call(c, FindCoordinatorRequest(key=group), 3)
+        assert coordinator.error_code == 0
+        # the member carries on with its id and generation: no rebalance was needed
+        hb = call(c, HeartbeatRequest(group_id=group, generation_id=gen, member_id=me,
+                                      group_instance_id="static-1"), 4)
+        assert hb.error_code == 0
+        described = call(c, DescribeGroupsRequest(groups=[group]), 5).groups[0]
+        assert described.group_state == "Stable"
+        assert [(m.member_id, m.group_instance_id, m.member_assignment) for m in described.members] == [
+            (me, "static-1", mine)]
+        assert fetch(c, 9, group, [0, 1, 2]) == {p: (40 + p, 0, f"meta-{p}", 0) for p in range(3)}
+        assert fetch(c, 9, f"{group}-standalone", [2])[2][0] == 77
+        sync = call(c, SyncGroupRequest(group_id=group, generation_id=gen, member_id=me, group_instance_id="static-1",
+                                        protocol_type="consumer", protocol_name="range"), 5)
+        assert sync.error_code == 0 and sync.assignment == mine
+
+
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("how", ["sigterm", "kill9"])
-def test_groups_and_offsets_survive_broker_restart(tmp_path: Path, how: str) -> None:
+def test_groups_and_offsets_survive_sigterm_and_kill9_restarts(tmp_path: Path) -> None:
     proc = start_group_broker(tmp_path)
     try:
         create_topic(proc.bootstrap, TOPIC, 3)
-        group = f"durable-{how}"
-        with RawClient(proc.bootstrap) as c:
-            joined = join_member(c, 9, group, instance="static-1")
-            me, gen = joined.member_id, joined.generation_id
-            mine = assignment(TOPIC, [0, 1, 2])
-            call(c, SyncGroupRequest(group_id=group, generation_id=gen, member_id=me, group_instance_id="static-1",
-                                     protocol_type="consumer", protocol_name="range",
-                                     assignments=[SyncGroupRequest.SyncGroupRequestAssignment(me, mine)]), 5)
-            commit = call(c, OffsetCommitRequest(
-                group_id=group, generation_id_or_member_epoch=gen, member_id=me, group_instance_id="static-1",
-                topics=[OffsetCommitRequest.OffsetCommitRequestTopic(TOPIC, [
-                    OffsetCommitRequest.OffsetCommitRequestPartition(
-                        partition_index=p, committed_offset=40 + p, committed_leader_epoch=0,
-                        committed_metadata=f"meta-{p}") for p in range(3)])]), 9)
-            assert all(p.error_code == 0 for p in commit.topics[0].partitions)
-            call(c, OffsetCommitRequest(group_id="standalone", topics=[OffsetCommitRequest.OffsetCommitRequestTopic(
-                TOPIC, [OffsetCommitRequest.OffsetCommitRequestPartition(partition_index=2, committed_offset=77)])]), 9)
-        if how == "sigterm":
-            proc.restart()
-        else:
-            proc.kill9_and_restart()
-        with RawClient(proc.bootstrap) as c:
-            coordinator = call(c, FindCoordinatorRequest(key=group), 3)
-            assert coordinator.error_code == 0
-            # the member carries on with its id and generation: no rebalance was needed
-            hb = call(c, HeartbeatRequest(group_id=group, generation_id=gen, member_id=me,
-                                          group_instance_id="static-1"), 4)
-            assert hb.error_code == 0
-            described = call(c, DescribeGroupsRequest(groups=[group]), 5).groups[0]
-            assert described.group_state == "Stable"
-            assert [(m.member_id, m.group_instance_id, m.member_assignment) for m in described.members] == [
-                (me, "static-1", mine)]
-            assert fetch(c, 9, group, [0, 1, 2]) == {p: (40 + p, 0, f"meta-{p}", 0) for p in range(3)}
-            assert fetch(c, 9, "standalone", [2])[2][0] == 77
-            sync = call(c, SyncGroupRequest(group_id=group, generation_id=gen, member_id=me, group_instance_id="static-1",
-                                            protocol_type="consumer", protocol_name="range"), 5)
-            assert sync.error_code == 0 and sync.assignment == mine
-        # the records are in the group's own __consumer_offsets partition
-        dirs = list(proc.log_dir.rglob(f"__consumer_offsets-{partition_for(group, 50)}"))
-        assert sum(f.stat().st_size for d in dirs for f in d.glob("*.log")) > 0
+        first = make_durable_group(proc.bootstrap, "durable-sigterm")
+        proc.restart()
+        check_durable_group(proc.bootstrap, "durable-sigterm", *first)
+        second = make_durable_group(proc.bootstrap, "durable-kill9")
+        proc.kill9_and_restart()
+        check_durable_group(proc.bootstrap, "durable-kill9", *second)
+        check_durable_group(proc.bootstrap, "durable-sigterm", *first)
+        # the records are in each group's own __consumer_offsets partition
+        for group in ("durable-sigterm", "durable-kill9"):
+            dirs = list(proc.log_dir.rglob(f"__consumer_offsets-{partition_for(group, 50)}"))
+            assert sum(f.stat().st_size for d in dirs for f in d.glob("*.log")) > 0
     finally:
         proc.stop()
