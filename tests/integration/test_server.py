@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from broker.config import BrokerConfig, ConfigError
+from broker.topics import TopicRegistry
 from protocol.frames import RequestHeader, decode_response, encode_request
 from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from tests.integration.broker_process import REPO_ROOT, BrokerProcess, BrokerStartError
@@ -192,3 +193,17 @@ def test_periodic_checkpoints_while_running(broker_factory: Callable[..., Broker
     assert checkpoint.exists(), "no checkpoint written by the periodic job"
     assert checkpoint.read_text().splitlines()[:2] == ["0", "0"]  # version 0, no partitions
     assert proc.is_running()
+
+
+def test_dump_log_and_topics_subcommands_are_wired(tmp_path: Path) -> None:
+    proc = BrokerProcess(tmp_path)
+    proc.log_dir.mkdir(parents=True)
+    TopicRegistry.load(proc.log_dir).create("wired", 1, 1, {})
+    with proc:
+        listed = run_cli("topics", "--bootstrap-server", proc.bootstrap, "--list")
+        assert listed.returncode == 0, listed.stderr
+        assert listed.stdout.split() == ["wired"]
+    segment = proc.log_dir / "wired-0" / "00000000000000000000.log"
+    dumped = run_cli("dump-log", str(segment))
+    assert dumped.returncode == 0, dumped.stderr
+    assert f"Dumping {segment}" in dumped.stdout and "Log starting offset: 0" in dumped.stdout
