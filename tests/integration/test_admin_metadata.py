@@ -7,6 +7,7 @@ import uuid
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 
 from broker.tools.client import AdminClient, KafkaClient
 from protocol.errors import ErrorCode
@@ -54,11 +55,28 @@ def test_auto_create_uses_broker_defaults(broker_factory: Any) -> None:
     everything = _metadata(broker.bootstrap, None)
     assert [t.name for t in everything.topics] == ["auto-a"]
 
+    # a stock producer's first send creates its topic (librdkafka asks Metadata to)
+    deliveries = _produce_with_librdkafka(broker.bootstrap, "auto-p")
+    assert [error for error, _ in deliveries] == [None, None]
+    assert "auto-p" in [t.name for t in _metadata(broker.bootstrap, None).topics]
+
+
+def _produce_with_librdkafka(bootstrap: str, topic: str) -> list[tuple[Any, int | None]]:
+    producer = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 4000})
+    deliveries: list[tuple[Any, int | None]] = []
+    for value in (b"a", b"b"):
+        producer.produce(topic, value=value,
+                         on_delivery=lambda err, msg: deliveries.append((err, msg.offset())))
+    producer.flush(15)
+    return deliveries
+
 
 def test_auto_create_disabled(broker_factory: Any) -> None:
     broker = broker_factory(auto_create_topics_enable="false")
     response = _metadata(broker.bootstrap, ["never-made"])
     assert response.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    deliveries = _produce_with_librdkafka(broker.bootstrap, "never-made")
+    assert len(deliveries) == 2 and all(error is not None for error, _ in deliveries)
     assert _metadata(broker.bootstrap, None).topics == []
 
 
