@@ -113,6 +113,7 @@ class Partition:
         self.isr: set[int] = {broker_id}
         self.follower_leos: dict[int, int] = {}
         self.needs_flush = False  # the log asked for a flush (flush.messages, roll)
+        self.snapshot_due = False  # a segment rolled since the last producer snapshot
         self.producer_state = ProducerStateManager(plog.dir, f"{topic}-{partition}")
         self._high_watermark = Offset(
             min(max(high_watermark, plog.log_start_offset), plog.log_end_offset)
@@ -195,6 +196,7 @@ class Partition:
                          duplicate.last_seq, duplicate.first_offset, duplicate.last_offset)
                 return AppendResult(ErrorCode.NO_ERROR, duplicate.first_offset,
                                     duplicate.last_offset, -1, start)
+            active_base = self.log.active_segment.base_offset
             info = self.log.append(batch.buffer, self.leader_epoch, now_ms=now_ms)
         except RecordValidationError as exc:
             log.info("%s-%d: produce refused (%s): %s", self.topic, self.partition,
@@ -219,6 +221,8 @@ class Partition:
                 info.first_offset, info.last_offset, info.max_timestamp)
         if info.needs_flush:
             self.needs_flush = True
+        if self.log.active_segment.base_offset != active_base:
+            self.snapshot_due = True  # a segment rolled: snapshot the producer state
         self.maybe_increment_high_watermark()
         return AppendResult(ErrorCode.NO_ERROR, info.first_offset, info.last_offset,
                             info.log_append_time, info.log_start_offset)

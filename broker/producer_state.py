@@ -324,9 +324,18 @@ class ProducerStateManager:
 
     def take_snapshot(self, log_end_offset: int) -> Path:
         """Write ``<log_end_offset>.snapshot`` atomically; keep the two newest. Blocking IO."""
+        return self.write_snapshot(log_end_offset, self.snapshot_bytes())
+
+    def snapshot_bytes(self) -> bytes:
+        """The current state encoded (cheap, in memory: on the event loop)."""
+        return encode_snapshot(self.producers.values())
+
+    def write_snapshot(self, log_end_offset: int, data: bytes) -> Path:
+        """Write encoded state as ``<log_end_offset>.snapshot`` (blocking: a thread pool);
+        one writer per partition at a time."""
         path = snapshot_path(self.partition_dir, log_end_offset)
-        _write_file_atomically(path, encode_snapshot(self.producers.values()))
-        self.snapshot_offset = log_end_offset
+        _write_file_atomically(path, data)
+        self.snapshot_offset = max(self.snapshot_offset, log_end_offset)
         snapshots = list_snapshots(self.partition_dir)
         for offset, old in snapshots[:-SNAPSHOTS_TO_KEEP]:
             if offset != log_end_offset:

@@ -182,18 +182,32 @@ class ReplicaManager:
         return results
 
     def _maybe_flush(self, p: Partition) -> None:
-        """The log asked for an fsync (flush.messages reached, or a roll): run it in the
-        default thread pool, at most one per partition at a time."""
-        if not p.needs_flush or p in self._flushing:
+        """Background disk work after an append, in the default thread pool, at most one
+        job per partition at a time: the fsync the log asked for (flush.messages reached,
+        or a roll) and, after a roll, a producer-state snapshot (encoded here, on the
+        loop, so the thread never reads state the loop is changing)."""
+        if not (p.needs_flush or p.snapshot_due) or p in self._flushing:
             return
-        p.needs_flush = False
+        flush, p.needs_flush = p.needs_flush, False
+        snapshot: tuple[int, bytes] | None = None
+        if p.snapshot_due:
+            p.snapshot_due = False
+            snapshot = (p.log_end_offset, p.producer_state.snapshot_bytes())
         self._flushing.add(p)
-        future = asyncio.get_running_loop().run_in_executor(None, p.log.flush)
+
+        def work() -> None:
+            if flush:
+                p.log.flush()
+            if snapshot is not None:
+                p.producer_state.write_snapshot(*snapshot)
+
+        future = asyncio.get_running_loop().run_in_executor(None, work)
 
         def done(f: asyncio.Future[None]) -> None:
             self._flushing.discard(p)
             if not f.cancelled() and f.exception() is not None:
-                log.error("%s-%d: flush failed: %s", p.topic, p.partition, f.exception())
+                log.error("%s-%d: background flush/snapshot failed: %s", p.topic, p.partition,
+                          f.exception())
 
         future.add_done_callback(done)
 

@@ -7,8 +7,9 @@ Behavior:
   for consumers (replica id -1) with READ_UNCOMMITTED, the last stable offset (= HW, no
   transactions) with READ_COMMITTED, the log end offset for followers (replica id >= 0).
 - Limits (KIP-74): partitions in request order, each up to partition_max_bytes and what is
-  left of max_bytes; the first partition with data returns at least one whole batch even
-  when it is larger than both limits, so a consumer never stalls.
+  left of max_bytes (capped by the broker's fetch.max.bytes, 55 MiB); the first partition
+  with data returns at least one whole batch even when it is larger than both limits, so a
+  consumer never stalls.
 - Long poll: when fewer than min_bytes are available and max_wait_ms > 0, the request waits
   in the fetch purgatory and is answered as soon as an append brings min_bytes (or a
   partition errors), else after max_wait_ms with whatever there is.
@@ -98,11 +99,14 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> HandlerRes
         slots.append(len(statuses))
         statuses.append(FetchPartitionStatus(cached.topic, cached.partition, cached.fetch_offset,
                                              cached.max_bytes, cached.current_leader_epoch))
+    # Kafka: the response limit is also capped by the broker's fetch.max.bytes, and
+    # min_bytes by that limit.
+    max_bytes = max(0, min(request.max_bytes, ctx.broker.config.get_int("fetch.max.bytes")))
     params = FetchParams(
         replica_id=replica_id,
         max_wait_ms=min(max(0, request.max_wait_ms), MAX_WAIT_CAP_MS),
-        min_bytes=max(0, request.min_bytes),
-        max_bytes=max(0, request.max_bytes),
+        min_bytes=max(0, min(request.min_bytes, max_bytes)),
+        max_bytes=max_bytes,
         isolation=isolation,
     )
     results = await rm.fetch_messages(params, statuses)

@@ -148,3 +148,26 @@ async def test_delete_records_and_list_offsets(tmp_path: Path) -> None:
     (r,) = await rm.fetch_messages(params(), [status(3)])
     assert r.error == ErrorCode.OFFSET_OUT_OF_RANGE and r.log_start_offset == 7
     close_rm(rm)
+
+
+async def test_snapshot_on_roll_bounds_replay_after_crash(tmp_path: Path) -> None:
+    lm = LogManager(tmp_path)
+    lm.startup()
+    rm = ReplicaManager(lm, broker_id=0)
+    rm.ensure_partition("t", 0, TID, LogConfig(segment_bytes=2048))
+    for seq in range(0, 40, 2):
+        assert (await append(rm, data(2, pid=5, seq=seq, size=100)))[0] == 0
+    deadline = time.monotonic() + 5
+    while not list((tmp_path / "t-0").glob("*.snapshot")):
+        assert time.monotonic() < deadline, "no snapshot after segment rolls"
+        await asyncio.sleep(0.02)
+    await asyncio.sleep(0.1)  # let the last background write finish
+    lm.abandon()  # crash: no shutdown snapshot
+    lm = LogManager(tmp_path)
+    lm.startup()
+    rm = ReplicaManager(lm, broker_id=0)
+    p = rm.ensure_partition("t", 0, TID, LogConfig(segment_bytes=2048))
+    assert 0 < p.producer_state.snapshot_offset < 40
+    assert await append(rm, data(2, pid=5, seq=38, size=100)) == (0, 38)  # duplicate found
+    assert await append(rm, data(2, pid=5, seq=40, size=100)) == (0, 40)
+    close_rm(rm)
