@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import enum
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 LONG_MAX = 2**63 - 1
+_INTEGER = re.compile(r"[+-]?[0-9]+")
 INT_MAX = 2**31 - 1
 
 
@@ -229,14 +231,21 @@ def parse(definition: TopicConfigDef, raw: str) -> ConfigValue:
                 raise ValueError("Expected value to be either true or false")
             return text.lower() == "true"
         if t in (ConfigType.INT, ConfigType.LONG, ConfigType.SHORT):
+            if not _INTEGER.fullmatch(text):
+                raise ValueError(f"Not a number of type {t.name}")
             number = int(text, 10)
             limit = INT_MAX if t is ConfigType.INT else (2**15 - 1 if t is ConfigType.SHORT else LONG_MAX)
             if not -limit - 1 <= number <= limit:
                 raise ValueError(f"Not a number of type {t.name}")
             return number
         if t is ConfigType.DOUBLE:
-            real = float(text)
-            if math.isnan(real):
+            try:
+                if "_" in text:  # Python accepts 1_0.5, Java's Double.parseDouble does not
+                    raise ValueError
+                real = float(text)
+            except ValueError:
+                raise ValueError("Not a number of type DOUBLE") from None
+            if math.isnan(real) or math.isinf(real):
                 raise ValueError("Not a number of type DOUBLE")
             return real
         if t is ConfigType.LIST:

@@ -173,3 +173,16 @@ def test_log_config_layers_topic_over_broker_over_default(tmp_path: Path) -> Non
     resolve = log_config_resolver(config, reg)
     assert resolve("tuned") == b
     assert resolve("unregistered").retention_ms == 7_200_000
+
+
+def test_bad_values_get_kafka_messages() -> None:
+    for name, raw, message in [
+        ("segment.ms", "abc", "Invalid value abc for configuration segment.ms: Not a number of type LONG"),
+        ("segment.bytes", "1_000", "Not a number of type INT"),
+        ("min.cleanable.dirty.ratio", "half", "Not a number of type DOUBLE"),
+        ("min.cleanable.dirty.ratio", "inf", "Not a number of type DOUBLE"),
+        ("preallocate", "yes", "Expected value to be either true or false"),
+        ("retention.ms", "-5", "Value must be at least -1"),
+    ]:
+        with pytest.raises(TopicConfigError, match=message):
+            topic_config.validate(name, raw)
