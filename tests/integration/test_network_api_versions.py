@@ -3,6 +3,7 @@ a too-new version, and the same exchange encoded/decoded by kafka-python's own c
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import struct
@@ -130,3 +131,16 @@ def test_librdkafka_reads_our_api_versions(broker_factory: Callable[..., BrokerP
     got = sorted((int(m[1]), int(m[2]), int(m[3])) for x in lines if (m := pattern.search(x)))
     assert got == expected_ranges()
     assert re.search(r"client software apiversions-test \S+-rdkafka-", proc.stderr_text())
+
+
+async def test_aiokafka_connection_reads_our_api_versions(module_broker: BrokerProcess) -> None:
+    """aiokafka's connection set-up (ApiVersions, its own codec) records exactly our ranges."""
+    from aiokafka.conn import create_conn
+
+    async with asyncio.timeout(20):
+        conn = await create_conn(module_broker.host, module_broker.port)
+    try:
+        got = sorted((key, low, high) for key, (low, high) in conn._versions.items())
+        assert got == expected_ranges()
+    finally:
+        conn.close()
