@@ -58,10 +58,9 @@ def _tidy(directory: Path) -> list[int]:
     indexes: list[tuple[int, Path]] = []
     for entry in os.scandir(directory):
         name = entry.name
-        path = Path(entry.path)
         if name.endswith(_LEFTOVER_SUFFIXES):
             log.warning("%s: removing leftover file %s", directory, name)
-            path.unlink(missing_ok=True)
+            Path(entry.path).unlink(missing_ok=True)
             continue
         parsed = parse_segment_file(name)
         if parsed is None:
@@ -77,9 +76,9 @@ def _tidy(directory: Path) -> list[int]:
             if size % entry_size:
                 log.warning("%s: removing %s: size %d is not a multiple of %d (it is rebuilt)",
                             directory, name, size, entry_size)
-                path.unlink(missing_ok=True)
+                os.unlink(entry.path)
                 continue
-            indexes.append((base, path))
+            indexes.append((base, Path(entry.path)))
         elif suffix not in (SNAPSHOT_SUFFIX, TXN_INDEX_SUFFIX):
             log.warning("%s: ignoring stray file %s", directory, name)
     for base, path in indexes:

@@ -45,6 +45,7 @@ from storage.batches import (
     validate_batches,
     writable_buffer,
 )
+from storage.checkpoints import fsync_dir
 from storage.config import LogConfig
 from storage.epoch_cache import LeaderEpochCache
 from storage.errors import (
@@ -102,6 +103,7 @@ class Log:
         self._lock = threading.RLock()
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._bound_cache: tuple[int, LogSegment, int] | None = None
+        self._dir_dirty = True  # fsync the directory entries on the first flush
         self._last_flush_ms = clock_ms()
         self._closed = False
         segments[-1].make_active()
@@ -347,6 +349,7 @@ class Log:
             seg.close()
             raise StorageError(f"{seg.log_path} already exists and holds data")
         seg.make_active()
+        self._dir_dirty = True
         return seg
 
     def _replace_empty_active(self, base: int) -> None:
@@ -573,6 +576,10 @@ class Log:
                 return
             target = self._leo if up_to is None else min(up_to, self._leo)
             start = self._recovery_point
+            if target <= start and not self._epoch_cache.is_dirty and not self._dir_dirty:
+                self._last_flush_ms = self._clock_ms()
+                return  # nothing new since the last flush
+            dir_dirty, self._dir_dirty = self._dir_dirty, False
             segs = [
                 s for i, s in enumerate(self._segments)
                 if (self._bases[i + 1] if i + 1 < len(self._bases) else LONG_MAX) > start
@@ -583,6 +590,9 @@ class Log:
                 seg.flush()
             except (ValueError, OSError) as exc:  # segment closed or deleted meanwhile
                 log.debug("%s: flush skipped %s: %s", self.topic_partition, seg, exc)
+        if dir_dirty:  # new segment files (or a new partition directory) since last flush
+            fsync_dir(self.dir)
+            fsync_dir(self.dir.parent)
         with self._lock:
             self._epoch_cache.flush()
             self._recovery_point = max(self._recovery_point, target)

@@ -44,6 +44,8 @@ _HEAD_BYTES = _HEAD.size
 _LOG_OVERHEAD_BYTES = 12
 _REMAP_STEP_BYTES = 8 * 1024 * 1024
 _MAX_SCAN_BATCHES = 1 << 24  # bound on batch walks inside one segment (>= any real count)
+_TAIL_READ_BYTES = 4 * 1024 * 1024  # start-up reads at most this much of a segment's tail
+_INDEX_ENTRY = struct.Struct(">ii")
 
 
 class BatchMeta(NamedTuple):
@@ -374,11 +376,58 @@ class LogSegment:
 
     def read_next_offset(self) -> int:
         """Kafka's ``readNextOffset``: the offset after the last batch (the base offset when
-        empty), found by walking headers from the last index entry to the end."""
+        empty), found by walking headers from the last index entry to the end.
+
+        Before the indexes are open (start-up) it reads the last entry of the ``.index``
+        file and the file's tail with ``pread``, so a clean start maps nothing.
+        """
         if self._size == 0:
             return self.base_offset
-        heads = self.iter_heads(self.offset_index.last_entry().position)
+        start: int
+        if self._offset_index is not None:
+            start = self._offset_index.last_entry().position
+        else:
+            start = self._last_index_position_on_disk()
+        if self._size - start <= _TAIL_READ_BYTES and self._mm is None:
+            return self._next_offset_from_tail(start)
+        heads = self.iter_heads(start)
         return heads[-1].last_offset + 1 if heads else self.base_offset
+
+    def _last_index_position_on_disk(self) -> int:
+        """Position of the ``.index`` file's last entry if it looks sane, else 0."""
+        try:
+            fd = os.open(index_file(self.directory, self.base_offset), os.O_RDONLY)
+        except FileNotFoundError:
+            return 0
+        try:
+            size = os.fstat(fd).st_size
+            if size < 8 or size % 8:
+                return 0
+            relative, position = _INDEX_ENTRY.unpack(os.pread(fd, 8, size - 8))
+        finally:
+            os.close(fd)
+        return position if relative >= 0 and 0 <= position < self._size else 0
+
+    def _next_offset_from_tail(self, start: int) -> int:
+        """Walk the headers of ``[start, end)`` read with one ``pread``."""
+        tail = os.pread(self.file.fileno(), self._size - start, start)
+        pos = 0
+        next_offset = self.base_offset
+        end = len(tail)
+        for _ in range(_MAX_SCAN_BATCHES):
+            if pos >= end:
+                break
+            if end - pos < _HEAD_BYTES:
+                raise CorruptSegmentError(f"{self.log_path}: no batch header at byte {start + pos}")
+            fields = _HEAD.unpack_from(tail, pos)
+            size = fields[1] + _LOG_OVERHEAD_BYTES
+            if fields[1] < 49 or pos + size > end:
+                raise CorruptSegmentError(
+                    f"{self.log_path}: bad batch length {fields[1]} at byte {start + pos}"
+                )
+            next_offset = fields[0] + fields[6] + 1
+            pos += size
+        return next_offset
 
     def translate_offset(self, offset: int, start_position: int = 0) -> BatchHead | None:
         """The first batch at or after ``start_position`` whose last offset is >= ``offset``
