@@ -408,6 +408,11 @@ class BrokerConfig:
         if values["zookeeper.connect"] is not None:
             raise ConfigError("Invalid value for configuration zookeeper.connect: cluster mode "
                               "is not available yet; leave it unset for a single node")
+        queued_bytes = _num(values["queued.max.request.bytes"])
+        if 0 < queued_bytes < _num(values["socket.request.max.bytes"]):
+            raise ConfigError(f"Invalid value {queued_bytes} for configuration "
+                              "queued.max.request.bytes: must be -1 or at least "
+                              "socket.request.max.bytes")
         broker_id, node_id = int(_num(values["broker.id"])), int(_num(values["node.id"]))
         if broker_id >= 0 and node_id >= 0 and broker_id != node_id:
             raise ConfigError(f"Invalid value {node_id} for configuration node.id: "

@@ -32,6 +32,7 @@ import time
 from typing import TYPE_CHECKING
 
 from broker.handlers.base import REGISTRY, CloseConnection
+from broker.network.memory_pool import MemoryPool
 from broker.network.request_channel import NoOp, Request, SendResponse
 from broker.network.sendfile import SendfileError, write_parts
 from protocol.errors import ProtocolError
@@ -47,12 +48,14 @@ _ids = itertools.count()
 
 class Connection:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 channel: RequestChannel, *, max_frame_bytes: int, copy_fetch_data: bool) -> None:
+                 channel: RequestChannel, *, max_frame_bytes: int, copy_fetch_data: bool,
+                 memory_pool: MemoryPool) -> None:
         self.reader = reader
         self.writer = writer
         self._channel = channel
         self._max_frame_bytes = max_frame_bytes
         self._copy = copy_fetch_data
+        self._pool = memory_pool
         peer = writer.get_extra_info("peername") or ("?", 0)
         local = writer.get_extra_info("sockname") or ("?", 0)
         self.host: str = str(peer[0])
@@ -104,6 +107,13 @@ class Connection:
         self.in_flight = True
         self.last_active_ns = time.monotonic_ns()
         size = decode_frame_size(prefix, self._max_frame_bytes)  # ProtocolError -> close
+        await self._pool.reserve(size)  # queued.max.request.bytes: wait, muted, for memory
+        try:
+            return await self._handle_frame(size)
+        finally:
+            self._pool.release(size)
+
+    async def _handle_frame(self, size: int) -> bool:
         try:
             frame = await self.reader.readexactly(size)
         except asyncio.IncompleteReadError as exc:

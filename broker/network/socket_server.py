@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from broker.config import BrokerConfig, Endpoint
 from broker.network.connection import Connection
+from broker.network.memory_pool import MemoryPool
 from broker.network.quotas import ConnectionQuotas, TooManyConnectionsError
 from broker.network.request_channel import RequestChannel
 from broker.network.sendfile import copy_mode_from_env
@@ -53,6 +54,7 @@ class SocketServer:
         self._socket_tasks: set[asyncio.Task[None]] = set()
         self._copy = copy_mode_from_env()
         self.quotas = ConnectionQuotas(config.max_connections, config.max_connections_for)
+        self.memory_pool = MemoryPool(config.get_int("queued.max.request.bytes"))
         self._accepting = False
         # socket.send/receive.buffer.bytes: applied only when set explicitly (and not -1);
         # otherwise the kernel's autotuning stays on (Kafka's 100 KiB defaults would cap
@@ -156,7 +158,7 @@ class SocketServer:
         assert self._channel is not None
         connection = Connection(reader, writer, self._channel,
                                 max_frame_bytes=self._config.socket_request_max_bytes,
-                                copy_fetch_data=self._copy)
+                                copy_fetch_data=self._copy, memory_pool=self.memory_pool)
         self._connections.add(connection)
         if not self._accepting:  # shutting down: close at once
             connection.stop_reading()

@@ -65,11 +65,22 @@ def test_handlers() -> Iterator[dict[str, Any]]:
 
 @pytest.fixture
 async def server(test_handlers: dict[str, Any], tmp_path: Any) -> AsyncIterator[tuple[SocketServer, int]]:
+    async for started in start_server({"queued.max.requests": "2", "num.io.threads": "2"}, tmp_path):
+        yield started
+
+
+@pytest.fixture
+async def pooled_server(test_handlers: dict[str, Any], tmp_path: Any) -> AsyncIterator[tuple[SocketServer, int]]:
+    props = {"socket.request.max.bytes": "3000", "queued.max.request.bytes": "3000"}
+    async for started in start_server(props, tmp_path):
+        yield started
+
+
+async def start_server(props: dict[str, str], tmp_path: Any) -> AsyncIterator[tuple[SocketServer, int]]:
     import broker.handlers  # noqa: F401 - ApiVersions registered
 
     config = BrokerConfig.from_properties({"listeners": "PLAINTEXT://127.0.0.1:0",
-                                           "log.dirs": str(tmp_path), "queued.max.requests": "2",
-                                           "num.io.threads": "2"})
+                                           "log.dirs": str(tmp_path), **props})
     socket_server = SocketServer(config)
     (endpoint,) = socket_server.bind()
     socket_server.start(None)  # type: ignore[arg-type]  # these handlers never use ctx.broker
@@ -81,12 +92,14 @@ async def server(test_handlers: dict[str, Any], tmp_path: Any) -> AsyncIterator[
         await socket_server.close()
 
 
-async def call(port: int, requests: list[tuple[int, int]]) -> tuple[list[int], bool]:
-    """Send (api key, correlation id) requests back to back; return the correlation ids
-    answered and whether the broker closed the connection afterwards."""
+async def call(port: int, requests: list[tuple[int, int]],
+               padding_bytes: int = 0) -> tuple[list[int], bool]:
+    """Send (api key, correlation id) requests back to back (bodies padded with bytes the
+    decoder ignores, as Kafka does); return the correlation ids answered and whether the
+    broker closed the connection afterwards."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
-        writer.write(b"".join(encode_request(RequestHeader(key, 0, cid, "t"), ApiVersionsRequest())
+        writer.write(b"".join(encode_request(RequestHeader(key, 0, cid, "t"), b"\x00" * padding_bytes)
                               for key, cid in requests))
         answered: list[int] = []
         async with asyncio.timeout(10):
@@ -146,3 +159,18 @@ async def test_full_request_queue_is_backpressure_not_loss(
         assert answered == [c * 100 + i for i in range(10)] and not closed
     # Handlers of different connections did run concurrently (one per muted connection).
     assert test_handlers["max_running"] > 1
+
+
+async def test_queued_max_request_bytes_bounds_frames_held(
+        pooled_server: tuple[SocketServer, int], test_handlers: dict[str, Any]) -> None:
+    """Pool of 3000 bytes, frames of ~2000: one request is held at a time, however many
+    connections send; every request is still answered, in order."""
+    socket_server, port = pooled_server
+    results = await asyncio.gather(*(
+        call(port, [(SLOW_KEY, c * 100 + i) for i in range(3)], padding_bytes=1980)
+        for c in range(8)))
+    for c, (answered, closed) in enumerate(results):
+        assert answered == [c * 100 + i for i in range(3)] and not closed
+    assert test_handlers["max_running"] == 1
+    await asyncio.sleep(0.05)  # releases notify waiters through a task
+    assert socket_server.memory_pool.available_bytes == 3000

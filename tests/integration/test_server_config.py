@@ -81,6 +81,7 @@ def test_listener_forms() -> None:
     ({"log.segment.bytes": "10"}, "log.segment.bytes"),
     ({"log.cleanup.policy": "shred"}, "log.cleanup.policy"),
     ({"socket.request.max.bytes": "99999999999"}, "socket.request.max.bytes"),
+    ({"queued.max.request.bytes": "1000"}, "queued.max.request.bytes"),  # < socket.request.max.bytes
 ])
 def test_invalid_values_name_the_property(props: dict[str, str], named: str) -> None:
     with pytest.raises(ConfigError, match=f"configuration {named}"):
