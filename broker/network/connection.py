@@ -3,6 +3,8 @@
 Frame handling, in order, for each request::
 
     int32 size       > socket.request.max.bytes or < 0  -> log + close (Kafka: InvalidReceive)
+                     then ``size`` bytes are reserved in the queued.max.request.bytes pool
+                     (waiting, muted, when it is exhausted) until the response is out
     header           (protocol.frames.decode_request_header)
                      malformed                           -> log + close
                      unknown api key                     -> log + close (Kafka closes too)
