@@ -81,16 +81,16 @@ def test_round_trip_each_codec(module_broker: Any, codec: str | None) -> None:
     check(consume_all(module_broker.bootstrap, topic, N_RECORDS), N_RECORDS)
 
 
-def test_acknowledged_records_survive_sigterm_and_kill9(broker: Any) -> None:
+def test_acknowledged_records_survive_sigterm_and_kill9(module_broker: Any) -> None:
     topic = "kp-restart"
-    create_topic(broker.bootstrap, topic)
-    produce_all(broker.bootstrap, topic, "lz4", 100)
-    broker.restart()
-    check(consume_all(broker.bootstrap, topic, 100), 100)
-    offsets = produce_all(broker.bootstrap, topic, None, 100)
+    create_topic(module_broker.bootstrap, topic)
+    produce_all(module_broker.bootstrap, topic, "lz4", 100)
+    module_broker.restart()  # last in the module: restarts the shared broker
+    check(consume_all(module_broker.bootstrap, topic, 100), 100)
+    offsets = produce_all(module_broker.bootstrap, topic, None, 100)
     assert offsets == list(range(100, 200))
-    broker.kill9_and_restart()
-    got = consume_all(broker.bootstrap, topic, 200)
+    module_broker.kill9_and_restart()
+    got = consume_all(module_broker.bootstrap, topic, 200)
     assert [r.offset for r in got] == list(range(200))
     check(got[:100], 100)
     check([_shift(r, -100) for r in got[100:]], 100)

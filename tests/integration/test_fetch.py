@@ -213,9 +213,9 @@ def test_offset_for_leader_epoch(module_broker: Any, filled: str) -> None:
         assert resp.topics[0].partitions[0].error_code == ErrorCode.UNKNOWN_LEADER_EPOCH
 
 
-def test_delete_records(broker: Any) -> None:
-    create_topic(broker.bootstrap, "delrec")
-    with KafkaClient(broker.bootstrap, timeout_ms=10_000) as c:
+def test_delete_records(module_broker: Any) -> None:
+    create_topic(module_broker.bootstrap, "delrec")
+    with KafkaClient(module_broker.bootstrap, timeout_ms=10_000) as c:
         fill(c, "delrec", 5)
 
         def delete(offset: int) -> tuple[int, int]:
@@ -234,6 +234,6 @@ def test_delete_records(broker: Any) -> None:
         assert delete(51)[0] == ErrorCode.OFFSET_OUT_OF_RANGE
         assert delete(10) == (0, 25)  # below the start: no change
         assert delete(-1) == (0, 50)  # -1: up to the high watermark
-    broker.restart()
-    with KafkaClient(broker.bootstrap, timeout_ms=10_000) as c:
+    module_broker.restart()  # last in the module: restarts the shared broker
+    with KafkaClient(module_broker.bootstrap, timeout_ms=10_000) as c:
         assert list_offset(c, "delrec", 0, EARLIEST)[2] == 50
