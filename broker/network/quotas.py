@@ -6,7 +6,9 @@ As in Kafka's ``ConnectionQuotas``:
   entry) a new connection is closed at once, with a log line (Kafka's
   ``TooManyConnectionsException``);
 - at ``max.connections`` the acceptor stops accepting until a connection closes (new
-  connections wait in the listen backlog), rather than accept-and-drop.
+  connections wait in the listen backlog), rather than accept-and-drop;
+- ``max.connection.creation.rate`` (connections per second, all listeners) delays accepts
+  once exceeded, as Kafka's acceptor throttles (``ConnectionRateLimiter``).
 
 Thread-safety: none; used on the broker's event loop only.
 """
@@ -14,6 +16,7 @@ Thread-safety: none; used on the broker's event loop only.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 
 
@@ -57,3 +60,26 @@ class ConnectionQuotas:
             self._per_host[host] = current - 1
         self.total = max(self.total - 1, 0)
         self._slot_free.set()
+
+
+class ConnectionRateLimiter:
+    """A token bucket of ``rate_per_s`` tokens refilled continuously, burst ``rate_per_s``."""
+
+    def __init__(self, rate_per_s: int) -> None:
+        self.rate_per_s = rate_per_s
+        self._tokens = float(rate_per_s)
+        self._updated = time.monotonic()
+
+    async def acquire(self) -> None:
+        """Return once a connection may be accepted (at once under the rate)."""
+        if self.rate_per_s <= 0 or self.rate_per_s >= 2**31 - 1:
+            return
+        now = time.monotonic()
+        self._tokens = min(float(self.rate_per_s),
+                           self._tokens + (now - self._updated) * self.rate_per_s)
+        self._updated = now
+        if self._tokens < 1.0:
+            await asyncio.sleep((1.0 - self._tokens) / self.rate_per_s)
+            self._tokens = 1.0
+            self._updated = time.monotonic()
+        self._tokens -= 1.0

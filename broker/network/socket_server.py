@@ -27,7 +27,11 @@ from typing import TYPE_CHECKING
 from broker.config import BrokerConfig, Endpoint
 from broker.network.connection import Connection
 from broker.network.memory_pool import MemoryPool
-from broker.network.quotas import ConnectionQuotas, TooManyConnectionsError
+from broker.network.quotas import (
+    ConnectionQuotas,
+    ConnectionRateLimiter,
+    TooManyConnectionsError,
+)
 from broker.network.request_channel import RequestChannel
 from broker.network.sendfile import copy_mode_from_env
 
@@ -54,6 +58,7 @@ class SocketServer:
         self._socket_tasks: set[asyncio.Task[None]] = set()
         self._copy = copy_mode_from_env()
         self.quotas = ConnectionQuotas(config.max_connections, config.max_connections_for)
+        self.rate_limiter = ConnectionRateLimiter(config.get_int("max.connection.creation.rate"))
         self.memory_pool = MemoryPool(config.get_int("queued.max.request.bytes"))
         self._accepting = False
         # socket.send/receive.buffer.bytes: applied only when set explicitly (and not -1);
@@ -106,6 +111,7 @@ class SocketServer:
         loop = asyncio.get_running_loop()
         while self._accepting:
             await self.quotas.wait_for_slot()
+            await self.rate_limiter.acquire()
             try:
                 sock, addr = await loop.sock_accept(listener)
             except OSError as exc:  # EMFILE and friends: log, back off, keep accepting
@@ -116,8 +122,9 @@ class SocketServer:
             # Then whatever else is already waiting, without a loop round trip each
             # (bounded per wake-up so one listener cannot starve the loop).
             for _ in range(ACCEPT_BATCH_MAX):
-                if self.quotas.total >= self.quotas.max_connections:
-                    break
+                if (self.quotas.total >= self.quotas.max_connections
+                        or self.rate_limiter.rate_per_s < 2**31 - 1):
+                    break  # at the limit, or rate-limited: back to the waiting accept
                 try:
                     sock, addr = listener.accept()
                 except (BlockingIOError, InterruptedError):

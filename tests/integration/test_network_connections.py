@@ -94,6 +94,23 @@ def test_idle_connection_is_closed_after_connections_max_idle_ms(
         assert api_versions_ok(fresh)
 
 
+def test_max_connection_creation_rate_spaces_out_accepts(
+        broker_factory: Callable[..., BrokerProcess]) -> None:
+    proc = broker_factory(max_connection_creation_rate=5)
+    started = time.monotonic()
+    clients = []
+    try:
+        for _ in range(20):  # a burst of 5, then 5 per second: about 3 s for 20
+            client = RawClient(proc.bootstrap)
+            clients.append(client)
+            assert api_versions_ok(client)
+        elapsed_s = time.monotonic() - started
+    finally:
+        for client in clients:
+            client.close()
+    assert elapsed_s >= 2.7, elapsed_s
+
+
 async def _one_connection(port: int, index: int, connecting: asyncio.Semaphore,
                           opened: list[int], all_open: asyncio.Event, gate: asyncio.Event) -> int:
     # Connect in waves (the listen backlog is socket.listen.backlog.size = 50, as in
