@@ -300,3 +300,58 @@ def test_index_entries_point_at_batches_with_their_last_offsets(tmp_path: Path) 
     data = (tmp_path / "t-0" / "00000000000000000000.index").read_bytes()
     rel, pos = struct.unpack(">ii", data[:8])
     assert next(iter_batches(raw[pos:])).last_offset == rel
+
+
+def test_flush_and_retention_from_threads_while_appending_and_reading(tmp_path: Path) -> None:
+    """The broker's split: appends and reads on one thread, flush and retention passes
+    from a thread pool at the same time. Nothing fails and every offset stays readable."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    lg = open_log(tmp_path, **{"segment.bytes": "4000", "retention.bytes": "40000",
+                               "file.delete.delay.ms": "0"})
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def background(kind: str) -> int:
+        turns = 0
+        while not stop.is_set() and turns < 100_000:  # bounded
+            try:
+                if kind == "flush":
+                    lg.flush()
+                else:
+                    lg.delete_old_segments()
+                    lg.delete_pending_files()
+            except BaseException as exc:
+                errors.append(exc)
+                raise
+            turns += 1
+            stop.wait(0.002)  # periodic passes, as the broker's scheduler runs them
+        return turns
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = [pool.submit(background, "flush"), pool.submit(background, "retention")]
+        for i in range(600):
+            info = lg.append(batch(2, ts=2**42, value_bytes=150), leader_epoch=0)
+            start = lg.log_start_offset
+            if i % 7 == 0 and start < info.last_offset:
+                got = next(iter_batches(lg.read(info.last_offset, 1).read_bytes()))
+                assert got.last_offset == info.last_offset
+        stop.set()
+        turns = [f.result(timeout=30) for f in futures]
+    assert not errors and all(t > 0 for t in turns)
+    lg.flush()
+    lg.delete_old_segments()  # one last pass over what was appended after the threads stopped
+    assert lg.recovery_point == lg.log_end_offset == 1200
+    assert lg.size_bytes < 40000 + 4000 and lg.log_start_offset > 0
+    got_offsets: list[int] = []
+    offset = lg.log_start_offset
+    for _ in range(1000):  # one segment per read, as Kafka
+        if offset >= lg.log_end_offset:
+            break
+        batches = list(iter_batches(lg.read(offset, 1 << 30).read_bytes()))
+        got_offsets += [b.base_offset for b in batches]
+        offset = batches[-1].last_offset + 1
+    assert got_offsets == list(range(got_offsets[0], 1200, 2))
+    assert got_offsets[0] <= lg.log_start_offset < got_offsets[0] + 2
+    lg.close()
