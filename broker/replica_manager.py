@@ -39,6 +39,7 @@ from broker.fetch_session import DEFAULT_MAX_SLOTS, FetchSessionCache
 from broker.partition import AppendResult, Partition, ReadResult
 from broker.purgatory import Purgatory
 from broker.record_validation import ValidationConfig
+from broker.topics import INTERNAL_TOPICS
 from protocol.errors import ErrorCode
 from storage.config import LogConfig
 from storage.manager import LogManager
@@ -149,8 +150,14 @@ class ReplicaManager:
     async def append_records(
         self, *, timeout_ms: int, required_acks: int, produce_version: int,
         entries: Iterable[tuple[TopicPartition, memoryview | bytes | None]],
+        internal_topics_allowed: bool = True,
     ) -> dict[TopicPartition, AppendResult]:
-        """Append every partition's records; with acks=-1 wait for the HW (or timeout)."""
+        """Append every partition's records; with acks=-1 wait for the HW (or timeout).
+
+        Client produce passes ``internal_topics_allowed=False``: an append to an internal
+        topic (``__consumer_offsets``) is then INVALID_TOPIC_EXCEPTION, as in Kafka; the
+        broker's own writers (the group coordinator) keep the default.
+        """
         results: dict[TopicPartition, AppendResult] = {}
         if required_acks not in VALID_ACKS:
             for tp, _ in entries:
@@ -159,6 +166,10 @@ class ReplicaManager:
         appended: list[TopicPartition] = []
         for tp, records in entries:
             p = self.partitions.get(tp)
+            if not internal_topics_allowed and tp[0] in INTERNAL_TOPICS:
+                results[tp] = AppendResult(ErrorCode.INVALID_TOPIC,
+                                           error_message=f"Cannot append to internal topic {tp[0]}")
+                continue
             if p is None:
                 results[tp] = AppendResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 continue

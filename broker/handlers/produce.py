@@ -16,6 +16,7 @@ Behavior:
 - log_append_time_ms is the broker time for LogAppendTime topics, else -1; log_start_offset
   is the partition's log start offset.
 - transactional batches are refused with INVALID_TXN_STATE (no transaction support).
+- clients may not write to internal topics (__consumer_offsets): INVALID_TOPIC_EXCEPTION.
 
 Version notes:
 - v0-v2 (magic 0/1 message sets) are not supported. v3 adds transactional_id; v5
@@ -58,19 +59,20 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Handle
         required_acks=request.acks,
         produce_version=ctx.api_version,
         entries=entries.items(),
+        internal_topics_allowed=False,
     )
     if request.acks == 0:
         failed = [(tp, r.error) for tp, r in results.items() if r.error is not ErrorCode.NO_ERROR]
         if failed:
-            (topic, index), error = failed[0]
+            (name, index), error = failed[0]
             return CloseConnection(
                 f"acks=0 produce failed for {len(failed)} partition(s), e.g. "
-                f"{topic}-{index}: {error.name}"
+                f"{name}-{index}: {error.name}"
             )
         return NO_RESPONSE
     by_topic: dict[str, list[ProduceResponse.PartitionProduceResponse]] = {}
-    for (topic, index), r in results.items():
-        by_topic.setdefault(topic, []).append(_Resp.PartitionProduceResponse(
+    for (name, index), r in results.items():
+        by_topic.setdefault(name, []).append(_Resp.PartitionProduceResponse(
             index=index,
             error_code=r.error,
             base_offset=r.base_offset,

@@ -85,6 +85,13 @@ def test_unknown_topic_and_partition(module_broker: Any, topic: str) -> None:
         still_serves(c, topic)
 
 
+def test_clients_cannot_write_internal_topics(module_broker: Any, topic: str) -> None:
+    with KafkaClient(module_broker.bootstrap, timeout_ms=10_000) as c:
+        r = produce(c, "__consumer_offsets", 0, batch([b"a"]))
+        assert r.error_code == ErrorCode.INVALID_TOPIC
+        still_serves(c, topic)
+
+
 def test_invalid_required_acks(module_broker: Any, topic: str) -> None:
     with KafkaClient(module_broker.bootstrap, timeout_ms=10_000) as c:
         assert produce(c, topic, 0, batch([b"a"]), acks=2).error_code == (
