@@ -345,7 +345,7 @@ def test_flush_and_retention_from_threads_while_appending_and_reading(tmp_path: 
     assert lg.recovery_point == lg.log_end_offset == 1200
     assert lg.size_bytes < 40000 + 4000 and lg.log_start_offset > 0
     got_offsets: list[int] = []
-    offset = lg.log_start_offset
+    offset: int = lg.log_start_offset
     for _ in range(1000):  # one segment per read, as Kafka
         if offset >= lg.log_end_offset:
             break
