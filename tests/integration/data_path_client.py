@@ -45,6 +45,7 @@ class ProduceResult:
     log_start_offset: int
     log_append_time_ms: int
     error_message: str | None
+    record_errors: list[tuple[int, str | None]]
 
 
 def produce(client: KafkaClient, topic: str, partition: int, records: bytes | None, *,
@@ -59,7 +60,8 @@ def produce(client: KafkaClient, topic: str, partition: int, records: bytes | No
     (t,) = resp.responses
     (p,) = t.partition_responses
     return ProduceResult(p.error_code, p.base_offset, p.log_start_offset, p.log_append_time_ms,
-                         p.error_message)
+                         p.error_message,
+                         [(e.batch_index, e.batch_index_error_message) for e in p.record_errors])
 
 
 def fetch(client: KafkaClient, topic: str, partition: int, offset: int, *,

@@ -85,6 +85,19 @@ def test_unknown_topic_and_partition(module_broker: Any, topic: str) -> None:
         still_serves(c, topic)
 
 
+def test_compacted_topic_record_errors(module_broker: Any) -> None:
+    create_topic(module_broker.bootstrap, "compacted", configs={"cleanup.policy": "compact"})
+    keyed_and_not = build_batch([NewRecord(b"k", b"a"), NewRecord(None, b"b"),
+                                 NewRecord(b"k", b"c")])
+    with KafkaClient(module_broker.bootstrap, timeout_ms=10_000) as c:
+        r = produce(c, "compacted", 0, keyed_and_not)
+        assert r.error_code == ErrorCode.INVALID_RECORD
+        assert [i for i, _ in r.record_errors] == [1]
+        assert r.error_message is not None and "key" in r.error_message
+        assert list_offset(c, "compacted", 0, LATEST)[2] == 0  # the whole batch dropped
+        assert produce(c, "compacted", 0, batch([b"x", b"y"])).error_code == 0
+
+
 def test_clients_cannot_write_internal_topics(module_broker: Any, topic: str) -> None:
     with KafkaClient(module_broker.bootstrap, timeout_ms=10_000) as c:
         r = produce(c, "__consumer_offsets", 0, batch([b"a"]))
