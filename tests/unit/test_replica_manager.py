@@ -171,3 +171,36 @@ async def test_snapshot_on_roll_bounds_replay_after_crash(tmp_path: Path) -> Non
     assert await append(rm, data(2, pid=5, seq=38, size=100)) == (0, 38)  # duplicate found
     assert await append(rm, data(2, pid=5, seq=40, size=100)) == (0, 40)
     close_rm(rm)
+
+
+async def test_acks_all_waits_for_the_isr_like_replication_will(tmp_path: Path) -> None:
+    """A second ISR member (as replication will add) holds the HW back: acks=-1 waits in the
+    purgatory until the follower's position moves the HW, or times out."""
+    rm = open_rm(tmp_path)
+    p = rm.get_partition("t", 0)
+    assert p is not None
+    p.isr.add(1)
+    p.follower_leos[1] = 0
+    start = time.monotonic()
+    results = await rm.append_records(timeout_ms=200, required_acks=-1, produce_version=9,
+                                      entries=[(("t", 0), memoryview(data(2)))])
+    assert results[("t", 0)].error == ErrorCode.REQUEST_TIMED_OUT  # appended, not replicated
+    assert 0.18 <= time.monotonic() - start < 2
+    assert (p.log_end_offset, p.high_watermark) == (2, 0)
+    assert await append(rm, data(1), acks=1) == (0, 2)  # acks=1 does not wait
+    task = asyncio.create_task(rm.append_records(
+        timeout_ms=5000, required_acks=-1, produce_version=9,
+        entries=[(("t", 0), memoryview(data(1)))]))
+    await asyncio.sleep(0.1)
+    assert not task.done() and len(rm.produce_purgatory) == 1
+    p.follower_leos[1] = 4  # the follower fetched up to the log end
+    assert p.maybe_increment_high_watermark() and p.high_watermark == 4
+    rm.on_high_watermark_moved(("t", 0))
+    results = await asyncio.wait_for(task, 1)
+    assert (results[("t", 0)].error, results[("t", 0)].base_offset) == (0, 3)
+    # min.insync.replicas above the ISR size: refused before the append
+    p.isr.discard(1)
+    p.min_insync_replicas = 2
+    assert (await append(rm, data(1)))[0] == ErrorCode.NOT_ENOUGH_REPLICAS
+    assert p.log_end_offset == 4
+    close_rm(rm)
