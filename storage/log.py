@@ -286,18 +286,10 @@ class Log:
         self, first: int, next_offset: int, max_ts: int, offset_of_max: int, append_time: int,
         valid_bytes: int, batch_count: int, records: int, rolled: bool,
     ) -> AppendInfo:
-        unflushed = self._leo - self._recovery_point
-        return AppendInfo(
-            first_offset=Offset(first),
-            last_offset=Offset(next_offset - 1),
-            max_timestamp=max_ts,
-            offset_of_max_timestamp=Offset(offset_of_max),
-            log_append_time=append_time,
-            log_start_offset=Offset(self._log_start_offset),
-            valid_bytes=valid_bytes,
-            batch_count=batch_count,
-            records_count=records,
-            needs_flush=rolled or unflushed >= self.config.flush_messages,
+        needs_flush = rolled or self._leo - self._recovery_point >= self.config.flush_messages
+        return AppendInfo(  # positional: this runs once per produce request
+            Offset(first), Offset(next_offset - 1), max_ts, Offset(offset_of_max), append_time,
+            Offset(self._log_start_offset), valid_bytes, batch_count, records, needs_flush,
         )
 
     # ------------------------------------------------------------------ rolling
@@ -307,11 +299,12 @@ class Log:
         """Kafka's ``shouldRoll``: full by size, old by ``segment.ms``, full indexes, or
         offsets that no longer fit an int32 relative to the base offset."""
         seg = self._segments[-1]
-        if seg.size_bytes == 0:
+        size = seg.size_bytes
+        if size == 0:
             return seg, False
         cfg = self.config
         if (
-            seg.size_bytes > cfg.segment_bytes - size_bytes
+            size > cfg.segment_bytes - size_bytes
             or seg.time_waited_for_roll(now, max_timestamp) > cfg.segment_ms - cfg.segment_jitter_ms
             or seg.indexes_full()
             or not seg.can_hold_offset(last_offset)
