@@ -294,7 +294,11 @@ class Partition:
         if timestamp == LATEST_TIERED_TIMESTAMP:
             return ErrorCode.NO_ERROR, -1, -1, -1
         if timestamp == MAX_TIMESTAMP:
+            # KIP-734: the first record carrying the largest timestamp (the time index
+            # knows the batch; a lookup by that timestamp finds the record in it)
             found: TimestampOffset | None = self.log.max_timestamp_and_offset()
+            if found is not None and found.offset >= 0:
+                found = self.log.offset_for_timestamp(found.timestamp) or found
         else:
             found = self.log.offset_for_timestamp(timestamp)
         if found is None or found.offset < 0:
