@@ -3,6 +3,7 @@
     minikafka broker [--config server.properties] [--override KEY=VALUE ...]
     minikafka dump-log FILE... [options]        (storage.dump.main)
     minikafka topics --bootstrap-server H:P ... (broker.tools.topics.main)
+    minikafka spark-ingest --bootstrap-server H:P --topics T --output DIR ... (spark_ingest.bulk_consume.main)
     minikafka consumer-groups --bootstrap-server H:P ... (broker.tools.consumer_groups.main)
 
 ``broker`` runs one broker in the foreground until SIGTERM/SIGINT (then exits 0 after an
@@ -16,11 +17,12 @@ import argparse
 import sys
 from pathlib import Path
 
-USAGE = """usage: minikafka {broker,dump-log,topics,consumer-groups} ...
+USAGE = """usage: minikafka {broker,dump-log,topics,consumer-groups,spark-ingest} ...
 
   broker     run a broker: [--config server.properties] [--override KEY=VALUE ...]
   dump-log   print log segments and indexes (like kafka-dump-log.sh)
   topics     create, list, describe, alter, delete topics (like kafka-topics.sh)
+  spark-ingest  land topics in Parquet with Spark, exactly once (needs the spark extra)
   consumer-groups  list, describe, reset offsets of, delete groups (like kafka-consumer-groups.sh)
 """
 
@@ -68,6 +70,10 @@ def main(argv: list[str] | None = None) -> int:
         from broker.tools.consumer_groups import main as groups_main
 
         return groups_main(rest)
+    if command == "spark-ingest":
+        from spark_ingest.bulk_consume import main as ingest_main
+
+        return int(ingest_main(rest))
     print(f"minikafka: unknown command {command!r}\n{USAGE}", end="", file=sys.stderr)
     return 2
 

@@ -2,7 +2,8 @@
 
 Columns, in order: ``key binary, value binary, topic string, partition int, offset long,
 timestamp timestamp, timestampType int`` and, with ``includeHeaders=true``,
-``headers array<struct<key: string, value: binary>>``. ``timestampType`` is Kafka's
+``headers array<struct<key: string, value: binary>>`` (null when a record has none, as
+in Spark). ``timestampType`` is Kafka's
 attribute bit: 0 CreateTime, 1 LogAppendTime. Timestamps are ms since the epoch in Kafka
 and microseconds (UTC) in Arrow/Spark.
 
@@ -63,7 +64,7 @@ class ArrowRows:
         self._offsets: list[int] = []
         self._timestamps_us: list[int] = []
         self._types: list[int] = []
-        self._headers: list[list[dict[str, Any]]] = []
+        self._headers: list[list[dict[str, Any]] | None] = []
 
     def __len__(self) -> int:
         return len(self._offsets)
@@ -82,7 +83,8 @@ class ArrowRows:
             stamps.append(r.timestamp * 1000)
             types.append(timestamp_type)
             if self._include_headers:
-                self._headers.append([{"key": k, "value": v} for k, v in r.headers])
+                # Spark's Kafka source gives null (not []) for a record without headers
+                self._headers.append([{"key": k, "value": v} for k, v in r.headers] if r.headers else None)
 
     def flush(self) -> Any:
         """An Arrow ``RecordBatch`` of what was added (then empty), or None when empty."""
