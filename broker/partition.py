@@ -328,6 +328,8 @@ class Partition:
             low_watermark = self.log.delete_records(target, self.high_watermark)
         except StorageError as exc:
             return exc.error_code, -1
+        # Kafka's onLogStartOffsetIncremented: producers whose data is all gone are forgotten
+        self.producer_state.remove_before(int(low_watermark))
         return ErrorCode.NO_ERROR, int(low_watermark)
 
     # ------------------------------------------------------------ log scans

@@ -313,6 +313,14 @@ class ProducerStateManager:
             del self.producers[pid]
         return len(expired)
 
+    def remove_before(self, log_start_offset: int) -> int:
+        """Forget producers whose last batch lies below the new log start offset (their
+        data was deleted: retention, DeleteRecords); returns how many."""
+        gone = [pid for pid, e in self.producers.items() if e.last_offset < log_start_offset]
+        for pid in gone:
+            del self.producers[pid]
+        return len(gone)
+
     def truncate_fully(self) -> None:
         """Forget everything (the log was emptied or replaced)."""
         self.producers.clear()

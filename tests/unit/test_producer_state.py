@@ -175,3 +175,12 @@ def test_expiration(tmp_path: Path) -> None:
     assert psm.remove_expired(ts + 10, 1000) == 0
     assert psm.remove_expired(ts + 1000, 1000) == 1
     assert psm.check_append(batch(7, 0, 50)) is None
+
+
+def test_remove_before_log_start(tmp_path: Path) -> None:
+    psm, flog = ProducerStateManager(tmp_path), FakeLog()
+    append(psm, flog, batch(7, 0, 0, n=3))  # offsets 0-2
+    append(psm, flog, batch(8, 0, 0, n=3))  # offsets 3-5
+    assert psm.remove_before(3) == 1
+    assert sorted(psm.producers) == [8]
+    assert psm.check_append(batch(7, 0, 40)) is None  # unknown again: any sequence
