@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Iterable
 
@@ -48,6 +49,12 @@ from storage.naming import TopicPartition as StorageTopicPartition
 log = logging.getLogger(__name__)
 
 VALID_ACKS = (-1, 0, 1)
+PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms
+PRODUCER_ID_CHECK_INTERVAL_MS = 600_000  # producer.id.expiration.check.interval.ms
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def validation_config(log_config: LogConfig) -> ValidationConfig:
@@ -63,9 +70,15 @@ class ReplicaManager:
     """See the module docstring."""
 
     def __init__(self, log_manager: LogManager, *, broker_id: int,
-                 fetch_session_cache_slots: int = DEFAULT_MAX_SLOTS) -> None:
+                 fetch_session_cache_slots: int = DEFAULT_MAX_SLOTS,
+                 producer_id_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS,
+                 producer_id_expiration_check_interval_ms: int = PRODUCER_ID_CHECK_INTERVAL_MS,
+                 ) -> None:
         self.log_manager = log_manager
         self.broker_id = broker_id
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self.producer_id_expiration_check_interval_ms = producer_id_expiration_check_interval_ms
+        self._last_producer_check_ms = _now_ms()
         self.fetch_sessions = FetchSessionCache(fetch_session_cache_slots)
         self.partitions: dict[TopicPartition, Partition] = {}
         self._topic_names: dict[uuid.UUID, str] = {}
@@ -181,6 +194,10 @@ class ReplicaManager:
             self.fetch_purgatory.check_and_complete(tp)
             self.produce_purgatory.check_and_complete(tp)
             self._maybe_flush(self.partitions[tp])
+        now = _now_ms()
+        if now - self._last_producer_check_ms >= self.producer_id_expiration_check_interval_ms:
+            self._last_producer_check_ms = now
+            self.expire_producers(now)
         if required_acks != -1 or not appended:
             return results
         statuses = {
@@ -221,6 +238,19 @@ class ReplicaManager:
                           f.exception())
 
         future.add_done_callback(done)
+
+    def expire_producers(self, now_ms: int) -> int:
+        """Forget producers silent for producer.id.expiration.ms (1 day), and those whose
+        data retention or DeleteRecords removed (Kafka's periodic producer expiration).
+        Runs on the loop from the produce path every
+        producer.id.expiration.check.interval.ms (10 min); returns how many went."""
+        removed = 0
+        for p in self.partitions.values():
+            removed += p.producer_state.remove_expired(now_ms, self.producer_id_expiration_ms)
+            removed += p.producer_state.remove_before(p.log_start_offset)
+        if removed:
+            log.info("expired %d producer ids", removed)
+        return removed
 
     def on_high_watermark_moved(self, tp: TopicPartition) -> None:
         """Replication hook: a follower's fetch moved the HW."""

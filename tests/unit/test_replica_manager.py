@@ -204,3 +204,17 @@ async def test_acks_all_waits_for_the_isr_like_replication_will(tmp_path: Path) 
     assert (await append(rm, data(1)))[0] == ErrorCode.NOT_ENOUGH_REPLICAS
     assert p.log_end_offset == 4
     close_rm(rm)
+
+
+async def test_producer_expiration_from_the_produce_path(tmp_path: Path) -> None:
+    lm = LogManager(tmp_path)
+    lm.startup()
+    rm = ReplicaManager(lm, broker_id=0, producer_id_expiration_ms=1,
+                        producer_id_expiration_check_interval_ms=0)
+    p = rm.ensure_partition("t", 0, TID, LogConfig())
+    assert await append(rm, data(1, pid=3, seq=0)) == (0, 0)
+    await asyncio.sleep(0.01)
+    await append(rm, data(1))  # any append runs the due check: producer 3 expired
+    assert p.producer_state.last_entry(3) is None
+    assert (await append(rm, data(1, pid=3, seq=77)))[0] == 0  # unknown: any sequence
+    close_rm(rm)
