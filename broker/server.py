@@ -150,7 +150,10 @@ class BrokerServer:
         # The replica manager hosts a partition for every registered topic partition.
         replica_manager = ReplicaManager(
             log_manager, broker_id=config.broker_id,
-            fetch_session_cache_slots=config.get_int("max.incremental.fetch.session.cache.slots"))
+            fetch_session_cache_slots=config.get_int("max.incremental.fetch.session.cache.slots"),
+            producer_id_expiration_ms=config.get_int("producer.id.expiration.ms"),
+            producer_id_expiration_check_interval_ms=config.get_int(
+                "producer.id.expiration.check.interval.ms"))
         for info in topics.all():
             log_config = log_config_for(config, info)
             for partition in range(info.num_partitions):
