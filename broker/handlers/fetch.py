@@ -102,9 +102,11 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> HandlerRes
     # Kafka: the response limit is also capped by the broker's fetch.max.bytes, and
     # min_bytes by that limit.
     max_bytes = max(0, min(request.max_bytes, ctx.broker.config.get_int("fetch.max.bytes")))
+    # An unknown partition is an error read: Kafka answers at once instead of waiting.
+    any_unknown = any(isinstance(slot, ErrorCode) for slot in slots)
     params = FetchParams(
         replica_id=replica_id,
-        max_wait_ms=min(max(0, request.max_wait_ms), MAX_WAIT_CAP_MS),
+        max_wait_ms=0 if any_unknown else min(max(0, request.max_wait_ms), MAX_WAIT_CAP_MS),
         min_bytes=max(0, min(request.min_bytes, max_bytes)),
         max_bytes=max_bytes,
         isolation=isolation,

@@ -89,8 +89,10 @@ def test_offset_out_of_range_and_unknown(module_broker: Any, filled: str) -> Non
     with KafkaClient(module_broker.bootstrap, timeout_ms=10_000) as c:
         p = fetch(c, filled, 0, 500).responses[0].partitions[0]
         assert (p.error_code, p.log_start_offset) == (ErrorCode.OFFSET_OUT_OF_RANGE, 0)
-        p = fetch(c, "nope", 0, 0).responses[0].partitions[0]
+        start = time.monotonic()
+        p = fetch(c, "nope", 0, 0, max_wait_ms=5000).responses[0].partitions[0]
         assert p.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert time.monotonic() - start < 2.5  # an error read is answered at once
         p = fetch(c, filled, 0, 200).responses[0].partitions[0]  # at the end: empty, no error
         assert p.error_code == 0 and records_of(p.records) == []
 
