@@ -15,8 +15,8 @@ SyncGroup; the coordinator stores it in ``__consumer_offsets`` and answers every
 Errors are Kafka's: UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS,
 FENCED_INSTANCE_ID, INCONSISTENT_GROUP_PROTOCOL, INVALID_SESSION_TIMEOUT,
 GROUP_MAX_SIZE_REACHED, MEMBER_ID_REQUIRED, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR,
-COORDINATOR_LOAD_IN_PROGRESS, INVALID_GROUP_ID. Offsets and admin operations are in
-``broker.group.offsets`` and ``broker.group.admin``.
+COORDINATOR_LOAD_IN_PROGRESS, INVALID_GROUP_ID. JoinGroup's cases are in ``broker.group.join``;
+offsets and admin operations in ``broker.group.offsets`` and ``broker.group.admin``.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from broker.group import join
 from broker.group.config import GroupConfig
 from broker.group.delayed import DelayedJoin, InitialDelayedJoin, JoinPurgatory
 from broker.group.manager import GroupMetadataManager
@@ -44,8 +45,6 @@ from broker.group.timers import TimerHandle, Timers
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
-
-NEW_MEMBER_JOIN_TIMEOUT_MS: Final = 5 * 60 * 1000  # GroupCoordinator.NewMemberJoinTimeoutMs
 
 # APIs whose group id may be empty (Kafka's isValidGroupId); the others need a non-empty one.
 EMPTY_GROUP_ID_ALLOWED: Final = frozenset({"offset_commit", "offset_fetch", "describe_groups", "delete_groups"})
@@ -163,7 +162,7 @@ class GroupCoordinator:
             return ErrorCode.UNKNOWN_MEMBER_ID
         return None
 
-    # --- JoinGroup -------------------------------------------------------------------------
+    # --- JoinGroup (broker.group.join) --------------------------------------------------------
 
     def join_group(
         self,
@@ -182,303 +181,14 @@ class GroupCoordinator:
         callback: JoinCallback,
         reason: str | None = None,
     ) -> None:
-        error = self.validate_group_status(group_id, "join_group")
-        if error is not None:
-            callback(JoinResult(member_id, error))
-            return
-        if not (
-            self.config.min_session_timeout_ms
-            <= session_timeout_ms
-            <= self.config.max_session_timeout_ms
-        ):
-            callback(JoinResult(member_id, ErrorCode.INVALID_SESSION_TIMEOUT))
-            return
-        protocols = [(name, bytes(data)) for name, data in protocols]
-        is_unknown_member = member_id == UNKNOWN_MEMBER_ID
-        existed = self.manager.get_group(group_id) is not None
-        group = self.manager.get_or_create_group(group_id, create=is_unknown_member)
-        if group is None:
-            callback(JoinResult(member_id, ErrorCode.UNKNOWN_MEMBER_ID))
-            return
-        if not self._accept_joining_member(group, member_id):
-            log.info("group %s: rejecting member %s, group.max.size %d reached",
-                     group_id, member_id, self.config.max_size)
-            callback(JoinResult(UNKNOWN_MEMBER_ID, ErrorCode.GROUP_MAX_SIZE_REACHED))
-        elif is_unknown_member:
-            self._do_new_member_join(
-                group, group_instance_id, require_known_member_id, supports_skip_assignment,
-                client_id, client_host, rebalance_timeout_ms, session_timeout_ms,
-                protocol_type, protocols, callback, reason,
-            )
-        else:
-            self._do_current_member_join(
-                group, member_id, group_instance_id, client_id, client_host,
-                rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols, callback, reason,
-            )
-        if group.is_state(GroupState.PREPARING_REBALANCE):
-            self.join_purgatory.check_and_complete(group_id)
-        if (
-            not existed
-            and group.is_state(GroupState.EMPTY)
-            and not group.members
-            and not group.pending_members
-            and not group.has_offsets()
-        ):
-            self.manager.remove_group(group)  # a failed first join leaves nothing behind
-
-    def _accept_joining_member(self, group: GroupMetadata, member_id: str) -> bool:
-        state = group.state
-        if state in (GroupState.EMPTY, GroupState.DEAD):
-            return True
-        if state is GroupState.PREPARING_REBALANCE:
-            return (
-                group.has(member_id) and group.get(member_id).is_awaiting_join
-            ) or group.num_awaiting() < self.config.max_size
-        return group.has(member_id) or group.size < self.config.max_size
-
-    def _do_new_member_join(
-        self,
-        group: GroupMetadata,
-        group_instance_id: str | None,
-        require_known_member_id: bool,
-        supports_skip_assignment: bool,
-        client_id: str,
-        client_host: str,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
-        callback: JoinCallback,
-        reason: str | None,
-    ) -> None:
-        if group.is_state(GroupState.DEAD):
-            callback(JoinResult(UNKNOWN_MEMBER_ID, ErrorCode.COORDINATOR_NOT_AVAILABLE))
-            return
-        if not group.supports_protocols(protocol_type, [n for n, _ in protocols]):
-            callback(JoinResult(UNKNOWN_MEMBER_ID, ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
-            return
-        new_member_id = group.generate_member_id(client_id, group_instance_id)
-        if group_instance_id is not None:
-            old_member_id = group.current_static_member_id(group_instance_id)
-            if old_member_id is not None:
-                log.info("group %s: static member %s rejoins with unknown member id; "
-                         "replacing %s with %s", group.group_id, group_instance_id,
-                         old_member_id, new_member_id)
-                self._update_static_member_and_rebalance(
-                    group, old_member_id, new_member_id, group_instance_id, protocols,
-                    rebalance_timeout_ms, session_timeout_ms, callback, supports_skip_assignment,
-                )
-                return
-            self._add_member_and_rebalance(
-                group, new_member_id, group_instance_id, client_id, client_host,
-                rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols, callback, reason,
-            )
-        elif require_known_member_id:
-            # JoinGroup v4+: hand out the member id first; the member rejoins with it.
-            group.add_pending_member(new_member_id)
-            self._schedule_pending_member_expiration(group, new_member_id, session_timeout_ms)
-            callback(JoinResult(new_member_id, ErrorCode.MEMBER_ID_REQUIRED))
-        else:
-            self._add_member_and_rebalance(
-                group, new_member_id, None, client_id, client_host,
-                rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols, callback, reason,
-            )
-
-    def _do_current_member_join(
-        self,
-        group: GroupMetadata,
-        member_id: str,
-        group_instance_id: str | None,
-        client_id: str,
-        client_host: str,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
-        callback: JoinCallback,
-        reason: str | None,
-    ) -> None:
-        if group.is_state(GroupState.DEAD):
-            callback(JoinResult(member_id, ErrorCode.COORDINATOR_NOT_AVAILABLE))
-            return
-        if not group.supports_protocols(protocol_type, [n for n, _ in protocols]):
-            callback(JoinResult(member_id, ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
-            return
-        if group.is_pending_member(member_id):
-            if group_instance_id is not None:
-                # Kafka throws here: a pending member id is never static. Answer, don't crash.
-                callback(JoinResult(member_id, ErrorCode.UNKNOWN_MEMBER_ID))
-                return
-            self._cancel_pending_member_expiration(group, member_id)
-            self._add_member_and_rebalance(
-                group, member_id, None, client_id, client_host,
-                rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols, callback, reason,
-            )
-            return
-        instance_not_found = group_instance_id is not None and not group.has_static_member(
-            group_instance_id
+        join.join_group(
+            self, group_id=group_id, member_id=member_id, group_instance_id=group_instance_id,
+            require_known_member_id=require_known_member_id,
+            supports_skip_assignment=supports_skip_assignment, client_id=client_id,
+            client_host=client_host, rebalance_timeout_ms=rebalance_timeout_ms,
+            session_timeout_ms=session_timeout_ms, protocol_type=protocol_type,
+            protocols=protocols, callback=callback, reason=reason,
         )
-        if group.is_static_member_fenced(group_instance_id, member_id):
-            callback(JoinResult(member_id, ErrorCode.FENCED_INSTANCE_ID))
-            return
-        if not group.has(member_id) or instance_not_found:
-            callback(JoinResult(member_id, ErrorCode.UNKNOWN_MEMBER_ID))
-            return
-        member = group.get(member_id)
-        state = group.state
-        if state is GroupState.PREPARING_REBALANCE:
-            self._update_member_and_rebalance(
-                group, member, protocols, rebalance_timeout_ms, session_timeout_ms, callback,
-                f"member {member_id} joining group {group.group_id}",
-            )
-        elif state is GroupState.COMPLETING_REBALANCE:
-            if member.matches(protocols):
-                # Same metadata (it may have missed the first answer): current generation again.
-                callback(self._join_answer(group, member, members_for_leader=True))
-            else:
-                self._update_member_and_rebalance(
-                    group, member, protocols, rebalance_timeout_ms, session_timeout_ms, callback,
-                    f"updating metadata for member {member_id}",
-                )
-        elif state is GroupState.STABLE:
-            if group.is_leader(member_id) or not member.matches(protocols):
-                # The leader rejoining forces a rebalance (e.g. topic metadata changed).
-                self._update_member_and_rebalance(
-                    group, member, protocols, rebalance_timeout_ms, session_timeout_ms, callback,
-                    f"member {member_id} rejoining a Stable group",
-                )
-            else:
-                callback(self._join_answer(group, member, members_for_leader=False))
-        else:  # Empty: members of an Empty group are gone; rejoin from scratch
-            callback(JoinResult(member_id, ErrorCode.UNKNOWN_MEMBER_ID))
-
-    def _join_answer(
-        self, group: GroupMetadata, member: MemberMetadata, *, members_for_leader: bool,
-        leader_id: str | None = None, skip_assignment: bool = False,
-    ) -> JoinResult:
-        is_leader = group.is_leader(member.member_id)
-        return JoinResult(
-            member_id=member.member_id,
-            error=ErrorCode.NO_ERROR,
-            generation_id=group.generation_id,
-            protocol_type=group.protocol_type,
-            protocol_name=group.protocol_name,
-            leader_id=(leader_id if leader_id is not None else group.leader_id or UNKNOWN_MEMBER_ID),
-            skip_assignment=skip_assignment,
-            members=group.current_member_metadata() if members_for_leader and is_leader else [],
-        )
-
-    def _add_member_and_rebalance(
-        self,
-        group: GroupMetadata,
-        member_id: str,
-        group_instance_id: str | None,
-        client_id: str,
-        client_host: str,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
-        callback: JoinCallback,
-        reason: str | None,
-    ) -> None:
-        member = MemberMetadata(
-            member_id, group_instance_id, client_id, client_host, rebalance_timeout_ms,
-            session_timeout_ms, protocol_type, protocols,
-        )
-        member.is_new = True
-        if group.is_state(GroupState.PREPARING_REBALANCE) and group.generation_id == 0:
-            group.new_member_added = True
-        member.awaiting_join_callback = callback
-        group.add(member)
-        # A new member cannot heartbeat before its first JoinGroup answer; a lost client would
-        # stay forever, so its join times out after 5 minutes (Kafka's NewMemberJoinTimeoutMs).
-        self.complete_and_schedule_next_heartbeat(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
-        self.maybe_prepare_rebalance(
-            group, f"adding new member {member_id} (instance {group_instance_id}); reason: {reason}"
-        )
-
-    def _update_member_and_rebalance(
-        self,
-        group: GroupMetadata,
-        member: MemberMetadata,
-        protocols: list[tuple[str, bytes]],
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        callback: JoinCallback,
-        reason: str,
-    ) -> None:
-        group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, callback)
-        self.maybe_prepare_rebalance(group, reason)
-
-    def _update_static_member_and_rebalance(
-        self,
-        group: GroupMetadata,
-        old_member_id: str,
-        new_member_id: str,
-        group_instance_id: str,
-        protocols: list[tuple[str, bytes]],
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        callback: JoinCallback,
-        supports_skip_assignment: bool,
-    ) -> None:
-        current_leader = group.leader_id
-        member = group.replace_static_member(group_instance_id, old_member_id, new_member_id)
-        self.complete_and_schedule_next_heartbeat(group, member)
-        old_protocols = list(member.supported_protocols)
-        old_rebalance_timeout_ms = member.rebalance_timeout_ms
-        old_session_timeout_ms = member.session_timeout_ms
-        group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, callback)
-        state = group.state
-        if state is GroupState.STABLE:
-            if group.protocol_name != group.select_protocol():
-                self.maybe_prepare_rebalance(
-                    group, f"static member {group_instance_id} changed the selected protocol"
-                )
-                return
-            # Same protocol: the others keep their assignment; just persist the new member id.
-            generation = group.generation_id
-            assignment = {m.member_id: m.assignment for m in group.members.values()}
-
-            def stored(error: ErrorCode) -> None:
-                if group.generation_id != generation or not group.has(new_member_id):
-                    group.maybe_invoke_join_callback(
-                        member, JoinResult(new_member_id, ErrorCode.REBALANCE_IN_PROGRESS)
-                    )
-                    return
-                if error is not ErrorCode.NO_ERROR:
-                    group.update_member(
-                        member, old_protocols, old_rebalance_timeout_ms, old_session_timeout_ms, None
-                    )
-                    restored = group.replace_static_member(group_instance_id, new_member_id, old_member_id)
-                    self.complete_and_schedule_next_heartbeat(group, restored)
-                    callback(
-                        JoinResult(
-                            UNKNOWN_MEMBER_ID, error, group.generation_id, group.protocol_type,
-                            group.protocol_name, current_leader or UNKNOWN_MEMBER_ID,
-                        )
-                    )
-                elif supports_skip_assignment:
-                    # JoinGroup v9: a static leader learns it leads but skips the assignor.
-                    is_leader = group.is_leader(new_member_id)
-                    group.maybe_invoke_join_callback(
-                        member,
-                        self._join_answer(group, member, members_for_leader=True,
-                                          skip_assignment=is_leader),
-                    )
-                else:
-                    # Older versions: report the old leader id so this member does not assign.
-                    group.maybe_invoke_join_callback(
-                        member,
-                        self._join_answer(group, member, members_for_leader=False,
-                                          leader_id=current_leader or UNKNOWN_MEMBER_ID),
-                    )
-
-            self.manager.store_group(group, assignment, stored)
-        elif state is GroupState.COMPLETING_REBALANCE:
-            self.maybe_prepare_rebalance(group, f"static member {group_instance_id} rejoined")
-        # PreparingRebalance: it simply takes part in the rebalance under way.
 
     # --- rebalance -------------------------------------------------------------------------
 
@@ -534,7 +244,7 @@ class GroupCoordinator:
                  group.group_id, group.generation_id, group.size, group.protocol_name)
         for member in group.all_members():
             group.maybe_invoke_join_callback(
-                member, self._join_answer(group, member, members_for_leader=True)
+                member, join.join_answer(group, member, members_for_leader=True)
             )
             self.complete_and_schedule_next_heartbeat(group, member)
             member.is_new = False
@@ -622,7 +332,7 @@ class GroupCoordinator:
         elif group.is_state(GroupState.PREPARING_REBALANCE):
             self.join_purgatory.check_and_complete(group.group_id)
 
-    def _schedule_pending_member_expiration(
+    def schedule_pending_member_expiration(
         self, group: GroupMetadata, member_id: str, session_timeout_ms: int
     ) -> None:
         key = (group.group_id, member_id)
@@ -637,14 +347,14 @@ class GroupCoordinator:
 
         self._pending_member_timers[key] = self.timers.call_later(session_timeout_ms, expire)
 
-    def _cancel_pending_member_expiration(self, group: GroupMetadata, member_id: str) -> None:
+    def cancel_pending_member_expiration(self, group: GroupMetadata, member_id: str) -> None:
         handle = self._pending_member_timers.pop((group.group_id, member_id), None)
         if handle is not None:
             handle.cancel()
 
     def _remove_pending_member_and_update_group(self, group: GroupMetadata, member_id: str) -> None:
         group.remove(member_id)
-        self._cancel_pending_member_expiration(group, member_id)
+        self.cancel_pending_member_expiration(group, member_id)
         if group.is_state(GroupState.PREPARING_REBALANCE):
             self.join_purgatory.check_and_complete(group.group_id)
 

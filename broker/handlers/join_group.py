@@ -21,8 +21,8 @@ Version notes:
 
 from __future__ import annotations
 
-from broker.group.coordinator import NEW_MEMBER_JOIN_TIMEOUT_MS
 from broker.group.handler_support import CallbackFuture, group_service
+from broker.group.join import NEW_MEMBER_JOIN_TIMEOUT_MS
 from broker.group.results import JoinResult
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
 from protocol.errors import ErrorCode
