@@ -51,7 +51,7 @@ def test_random_admin_requests_are_answered(module_broker: Any, name: str,
                                             versions: tuple[int, int]) -> None:
     with KafkaClient(module_broker.bootstrap, timeout_ms=20_000) as client:
 
-        @settings(max_examples=25, deadline=None, derandomize=True, database=None,
+        @settings(max_examples=15, deadline=None, derandomize=True, database=None,
                   suppress_health_check=list(HealthCheck))
         @given(admin_requests(name, versions))
         def answered(case: tuple[Any, int]) -> None:
