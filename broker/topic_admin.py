@@ -1,8 +1,8 @@
 """Topic operations that span the registry and the live partitions.
 
 The registry is the source of truth, and every operation is ordered so that a crash at
-any point leaves a state start-up repairs by opening every registered partition
-(``open_registered_partitions``):
+any point leaves a state that start-up repairs by opening every registered partition
+(broker.server does, creating the logs that are missing):
 
 - create: registry first (durable), then one log per partition, led by this broker; a
   crash in between leaves a registered topic whose missing logs start-up creates;
@@ -117,12 +117,17 @@ async def create_topic_async(
         return info
 
 
-def delete_topic(broker: Broker, name: str) -> TopicInfo:
-    """Delete ``name``'s partition logs, then forget the topic (durably)."""
+def _require(broker: Broker, name: str) -> TopicInfo:
     info = broker.topics.get(name)
     if info is None:
         raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                          "This server does not host this topic-partition.")
+    return info
+
+
+def delete_topic(broker: Broker, name: str) -> TopicInfo:
+    """Delete ``name``'s partition logs, then forget the topic (durably)."""
+    info = _require(broker, name)
     for partition in range(info.num_partitions):
         broker.replica_manager.delete_partition(info.name, partition)
     broker.topics.delete(name)
@@ -134,10 +139,7 @@ async def delete_topic_async(broker: Broker, name: str) -> TopicInfo:
     """``delete_topic`` yielding to the event loop between partitions (each deletion closes
     files, renames a directory and fsyncs the log dir), so other clients are not stalled."""
     async with _admin_lock():
-        info = broker.topics.get(name)
-        if info is None:
-            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                             "This server does not host this topic-partition.")
+        info = _require(broker, name)
         for partition in range(info.num_partitions):
             broker.replica_manager.delete_partition(info.name, partition)
             await asyncio.sleep(0)
@@ -153,8 +155,14 @@ async def add_partitions_async(broker: Broker, name: str, total: int) -> TopicIn
         old = broker.topics.check_add_partitions(name, total)
         info = await asyncio.to_thread(broker.topics.add_partitions, name, total)
         added = range(old.num_partitions, info.num_partitions)
-        await asyncio.to_thread(_create_logs, broker, info, added)
-        await _open_partitions_yielding(broker, info, added)
+        try:
+            await asyncio.to_thread(_create_logs, broker, info, added)
+            await _open_partitions_yielding(broker, info, added)
+        except Exception as exc:
+            # The registry already counts them: the next start-up opens what is missing.
+            log.error("opening the new partitions of %s failed: %s", name, exc)
+            raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR,
+                             f"Cannot create the new logs of {name}: {exc}") from exc
         log.info("topic %s now has %d partitions", name, total)
         return info
 
@@ -169,22 +177,6 @@ async def set_topic_configs_async(
         broker.replica_manager.update_log_config(name, log_config_for(broker.config, info))
         log.info("topic %s configs now %s", name, info.configs)
         return info
-
-
-def open_registered_partitions(broker: Broker) -> int:
-    """Open (or create) every partition of every registered topic; returns the count.
-    Logs on disk that no registered topic owns are left alone, with a warning."""
-    count = 0
-    hosted: set[tuple[str, int]] = set()
-    for info in broker.topics.all():
-        _open_partitions(broker, info, range(info.num_partitions))
-        hosted.update((info.name, p) for p in range(info.num_partitions))
-        count += info.num_partitions
-    if broker.log_manager is not None:
-        for tp in broker.log_manager.logs():
-            if (tp[0], tp[1]) not in hosted:
-                log.warning("log %s-%d belongs to no registered topic: not served", tp[0], tp[1])
-    return count
 
 
 def _open_partitions(broker: Broker, info: TopicInfo, partitions: range) -> None:
