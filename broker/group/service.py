@@ -60,7 +60,10 @@ class GroupService:
             self._load_all(info.num_partitions)
 
     def ensure_offsets_topic(self) -> bool:
-        """Create and load ``__consumer_offsets`` if it does not exist yet; False on failure."""
+        """Create and load ``__consumer_offsets`` if it does not exist yet; False on failure
+        or once the coordinator has shut down (requests then get COORDINATOR_NOT_AVAILABLE)."""
+        if not self.coordinator.is_active:
+            return False
         if self.coordinator.manager.owned_partitions:
             return True
         from broker import topic_admin  # the admin module needs services: import late

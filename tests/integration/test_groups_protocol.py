@@ -162,6 +162,9 @@ def test_member_life_cycle_at_every_version(gbroker: BrokerProcess, version: int
         assert (described.error_code, described.group_state, described.protocol_type,
                 described.protocol_data) == (0, "Stable", "consumer", "range")
         assert described.members[0].member_id == me and described.members[0].member_assignment == mine
+        if desc_v >= 3:
+            with_ops = call(c, DescribeGroupsRequest(groups=[group], include_authorized_operations=True), desc_v)
+            assert with_ops.groups[0].authorized_operations == (1 << 3) | (1 << 6) | (1 << 8)  # READ, DELETE, DESCRIBE
         listed = call(c, ListGroupsRequest(), list_v)
         assert (group, "consumer") in {(g.group_id, g.protocol_type) for g in listed.groups}
         if leave_v >= 3:
