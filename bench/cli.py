@@ -7,7 +7,8 @@ Flags: ``--quick`` (smoke: minikafka only, tiny sizes, one run, no Java tools),
 bench/results), ``--no-java`` (skip Kafka's perf tools), ``--keep`` (keep the work dir).
 
 Writes ``<results-dir>/latest.md`` and ``<results-dir>/<date>-<time>.md`` (the dated copy
-is kept), ``latest-*.png`` plots with dated copies, and prints the table.
+is kept), the raw figures as ``<date>-<time>.json`` (``--rerender`` rebuilds the report
+and plots from one), ``latest-*.png`` plots with dated copies, and prints the table.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import json
 import shutil
 import signal
 import sys
@@ -51,6 +53,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--no-java", action="store_true", help="skip Kafka's Java perf tools")
     parser.add_argument("--results-dir", type=Path, default=BENCH_DIR / "results")
     parser.add_argument("--keep", action="store_true", help="keep the work dir (logs, data)")
+    parser.add_argument(
+        "--rerender", type=Path, help="rebuild report and plots from a saved <date>.json"
+    )
     args = parser.parse_args(argv)
     if args.runs is not None and not 1 <= args.runs <= 50:
         parser.error("--runs must be between 1 and 50")
@@ -108,12 +113,16 @@ def _stop_on_signal(signum: int, _frame: FrameType | None) -> None:
 
 
 def _write_outputs(
-    results: Results, header: dict[str, str], results_dir: Path, profile_labels: list[str]
+    results: Results,
+    header: dict[str, str],
+    results_dir: Path,
+    profile_labels: list[str],
+    stamp: str | None = None,
 ) -> tuple[str, Path]:
     from bench.plots import write_plots  # matplotlib is imported only when writing
 
     results_dir.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y-%m-%d-%H%M%S")
+    stamp = stamp or time.strftime("%Y-%m-%d-%H%M%S")
     rows = build_rows(results)
     plots = write_plots(rows, results_dir, "latest")
     for plot in plots:
@@ -127,11 +136,27 @@ def _write_outputs(
     latest = results_dir / "latest.md"
     latest.write_text(text)
     shutil.copyfile(latest, results_dir / f"{stamp}.md")
+    raw = {"header": header, "profile_labels": profile_labels, **results.to_json()}
+    (results_dir / f"{stamp}.json").write_text(json.dumps(raw, indent=1))
     return text_table(rows), latest
+
+
+def rerender(path: Path, results_dir: Path) -> int:
+    """Rebuild latest.md and the plots from the raw figures of an earlier run."""
+    raw = json.loads(path.read_text())
+    results = Results.from_json(raw)
+    table, latest = _write_outputs(
+        results, raw["header"], results_dir, raw["profile_labels"], stamp=path.stem
+    )
+    print(table)
+    print(f"report: {latest}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.rerender is not None:
+        return rerender(args.rerender, args.results_dir)
     sizes = QUICK if args.quick else FULL
     if args.size_gb is not None:
         sizes = dataclasses.replace(sizes, p6_size_bytes=int(args.size_gb * 1e9))

@@ -8,7 +8,8 @@ process (its own /proc/self/stat delta), or None where it does not apply.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from bench.stats import Summary
 
@@ -41,6 +42,21 @@ class Results:
     figures: list[Figure] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "figures": [asdict(f) for f in self.figures],
+            "failures": [asdict(f) for f in self.failures],
+            "notes": list(self.notes),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Results:
+        return cls(
+            figures=[Figure(**f) for f in data["figures"]],
+            failures=[Failure(**f) for f in data["failures"]],
+            notes=list(data["notes"]),
+        )
 
     def rows(self) -> list[tuple[str, str]]:
         """(row, metric) pairs in first-seen order."""
