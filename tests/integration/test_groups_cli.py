@@ -1,17 +1,22 @@
-"""Group command-line tools against a real broker: ``minikafka consumer-groups`` (list, describe
-with lag, reset offsets, delete) and Apache Kafka's own kafka-consumer-groups
-(org.apache.kafka.tools.consumer.group.ConsumerGroupCommand, Kafka 3.9 jars)."""
+"""Group tools against a real broker: ``minikafka consumer-groups`` (list, describe with lag,
+reset offsets, delete), Apache Kafka's own kafka-consumer-groups
+(org.apache.kafka.tools.consumer.group.ConsumerGroupCommand, Kafka 3.9 jars), and Kafka's
+DumpLogSegments --offsets-decoder reading our ``__consumer_offsets`` records."""
 
 from __future__ import annotations
 
 import datetime
 import io
+import json
 import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
+from broker.group.partitioning import partition_for
 from broker.tools.consumer_groups import main as groups_main
 from protocol.messages.consumer_protocol_assignment import ConsumerProtocolAssignment
 from protocol.messages.consumer_protocol_subscription import ConsumerProtocolSubscription
@@ -183,3 +188,75 @@ def test_kafka_consumer_groups_lists_and_describes_with_lag(gbroker: BrokerProce
         assert member.heartbeat() == 0
     finally:
         member.close()
+
+
+def dump_offsets_segment(segment: Path) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
+    """(key, payload) of every record, decoded by Kafka's DumpLogSegments --offsets-decoder."""
+    out = subprocess.run(
+        ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp", CLASSPATH, "kafka.tools.DumpLogSegments",
+         "--files", str(segment), "--offsets-decoder", "--print-data-log"],
+        capture_output=True, text=True, timeout=JVM_TIMEOUT_S, check=False)
+    assert out.returncode == 0, out.stdout + out.stderr
+    records = []
+    for line in out.stdout.splitlines():
+        if " key: " not in line:
+            continue
+        key_text, payload_text = line.split(" key: ", 1)[1].split(" payload: ", 1)
+        payload = None if payload_text.strip() == "<DELETE>" else json.loads(payload_text)
+        records.append((json.loads(key_text), payload))
+    return records
+
+
+@pytest.mark.java
+def test_kafka_decodes_our_group_and_offset_records(gbroker: BrokerProcess) -> None:
+    """Kafka's DumpLogSegments --offsets-decoder reads what this broker wrote, field by field."""
+    group = "java-decoded"
+    sub = (1).to_bytes(2, "big") + ConsumerProtocolSubscription([TOPIC]).encode(1)
+    mine = (0).to_bytes(2, "big") + ConsumerProtocolAssignment(
+        [ConsumerProtocolAssignment.TopicPartition(TOPIC, [0, 1])]).encode(0)
+    with RawClient(gbroker.bootstrap) as c:
+        joined = c.request(JoinGroupRequest.API_KEY, 5, JoinGroupRequest(
+            group_id=group, session_timeout_ms=30_000, rebalance_timeout_ms=30_000, member_id="",
+            group_instance_id="inst-1", protocol_type="consumer",
+            protocols=[JoinGroupRequest.JoinGroupRequestProtocol("range", sub)]))[1]
+        me, gen = joined.member_id, joined.generation_id
+        assert joined.error_code == 0
+        synced = c.request(SyncGroupRequest.API_KEY, 5, SyncGroupRequest(
+            group_id=group, generation_id=gen, member_id=me, group_instance_id="inst-1",
+            protocol_type="consumer", protocol_name="range",
+            assignments=[SyncGroupRequest.SyncGroupRequestAssignment(me, mine)]))[1]
+        assert synced.error_code == 0
+        committed = c.request(OffsetCommitRequest.API_KEY, 9, OffsetCommitRequest(
+            group_id=group, generation_id_or_member_epoch=gen, member_id=me, group_instance_id="inst-1",
+            topics=[OffsetCommitRequest.OffsetCommitRequestTopic(TOPIC, [
+                OffsetCommitRequest.OffsetCommitRequestPartition(
+                    partition_index=1, committed_offset=1234, committed_leader_epoch=7,
+                    committed_metadata="hello")])]))[1]
+        assert committed.topics[0].partitions[0].error_code == 0
+        # OffsetCommit v2 with a retention time: Kafka's value version 1 with an expire timestamp
+        retained = c.request(OffsetCommitRequest.API_KEY, 2, OffsetCommitRequest(
+            group_id=group, generation_id_or_member_epoch=gen, member_id=me, retention_time_ms=60_000,
+            topics=[OffsetCommitRequest.OffsetCommitRequestTopic(TOPIC, [
+                OffsetCommitRequest.OffsetCommitRequestPartition(partition_index=0, committed_offset=5)])]))[1]
+        assert retained.topics[0].partitions[0].error_code == 0
+    (segment,) = gbroker.log_dir.glob(f"__consumer_offsets-{partition_for(group, 50)}/*.log")
+    records = [(k, v) for k, v in dump_offsets_segment(segment) if k["data"].get("group") == group]
+    key, value = [(k, v) for k, v in records if k["type"] == "2"][-1]
+    assert key["data"] == {"group": group}
+    assert value is not None and value["version"] == "3"
+    data = value["data"]
+    assert (data["protocolType"], data["generation"], data["protocol"], data["leader"]) == ("consumer", gen, "range", me)
+    (member,) = data["members"]
+    assert (member["memberId"], member["groupInstanceId"], member["clientId"], member["clientHost"]) == (
+        me, "inst-1", "test-client", "/127.0.0.1")
+    assert member["subscription"]["topics"] == [TOPIC]
+    assert member["assignment"]["assignedPartitions"] == [{"topic": TOPIC, "partitions": [0, 1]}]
+    by_partition = {k["data"]["partition"]: (k, v) for k, v in records if k["type"] in ("0", "1")}
+    key1, value1 = by_partition[1]
+    assert key1 == {"type": "1", "data": {"group": group, "topic": TOPIC, "partition": 1}}
+    assert value1 is not None and value1["version"] == "3"
+    assert {k: value1["data"][k] for k in ("offset", "leaderEpoch", "metadata")} == {
+        "offset": 1234, "leaderEpoch": 7, "metadata": "hello"}
+    _, value0 = by_partition[0]
+    assert value0 is not None and value0["version"] == "1"
+    assert value0["data"]["expireTimestamp"] - value0["data"]["commitTimestamp"] == 60_000
