@@ -131,6 +131,8 @@ def delete_topic(broker: Broker, name: str) -> TopicInfo:
     for partition in range(info.num_partitions):
         broker.replica_manager.delete_partition(info.name, partition)
     broker.topics.delete(name)
+    if broker.group_coordinator is not None:  # its committed offsets go too (issue 5)
+        broker.group_coordinator.on_topic_deleted(name)
     log.info("deleted topic %s (id %s)", name, info.topic_id)
     return info
 
@@ -144,6 +146,8 @@ async def delete_topic_async(broker: Broker, name: str) -> TopicInfo:
             broker.replica_manager.delete_partition(info.name, partition)
             await asyncio.sleep(0)
         await asyncio.to_thread(broker.topics.delete, name)
+        if broker.group_coordinator is not None:  # its committed offsets go too (issue 5)
+            broker.group_coordinator.on_topic_deleted(name)
         log.info("deleted topic %s (id %s)", name, info.topic_id)
         return info
 

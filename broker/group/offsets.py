@@ -150,3 +150,14 @@ def delete_offsets(
         manager.cleanup_group_metadata([group], lambda g: g.remove_offsets(eligible))
         errors.update({tp: ErrorCode.NO_ERROR for tp in eligible})
     return ErrorCode.NO_ERROR, errors
+
+
+def remove_topic_offsets(coordinator: GroupCoordinator, topic: str) -> int:
+    """A deleted topic's committed offsets leave every group (Kafka's ``onPartitionsDeleted``):
+    tombstones are written, and groups left Empty without offsets are removed. Returns how many
+    offsets were removed."""
+    manager = coordinator.manager
+    groups = [g for g in list(manager.groups.values()) if any(t == topic for t, _ in g.offsets)]
+    return manager.cleanup_group_metadata(
+        groups, lambda g: g.remove_offsets([tp for tp in g.offsets if tp[0] == topic])
+    )

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from broker.group.config import PROPERTY_FIELDS, GroupConfig
 from broker.group.coordinator import GroupCoordinator
 from broker.group.log_store import ReplicaRecordLog, read_records
+from broker.group.offsets import remove_topic_offsets
 from broker.group.partitioning import GROUP_METADATA_TOPIC
 from broker.group.timers import LoopTimers
 
@@ -100,6 +101,19 @@ class GroupService:
                 log.error("%s-%d is not hosted here; its groups are unavailable", GROUP_METADATA_TOPIC, p)
                 continue
             self.coordinator.on_election(p, read_records(partition))
+
+    def on_topic_deleted(self, topic: str) -> None:
+        """Forget the deleted topic's committed offsets in every group (tombstones written)."""
+        if topic == GROUP_METADATA_TOPIC:
+            # Its logs are gone: unload every group (waiters answered NOT_COORDINATOR); the
+            # next group request creates the topic afresh.
+            for partition in sorted(self.coordinator.manager.owned_partitions):
+                self.coordinator.on_resignation(partition)
+            return
+        if self.coordinator.is_active:
+            removed = remove_topic_offsets(self.coordinator, topic)
+            if removed:
+                log.info("removed %d committed offsets of deleted topic %s", removed, topic)
 
     def shutdown(self) -> None:
         self.coordinator.shutdown()

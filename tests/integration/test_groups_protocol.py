@@ -361,3 +361,19 @@ def test_groups_and_offsets_survive_sigterm_and_kill9_restarts(tmp_path: Path) -
             assert sum(f.stat().st_size for d in dirs for f in d.glob("*.log")) > 0
     finally:
         proc.stop()
+
+
+def test_deleting_a_topic_removes_its_committed_offsets(gbroker: BrokerProcess) -> None:
+    from broker.tools.client import AdminClient
+
+    create_topic(gbroker.bootstrap, "doomed", 2)
+    with RawClient(gbroker.bootstrap) as c:
+        resp = call(c, OffsetCommitRequest(group_id="doomed-group", topics=[
+            OffsetCommitRequest.OffsetCommitRequestTopic(name, [
+                OffsetCommitRequest.OffsetCommitRequestPartition(partition_index=0, committed_offset=4)])
+            for name in ("doomed", TOPIC)]), 9)
+        assert [t.partitions[0].error_code for t in resp.topics] == [0, 0]
+        with AdminClient(gbroker.bootstrap) as admin:
+            admin.delete_topics(["doomed"])
+        resp = call(c, OffsetFetchRequest(group_id="doomed-group", topics=None), 7)
+        assert [(t.name, [p.partition_index for p in t.partitions]) for t in resp.topics] == [(TOPIC, [0])]

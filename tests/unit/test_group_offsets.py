@@ -242,3 +242,18 @@ def test_undecodable_records_are_skipped_on_load() -> None:
     log.partitions[p].append((b"\x00", None))
     h2 = h.restarted()
     assert fetch_offsets(h2.coordinator, "simple", [TP0])[1][TP0].offset == 8
+
+
+def test_deleted_topic_offsets_leave_every_group() -> None:
+    from broker.group.offsets import remove_topic_offsets
+
+    h = Harness()
+    mid, gen = one_member_stable(h, topics=("t", "u"))
+    h.commit(G, {TP0: 1, ("u", 0): 2}, member_id=mid, generation=gen)
+    h.commit("simple", {TP1: 3})
+    assert remove_topic_offsets(h.coordinator, "t") == 2
+    assert set(fetch_offsets(h.coordinator, G, None)[1]) == {("u", 0)}
+    assert h.coordinator.manager.get_group("simple") is None  # Empty and no offsets left
+    h2 = h.restarted()
+    assert set(fetch_offsets(h2.coordinator, G, None)[1]) == {("u", 0)}
+    assert h2.coordinator.manager.get_group("simple") is None
