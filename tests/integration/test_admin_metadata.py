@@ -62,7 +62,7 @@ def test_auto_create_uses_broker_defaults(broker_factory: Any) -> None:
 
 
 def _produce_with_librdkafka(bootstrap: str, topic: str) -> list[tuple[Any, int | None]]:
-    producer = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 4000})
+    producer = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 2000})
     deliveries: list[tuple[Any, int | None]] = []
     for value in (b"a", b"b"):
         producer.produce(topic, value=value,

@@ -10,6 +10,7 @@ import io
 import re
 import subprocess
 import sys
+import time
 from typing import Any
 
 import pytest
@@ -102,9 +103,8 @@ def test_errors_and_if_exists_flags(module_broker: Any) -> None:
 
 
 def test_unreachable_broker_fails_within_timeout() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "broker.cli", "topics", "--bootstrap-server", "127.0.0.1:1",
-         "--list", "--command-timeout-ms", "2000"],
-        capture_output=True, text=True, timeout=30, cwd=REPO_ROOT, check=False)
+    started = time.monotonic()
+    result = topics("127.0.0.1:1", "--list", "--command-timeout-ms", "2000")
     assert result.returncode == 1
     assert "Error while executing topic command" in result.stdout
+    assert time.monotonic() - started < 10
