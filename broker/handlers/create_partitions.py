@@ -60,21 +60,21 @@ async def _grow(broker: Broker, topic: CreatePartitionsRequest.CreatePartitionsT
         added = topic.count - current.num_partitions
         if len(topic.assignments) != added:
             raise TopicError(
-                ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                 f"Increasing the number of partitions by {added} but {len(topic.assignments)}"
                 " assignments provided.")
         node_id = topic_admin.broker_id(broker)
         for a in topic.assignments:
             if not a.broker_ids or len(set(a.broker_ids)) != len(a.broker_ids):
-                raise TopicError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                  f"Invalid replica assignment {a.broker_ids}.")
             unknown = sorted(b for b in a.broker_ids if b != node_id)
             if unknown:
-                raise TopicError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                  f"Unknown broker(s) in replica assignment: {unknown}.")
             if len(a.broker_ids) != current.replication_factor:
                 raise TopicError(
-                    ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                     f"Inconsistent replication factor between partitions, partition 0 has"
                     f" {current.replication_factor} while partitions {a.broker_ids} have"
                     f" replication factors {len(a.broker_ids)}, respectively.")

@@ -9,7 +9,7 @@ Behavior:
   partitions < 1 -> INVALID_PARTITIONS; replication factor < 1 or above the one live
   broker -> INVALID_REPLICATION_FACTOR; a replica assignment naming another broker, a
   repeated broker, uneven sizes or partition indexes not 0..n-1 ->
-  INVALID_REPLICATION_ASSIGNMENT; an unknown config name, a null or invalid value ->
+  INVALID_REPLICA_ASSIGNMENT; an unknown config name, a null or invalid value ->
   INVALID_CONFIG. Every error carries Kafka's message text.
 - NumPartitions -1 -> ``num.partitions``; ReplicationFactor -1 -> ``default.replication.factor``.
 - ValidateOnly: every check, nothing created; the answer is what creation would return.
@@ -117,22 +117,22 @@ def _shape(broker: Broker, topic: CreateTopicsRequest.CreatableTopic) -> tuple[i
     node_id = topic_admin.broker_id(broker)
     indexes = sorted(a.partition_index for a in topic.assignments)
     if indexes != list(range(len(indexes))):
-        raise TopicError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+        raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                          "Partitions should be a consecutive 0-based integer sequence")
     sizes = {len(a.broker_ids) for a in topic.assignments}
     for a in topic.assignments:
         if not a.broker_ids:
-            raise TopicError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                              f"Empty replica list specified in partition {a.partition_index}.")
         if len(set(a.broker_ids)) != len(a.broker_ids):
-            raise TopicError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                              f"Duplicate brokers not allowed in replica assignment: {a.broker_ids}"
                              f" for partition id {a.partition_index}.")
         unknown = sorted(b for b in a.broker_ids if b != node_id)
         if unknown:
-            raise TopicError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                              f"Unknown broker(s) in replica assignment: {unknown}.")
     if len(sizes) != 1:
-        raise TopicError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+        raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                          "All partitions should have the same number of replicas")
     return len(indexes), sizes.pop()
