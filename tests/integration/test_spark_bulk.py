@@ -1,0 +1,126 @@
+"""The bulk consumer job (``minikafka spark-ingest``) against a real broker, as a subprocess.
+
+A run is SIGKILLed (the whole process group: Python driver and its JVM) after its first
+micro-batch; more records arrive; the rerun from the same checkpoint must leave Parquet
+holding every record exactly once (read back file by file with pyarrow, not through
+Spark's metadata, so a stray file would show). A third run with nothing new adds nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.dataset as ds  # type: ignore[import-untyped]
+import pytest
+from kafka import KafkaProducer
+
+from broker.tools.client import AdminClient
+from tests.integration.broker_process import REPO_ROOT, BrokerProcess
+
+pytestmark = pytest.mark.timeout(600)
+
+RUN_TIMEOUT_S = 240.0
+
+
+def produce(bootstrap: str, topic: str, start: int, count: int, partitions: int) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, batch_size=64 * 1024,
+                             compression_type="lz4", request_timeout_ms=10_000, max_block_ms=10_000)
+    try:
+        for i in range(start, start + count):
+            producer.send(topic, key=f"{topic}-{i}".encode(), value=b"v" * 40 + str(i).encode(),
+                          partition=i % partitions)
+        producer.flush(timeout=30)
+    finally:
+        producer.close(timeout=10)
+
+
+def job(bootstrap: str, out: Path, *extra: str) -> subprocess.Popen[str]:
+    cmd = [sys.executable, "-m", "broker.cli", "spark-ingest", "--bootstrap-server", bootstrap,
+           "--topics", "bulk-a,bulk-b", "--output", str(out), "--max-records-per-batch", "3000",
+           "--timeout-s", str(RUN_TIMEOUT_S), *extra]
+    return subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+
+
+def wait_for_line(proc: subprocess.Popen[str], prefix: str, timeout_s: float) -> list[str]:
+    """Lines of stdout up to and including the first that starts with ``prefix``."""
+    assert proc.stdout is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout_s
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        while time.monotonic() < deadline:
+            if not sel.select(timeout=1.0):
+                continue
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line.rstrip())
+            if line.startswith(prefix):
+                return lines
+    raise AssertionError(f"no line starting with {prefix!r}; got {lines}")
+
+
+def finish(proc: subprocess.Popen[str]) -> str:
+    out, err = proc.communicate(timeout=RUN_TIMEOUT_S)
+    assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{out}\nstderr:\n{err[-4000:]}"
+    return out
+
+
+def landed(out: Path) -> list[tuple[str, int, int, bytes]]:
+    table = ds.dataset(str(out), format="parquet", partitioning="hive").to_table(
+        columns=["topic", "partition", "offset", "key"])
+    return sorted(zip(*(table.column(c).to_pylist() for c in ("topic", "partition", "offset", "key")),
+                      strict=True))
+
+
+def test_killed_bulk_job_rerun_lands_every_record_exactly_once(broker: BrokerProcess, tmp_path: Path) -> None:
+    bootstrap = broker.bootstrap
+    with AdminClient(bootstrap, timeout_ms=10_000) as admin:
+        admin.create_topic("bulk-a", 3, 1, {})
+        admin.create_topic("bulk-b", 1, 1, {})
+    produce(bootstrap, "bulk-a", 0, 6_000, 3)
+    produce(bootstrap, "bulk-b", 0, 2_000, 1)
+    out = tmp_path / "out"
+
+    first = job(bootstrap, out)
+    try:
+        progress = wait_for_line(first, "batch ", RUN_TIMEOUT_S)
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)  # driver and JVM, mid-run
+        first.wait(timeout=30)
+    assert first.returncode == -signal.SIGKILL
+    assert "records" in progress[-1] and "MB" in progress[-1]
+
+    produce(bootstrap, "bulk-a", 6_000, 1_500, 3)
+    produce(bootstrap, "bulk-b", 2_000, 500, 1)
+    second = finish(job(bootstrap, out))
+    assert "summary:" in second
+
+    rows = landed(out)
+    expected_keys = sorted([f"bulk-a-{i}".encode() for i in range(7_500)]
+                           + [f"bulk-b-{i}".encode() for i in range(2_500)])
+    assert len(rows) == 10_000
+    assert len({(t, p, o) for t, p, o, _ in rows}) == 10_000  # no record twice
+    assert sorted(r[3] for r in rows) == expected_keys  # no record missing
+    dates = {p.name for p in out.glob("topic=*/date=*")}
+    assert dates and all(d.startswith("date=20") for d in dates)
+    assert not list(out.glob("_staging/**/*.parquet"))
+
+    # incremental: nothing new -> nothing written
+    third = finish(job(bootstrap, out))
+    assert "0 records" in third.splitlines()[-1], third
+    assert landed(out) == rows
+
+
+def test_bad_option_is_one_clear_line_before_spark_starts(tmp_path: Path) -> None:
+    proc = job("127.0.0.1:1", tmp_path / "out", "--max-records-per-batch", "0")
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, (out, err)
+    assert err.strip() == "minikafka spark-ingest: error: --max-records-per-batch: must be at least 1"
