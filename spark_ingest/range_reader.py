@@ -116,12 +116,10 @@ def _decode(data: bytes, offset: int, end: int, rows: ArrowRows) -> Generator[An
         if next_offset <= offset:
             continue
         if not batch.is_control:
-            ts_type = int(batch.timestamp_type)
             try:
-                records = [r for r in batch.records() if offset <= r.offset < end]
+                rows.add_batch(batch, offset, end)
             except ProtocolError as exc:
                 raise SourceError(f"corrupt batch at offset {batch.base_offset}: {exc}") from None
-            rows.add(records, ts_type)
             if rows.full:
                 flushed = rows.flush()
                 if flushed is not None:

@@ -14,12 +14,12 @@ Arrow batches from ``read()``, which is far cheaper than a tuple per row.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any, Final
 
 import pyarrow as pa  # type: ignore[import-untyped]
 
-from protocol.records import Record
+from protocol.records import RecordBatch
+from spark_ingest.record_columns import Columns, add_batch_columns
 
 BASE_DDL: Final = (
     "key binary, value binary, topic string, partition int, offset long, "
@@ -47,7 +47,7 @@ def arrow_schema(include_headers: bool) -> Any:
 
 
 class ArrowRows:
-    """Column buffers for one topic-partition; ``add`` records, ``flush`` an Arrow batch."""
+    """Column buffers for one topic-partition; ``add_batch``, then ``flush`` an Arrow batch."""
 
     def __init__(self, topic: str, partition: int, include_headers: bool,
                  max_rows: int = DEFAULT_MAX_ROWS) -> None:
@@ -56,52 +56,37 @@ class ArrowRows:
         self._include_headers = include_headers
         self._schema = arrow_schema(include_headers)
         self.max_rows = max_rows
-        self._clear()
-
-    def _clear(self) -> None:
-        self._keys: list[bytes | None] = []
-        self._values: list[bytes | None] = []
-        self._offsets: list[int] = []
-        self._timestamps_us: list[int] = []
-        self._types: list[int] = []
-        self._headers: list[list[dict[str, Any]] | None] = []
+        self._cols = Columns()
 
     def __len__(self) -> int:
-        return len(self._offsets)
+        return len(self._cols)
 
     @property
     def full(self) -> bool:
-        return len(self._offsets) >= self.max_rows
+        return len(self._cols) >= self.max_rows
 
-    def add(self, records: Iterable[Record], timestamp_type: int) -> None:
-        keys, values, offsets = self._keys, self._values, self._offsets
-        stamps, types = self._timestamps_us, self._types
-        for r in records:
-            keys.append(r.key)
-            values.append(r.value)
-            offsets.append(r.offset)
-            stamps.append(r.timestamp * 1000)
-            types.append(timestamp_type)
-            if self._include_headers:
-                # Spark's Kafka source gives null (not []) for a record without headers
-                self._headers.append([{"key": k, "value": v} for k, v in r.headers] if r.headers else None)
+    def add_batch(self, batch: RecordBatch, start: int, end: int) -> None:
+        """Add the records of ``batch`` in ``[start, end)`` (``CorruptRecordError`` on bad data)."""
+        add_batch_columns(batch, start, end, self._cols, self._include_headers)
 
     def flush(self) -> Any:
         """An Arrow ``RecordBatch`` of what was added (then empty), or None when empty."""
-        n = len(self._offsets)
+        cols = self._cols
+        n = len(cols)
         if n == 0:
             return None
         arrays = [
-            pa.array(self._keys, pa.binary()),
-            pa.array(self._values, pa.binary()),
+            pa.array(cols.keys, pa.binary()),
+            pa.array(cols.values, pa.binary()),
             pa.array([self._topic] * n, pa.string()),
             pa.array([self._partition] * n, pa.int32()),
-            pa.array(self._offsets, pa.int64()),
-            pa.array(self._timestamps_us, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
-            pa.array(self._types, pa.int32()),
+            pa.array(cols.offsets, pa.int64()),
+            pa.array([t * 1000 for t in cols.timestamps_ms], pa.int64()).cast(
+                pa.timestamp("us", tz="UTC")),
+            pa.array(cols.types, pa.int32()),
         ]
         if self._include_headers:
-            arrays.append(pa.array(self._headers, _HEADER_TYPE))
-        batch = pa.RecordBatch.from_arrays(arrays, schema=self._schema)
-        self._clear()
-        return batch
+            # Spark's Kafka source gives null (not []) for a record without headers
+            arrays.append(pa.array(cols.headers, _HEADER_TYPE))
+        self._cols = Columns()
+        return pa.RecordBatch.from_arrays(arrays, schema=self._schema)
