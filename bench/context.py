@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -128,6 +128,9 @@ class RunContext:
     sizes: Sizes
     profile: bool = False
     profile_duration_s: int = 120
+    # Failures of a part of a run that do not void the rest (a second-opinion tool);
+    # the runner records them as Failures after each run.
+    soft_failures: list[str] = field(default_factory=list)
 
     def load(self, broker: BrokerUnderTest, spec: dict[str, Any], *, name: str) -> LoadProc:
         """Start a librdkafka load process against broker (see bench.load for specs)."""

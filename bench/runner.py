@@ -85,6 +85,10 @@ def _run_scenario(
                 _log(f"{scenario.key} run {r} {b.name}: {_describe(figures)}")
 
             _attempt(results, scenario.key, broker, run, one_run)
+            for message in ctx.soft_failures:
+                results.failures.append(Failure(scenario.key, broker.name, run, message))
+                _log(f"{scenario.key} {broker.name} run {run} partly FAILED: {message[:300]}")
+            ctx.soft_failures.clear()
         if active:
             results.figures.extend(scenario.after_run(active, ctx, run))
 

@@ -174,8 +174,9 @@ class P2Consume(Scenario):
                         records=ctx.sizes.p2_records,
                         work_dir=ctx.work_dir,
                     )
-                except BenchError as exc:
-                    raise BenchError(f"ConsumerPerformance (second opinion): {exc}") from exc
+                except BenchError as exc:  # needs the group APIs; keep librdkafka's figures
+                    ctx.soft_failures.append(f"ConsumerPerformance {partitions}p: {exc}")
+                    continue
                 cpu_s = tree_cpu_s(broker.pid) - cpu0
                 row = f"P2 consume {partitions}p (Java perf-test)"
                 figures += _java_figures(self.key, row, broker.name, run, res, cpu_s)
@@ -318,10 +319,13 @@ class P6Restart(Scenario):
             "timeout_s": 1800,
         }
         out = ctx.run_load(broker, spec, name="P6 fill")
-        size_gb = broker.topic_log_bytes(self.TOPIC) / 1e9
-        figures = _throughput_figures(
-            self.key, f"P6 fill 20p, 1 KiB records ({size_gb:.2f} GB log)", broker.name, 0, out
-        )
+        written_gb = broker.topic_log_bytes(self.TOPIC) / 1e9
+        if written_gb < 0.9 * sizes.p6_size_bytes / 1e9:
+            raise BenchError(
+                f"P6 fill left {written_gb:.2f} GB of log, not ~{sizes.p6_size_bytes / 1e9:g}"
+            )
+        row = f"P6 fill 20p, 1 KiB records ({sizes.p6_size_bytes / 1e9:g} GB)"
+        figures = _throughput_figures(self.key, row, broker.name, 0, out)
         return [f for f in figures if f.metric == "MiB/s"]
 
     def run(self, broker: BrokerUnderTest, ctx: RunContext, run: int) -> list[Figure]:
@@ -331,7 +335,6 @@ class P6Restart(Scenario):
             probe.wait_line("ready", timeout_s=60.0)
             launched = time.monotonic()
             broker.launch()
-            probe.broker = broker  # charge the new broker pid from here on
             outcome = probe.result(timeout_s=400.0)
         finally:
             probe.kill()
