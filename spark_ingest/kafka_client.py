@@ -140,17 +140,27 @@ class Cluster:
             meta.topics[name] = len(t.partitions)
             for p in t.partitions:
                 meta.leaders[TopicPartition(name, p.partition_index)] = p.leader_id
-        self._meta = meta
+        self._remember(meta)
         return meta
 
+    def _remember(self, meta: Metadata) -> None:
+        known = self._meta
+        known.brokers.update(meta.brokers)
+        for topic in set(meta.topics) | set(meta.missing):
+            for tp in [tp for tp in known.leaders if tp.topic == topic]:
+                del known.leaders[tp]
+        known.leaders.update(meta.leaders)
+
     def leader_of(self, tp: TopicPartition) -> int:
-        leader = self._meta.leaders.get(tp)
-        if leader is None or leader < 0:
-            self.metadata([tp.topic])
+        """The partition's leader; a new partition may need a moment to get one."""
+        for attempt in range(MAX_ATTEMPTS):
             leader = self._meta.leaders.get(tp)
-        if leader is None or leader < 0:
-            raise SourceError(f"no leader for {tp} (unknown topic or partition)")
-        return leader
+            if leader is not None and leader >= 0:
+                return leader
+            if attempt:
+                self._backoff(attempt - 1)
+            self.metadata([tp.topic])
+        raise SourceError(f"no leader for {tp} (unknown topic or partition)")
 
     # -- list offsets --------------------------------------------------------------------
 

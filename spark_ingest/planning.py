@@ -33,7 +33,8 @@ def discover(cluster: Cluster, opts: SourceOptions) -> list[TopicPartition]:
     sub = opts.subscription
     if isinstance(sub, SubscribePattern):
         meta = cluster.metadata(None)
-        return sorted(tp for tp in meta.leaders if sub.matches(tp.topic))
+        # a partition still without a leader (a topic being created) waits for the next batch
+        return sorted(tp for tp, leader in meta.leaders.items() if leader >= 0 and sub.matches(tp.topic))
     if isinstance(sub, Subscribe):
         meta = cluster.metadata(sub.topics)
         unknown = [t for t in sub.topics if t not in meta.topics]
