@@ -30,7 +30,12 @@ from dataclasses import dataclass, field
 from typing import NewType
 
 from broker.producer_state import ProducerStateError, ProducerStateManager, increment_sequence
-from broker.record_validation import RecordValidationError, ValidationConfig, validate_client_batch
+from broker.record_validation import (
+    RecordValidationError,
+    ValidationConfig,
+    check_crc,
+    validate_client_batch,
+)
 from protocol.errors import ErrorCode
 from protocol.fileslice import FileSlice
 from protocol.records import RecordBatch, iter_batches
@@ -188,9 +193,18 @@ class Partition:
                     f"{len(self.isr)} in-sync replicas, min.insync.replicas is "
                     f"{self.min_insync_replicas}",
                 )
-            batch = validate_client_batch(records, produce_version, self.validation, now_ms)
-            duplicate = self.producer_state.check_append(batch)
+            # The CRC is computed once: by the log on append, or here on the paths that
+            # answer without appending (duplicate, producer-state error), so a corrupt
+            # batch always gets CORRUPT_MESSAGE first, as in Kafka.
+            batch = validate_client_batch(records, produce_version, self.validation, now_ms,
+                                          verify_crc=False)
+            try:
+                duplicate = self.producer_state.check_append(batch)
+            except ProducerStateError:
+                check_crc(batch)
+                raise
             if duplicate is not None:
+                check_crc(batch)
                 log.info("%s-%d: duplicate batch of producer %d (seq %d-%d) at offsets %d-%d",
                          self.topic, self.partition, batch.producer_id, duplicate.first_seq,
                          duplicate.last_seq, duplicate.first_offset, duplicate.last_offset)

@@ -67,8 +67,15 @@ def validate_client_batch(
     produce_version: int,
     config: ValidationConfig,
     now_ms: int,
+    *,
+    verify_crc: bool = True,
 ) -> RecordBatch:
-    """The single batch of a client's partition data, checked; raises RecordValidationError."""
+    """The single batch of a client's partition data, checked; raises RecordValidationError.
+
+    ``verify_crc=False`` leaves the CRC to the caller (the partition: the log verifies it
+    on append, so the normal path computes it once; see ``check_crc``). Per-record checks
+    always verify it first.
+    """
     if records is None or len(records) == 0:
         raise RecordValidationError(
             ErrorCode.INVALID_RECORD,
@@ -97,12 +104,11 @@ def validate_client_batch(
             f"The record batch size in the append is {size} bytes which exceeds the maximum "
             f"configured value of {config.max_message_bytes}.",
         )
-    actual_crc = batch.compute_crc()
-    if actual_crc != batch.crc:
-        raise RecordValidationError(
-            ErrorCode.CORRUPT_MESSAGE,
-            f"Record batch is corrupt (stored crc = {batch.crc}, computed crc = {actual_crc})",
-        )
+    per_record = config.compacted or (
+        config.timestamp_before_max_ms < LONG_MAX or config.timestamp_after_max_ms < LONG_MAX
+    )
+    if verify_crc or per_record:
+        check_crc(batch)
     try:
         codec = batch.compression
     except ProtocolError as exc:
@@ -133,11 +139,19 @@ def validate_client_batch(
             ErrorCode.INVALID_TXN_STATE,
             "Transactional produce is not supported by this broker",
         )
-    if config.compacted or (
-        config.timestamp_before_max_ms < LONG_MAX or config.timestamp_after_max_ms < LONG_MAX
-    ):
+    if per_record:
         _validate_records(batch, config, now_ms)
     return batch
+
+
+def check_crc(batch: RecordBatch) -> None:
+    """CORRUPT_MESSAGE unless the stored CRC32C matches (computed in C)."""
+    actual_crc = batch.compute_crc()
+    if actual_crc != batch.crc:
+        raise RecordValidationError(
+            ErrorCode.CORRUPT_MESSAGE,
+            f"Record batch is corrupt (stored crc = {batch.crc}, computed crc = {actual_crc})",
+        )
 
 
 def _validate_records(batch: RecordBatch, config: ValidationConfig, now_ms: int) -> None:

@@ -94,3 +94,14 @@ def test_timestamp_bounds() -> None:
     assert exc.value.error_code == ErrorCode.INVALID_TIMESTAMP
     assert [i for i, _ in exc.value.record_errors] == [1]
     validate_client_batch(good(), 9, cfg, NOW_MS)
+
+
+def test_crc_left_to_the_caller_unless_records_are_read() -> None:
+    data = bytearray(good())
+    data[-1] ^= 0x55
+    batch = validate_client_batch(bytes(data), 9, CFG, NOW_MS, verify_crc=False)
+    assert not batch.verify_crc()
+    with pytest.raises(RecordValidationError) as exc:  # compacted: records are read, CRC first
+        validate_client_batch(bytes(data), 9, ValidationConfig(compacted=True), NOW_MS,
+                              verify_crc=False)
+    assert exc.value.error_code == ErrorCode.CORRUPT_MESSAGE

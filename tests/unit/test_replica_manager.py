@@ -218,3 +218,24 @@ async def test_producer_expiration_from_the_produce_path(tmp_path: Path) -> None
     assert p.producer_state.last_entry(3) is None
     assert (await append(rm, data(1, pid=3, seq=77)))[0] == 0  # unknown: any sequence
     close_rm(rm)
+
+
+def corrupt(records: bytes) -> bytes:
+    out = bytearray(records)
+    out[-1] ^= 0x40
+    return bytes(out)
+
+
+async def test_corrupt_batch_is_corrupt_message_on_every_path(tmp_path: Path) -> None:
+    """The CRC is computed once on the normal path (by the log); the duplicate and the
+    producer-state error paths check it themselves, so CORRUPT_MESSAGE always wins."""
+    rm = open_rm(tmp_path)
+    assert await append(rm, data(2, pid=4, seq=0)) == (0, 0)
+    assert (await append(rm, corrupt(data(1))))[0] == ErrorCode.CORRUPT_MESSAGE  # log's check
+    assert (await append(rm, corrupt(data(2, pid=4, seq=0))))[0] == ErrorCode.CORRUPT_MESSAGE
+    assert (await append(rm, corrupt(data(1, pid=4, seq=9))))[0] == ErrorCode.CORRUPT_MESSAGE
+    assert (await append(rm, data(1, pid=4, seq=9)))[0] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert await append(rm, data(2, pid=4, seq=0)) == (0, 0)  # the real duplicate
+    p = rm.get_partition("t", 0)
+    assert p is not None and p.log_end_offset == 2
+    close_rm(rm)
