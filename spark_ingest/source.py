@@ -11,7 +11,7 @@ reads one ``OffsetRange`` with Fetch from the partition leader, in the executor
 (``spark_ingest.range_reader``), returning Arrow batches.
 
 Streaming: offsets are Spark's JSON ``{"topic": {"0": 42}}`` (the next offset to read per
-partition). ``latestOffset`` re-discovers partitions every micro-batch, so new partitions
+partition; the initial offset also carries ``INITIAL_MARK``, see below). ``latestOffset`` re-discovers partitions every micro-batch, so new partitions
 and new topics matching ``subscribePattern`` are picked up (read from their earliest
 offset); ``maxOffsetsPerTrigger`` is the default read limit (``ReadMaxRows``) shared by
 backlog; ``Trigger.AvailableNow`` pins the target to the latest offsets at the start
@@ -74,9 +74,19 @@ def _read(opts: SourceOptions, partition: InputPartition) -> Iterator[Any]:
     return read_range(opts, partition.range)
 
 
+# Marks the offset ``initialOffset`` returns (no topic name can hold "$"). Spark journals an
+# offset only when a micro-batch runs, and runs one only when the latest offset differs
+# from the start; with the mark, the first batch always runs (perhaps empty), so the
+# resolved starting offsets ("latest", a timestamp) are in the checkpoint and a restart
+# resumes from them instead of resolving them again (Spark's Kafka source writes its
+# initial offsets to the checkpoint for the same reason).
+INITIAL_MARK = "$initial"
+
+
 def _parse(offsets: dict[str, Any] | None) -> PartitionOffsets:
     """A checkpointed offset (Spark's JSON shape; ``{}`` when no partition existed yet)."""
-    return offsets_from_json(offsets, "offset", allow_special=False) if offsets else {}
+    topics = {k: v for k, v in (offsets or {}).items() if k != INITIAL_MARK}
+    return offsets_from_json(topics, "offset", allow_special=False) if topics else {}
 
 
 class MinikafkaDataSource(DataSource):
@@ -145,7 +155,9 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             tps = discover(cluster, self.opts)
             return resolve(cluster, self.opts.starting, tps, self.opts)
 
-        return offsets_to_json(self._call(first))
+        initial: dict[str, Any] = {INITIAL_MARK: {"0": 0}}
+        initial.update(offsets_to_json(self._call(first)))
+        return initial
 
     def _latest(self, cluster: Cluster) -> PartitionOffsets:
         if self._target is not None:

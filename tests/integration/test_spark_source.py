@@ -178,6 +178,21 @@ def test_stream_available_now_twice_from_one_checkpoint_exactly_once(
     assert len(list((checkpoint / "commits").iterdir())) >= 4
 
 
+@pytest.mark.parametrize("fmt", ["minikafka", "kafka"])
+def test_stream_starting_latest_is_kept_in_the_checkpoint(
+        spark: SparkSession, module_broker: BrokerProcess, tmp_path: Path, fmt: str) -> None:
+    bootstrap = module_broker.bootstrap
+    topic = _topic(f"latest-{fmt}")
+    create_topic(bootstrap, topic, 2)
+    produce(bootstrap, topic, 10, partitions=2, headers=False, tag="before")  # never read
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    _stream(spark, fmt, bootstrap, out, checkpoint, subscribe=topic, startingOffsets="latest")
+    # records that arrive between runs are read by the next run from the same checkpoint
+    expected = produce(bootstrap, topic, 8, partitions=2, headers=False, tag="after")
+    _stream(spark, fmt, bootstrap, out, checkpoint, subscribe=topic, startingOffsets="latest")
+    assert rows_of(spark.read.parquet(str(out))) == _sorted(expected)
+
+
 def test_stream_processing_time_picks_up_new_partitions_and_topics(
         spark: SparkSession, module_broker: BrokerProcess) -> None:
     bootstrap = module_broker.bootstrap
