@@ -1,4 +1,6 @@
-"""One client connection (the "processor" side of Kafka's SocketServer).
+"""One client connection (the "processor" side of Kafka's SocketServer), as an
+``asyncio.Protocol``: bytes arrive in ``data_received``, frames are cut from a buffer, and
+responses are written straight to the transport from the handler's task.
 
 Frame handling, in order, for each request::
 
@@ -11,33 +13,37 @@ Frame handling, in order, for each request::
                      version outside the handler's range -> log + close, except ApiVersions,
                                                             answered with the v0 error (KIP-511,
                                                             Kafka's isUnsupportedApiVersionsRequest)
-    body             decoded by an IO worker (truncated -> log + close)
+    body             decoded by the request channel (truncated -> log + close)
 
-The connection is **muted** while a request is in flight: it reads the next frame only
-after the response to the previous one is written (or dropped for acks=0), so responses
-go out strictly in request order, as in Kafka. While muted, reading stops once the
-StreamReader holds 2 x its limit (asyncio's flow control), so a client that pipelines many
-requests costs at most that much memory.
+The connection is **muted** while a request is in flight: the next frame is taken from the
+buffer only after the response to the previous one is written (or dropped for acks=0), so
+responses go out strictly in request order, as in Kafka. A response of bytes only is one
+``transport.write`` (parts joined); one with record data (``FileSlice``) goes through
+``sendfile.write_parts`` in a task. After a write, the next request waits while the
+transport's buffer is over its high-water mark (``pause_writing`` / ``resume_writing``),
+as ``StreamWriter.drain`` would. While muted, reading from the socket stops once the buffer
+holds ``2 x read_limit_bytes``, so a client that pipelines many requests costs at most that
+much memory (plus one frame being read, at most ``socket.request.max.bytes``).
 
 Idle connections (no request for ``connections.max.idle.ms``) are closed by the socket
-server's sweeper. Errors are caught here, per connection: it is logged and closed; the
-broker keeps serving everyone else.
+server's sweeper. Errors are caught here, per connection: they are logged and the
+connection closes; the broker keeps serving everyone else.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from broker.handlers.base import REGISTRY, CloseConnection
 from broker.network.memory_pool import MemoryPool
-from broker.network.request_channel import NoOp, Request, SendResponse
+from broker.network.request_channel import NoOp, Outcome, Request, SendResponse
 from broker.network.sendfile import SendfileError, write_parts
 from protocol.errors import ProtocolError
+from protocol.fileslice import ResponseParts
 from protocol.frames import API_VERSIONS_KEY, decode_frame_size, decode_request_header
 
 if TYPE_CHECKING:
@@ -47,30 +53,122 @@ log = logging.getLogger(__name__)
 
 _ids = itertools.count()
 
+# Responses up to this size whose parts are all bytes are joined into one write.
+JOIN_MAX_BYTES = 1 << 20
 
-class Connection:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 channel: RequestChannel, *, max_frame_bytes: int, copy_fetch_data: bool,
-                 memory_pool: MemoryPool) -> None:
-        self.reader = reader
-        self.writer = writer
+
+class Connection(asyncio.Protocol):
+    def __init__(self, channel: RequestChannel, *, max_frame_bytes: int, copy_fetch_data: bool,
+                 memory_pool: MemoryPool, read_limit_bytes: int) -> None:
         self._channel = channel
         self._max_frame_bytes = max_frame_bytes
         self._copy = copy_fetch_data
         self._pool = memory_pool
-        peer = writer.get_extra_info("peername") or ("?", 0)
-        local = writer.get_extra_info("sockname") or ("?", 0)
-        self.host: str = str(peer[0])
-        self.port: int = int(peer[1])
+        self._pause_at_bytes = 2 * read_limit_bytes
+        self._transport: asyncio.Transport | None = None
+        self.host = "?"
+        self.port = 0
+        self.id = "?"
+        self.last_active_ns = time.monotonic_ns()
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._buf = bytearray()
+        self._frame_size = -1  # size of the frame being read (reserved in the pool), or -1
+        self._reserved_bytes = 0  # pool bytes held for the frame being read or in flight
+        self.in_flight = False  # a request is being handled: muted
+        self._processing = False  # inside _process (outcomes arriving then do not recurse)
+        self._reading_paused = False
+        self._writing_paused = False
+        self._drain_waiter: asyncio.Future[None] | None = None
+        self._eof = False
+        self._stopping = False
+        self._lost = False
+        self._reserve_task: asyncio.Task[None] | None = None
+        self._write_task: asyncio.Task[None] | None = None
+
+    # -- asyncio.Protocol ---------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's TCPTransport is not an asyncio.Transport subclass, but has its methods.
+        self._transport = cast(asyncio.Transport, transport)
+        peer = transport.get_extra_info("peername") or ("?", 0)
+        local = transport.get_extra_info("sockname") or ("?", 0)
+        self.host = str(peer[0])
+        self.port = int(peer[1])
         # Kafka's connection id: localHost:localPort-remoteHost:remotePort-index
         self.id = f"{local[0]}:{local[1]}-{self.host}:{self.port}-{next(_ids)}"
-        self.last_active_ns = time.monotonic_ns()
-        self.in_flight = False
-        self._stopping = False
+        if self._stopping:
+            self.close()
+
+    def data_received(self, data: bytes) -> None:
+        self._buf += data
+        if not self.in_flight:
+            self._process()
+        elif len(self._buf) >= self._pause_at_bytes:
+            self._pause_reading()
+
+    def eof_received(self) -> bool:
+        # Keep the transport open: requests already buffered are still answered, then
+        # _process closes once it needs bytes that will never come.
+        self._eof = True
+        if not self.in_flight:
+            self._process()
+        return True
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        waiter, self._drain_waiter = self._drain_waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+        if not self.in_flight:
+            self._process()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost = True
+        if exc is not None:
+            log.debug("Connection %s: %s", self.id, exc)
+        waiter, self._drain_waiter = self._drain_waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(ConnectionResetError("connection lost"))
+        if self._reserve_task is not None:
+            self._reserve_task.cancel()
+        if not self.in_flight:  # else the request's outcome releases its bytes
+            self._release()
+        self._buf = bytearray()
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    # -- what sendfile.write_parts needs (PartsWriter) ---------------------------------
+
+    @property
+    def transport(self) -> asyncio.Transport:
+        assert self._transport is not None
+        return self._transport
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.transport.write(data)
+
+    async def drain(self) -> None:
+        """Wait while the transport's buffer is over its high-water mark."""
+        if self._lost:
+            raise ConnectionResetError("connection lost")
+        if not self._writing_paused:
+            return
+        if self._drain_waiter is None:
+            self._drain_waiter = asyncio.get_running_loop().create_future()
+        await self._drain_waiter
+
+    # -- life cycle ----------------------------------------------------------------------
 
     @property
     def idle(self) -> bool:
-        return not self.in_flight
+        return not self.in_flight and self._frame_size == -1
+
+    @property
+    def _closing(self) -> bool:
+        return self._lost or self._transport is None or self._transport.is_closing()
 
     def stop_reading(self) -> None:
         """Shut-down: finish the request in flight, read no more; close if idle now."""
@@ -79,49 +177,108 @@ class Connection:
             self.close()
 
     def close(self) -> None:
-        if not self.writer.is_closing():
-            self.writer.close()
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.close()
 
-    async def serve(self) -> None:
-        """Read requests and write responses until the peer leaves or an error closes us."""
-        try:
-            while not self._stopping:
-                if not await self._serve_one():
-                    break
-        except (ConnectionError, SendfileError) as exc:
-            log.debug("Connection %s: %s", self.id, exc)
-        except ProtocolError as exc:
+    def _close_for(self, exc: BaseException) -> None:
+        if isinstance(exc, ProtocolError):
             log.warning("Closing connection %s (client %s:%d): %s", self.id, self.host,
                         self.port, exc)
-        finally:
-            self.close()
-            with contextlib.suppress(ConnectionError, OSError):
-                await self.writer.wait_closed()
+        elif isinstance(exc, ConnectionError | SendfileError):
+            log.debug("Connection %s: %s", self.id, exc)
+        else:
+            log.error("Closing connection %s (client %s:%d) after an error", self.id,
+                      self.host, self.port, exc_info=exc)
+        self.close()
 
-    async def _serve_one(self) -> bool:
-        """One request/response round; False when the connection should close."""
+    def _release(self) -> None:
+        if self._reserved_bytes:
+            self._pool.release(self._reserved_bytes)
+            self._reserved_bytes = 0
+
+    def _pause_reading(self) -> None:
+        if not self._reading_paused and self._transport is not None and not self._lost:
+            self._reading_paused = True
+            self._transport.pause_reading()
+
+    def _resume_reading(self) -> None:
+        if self._reading_paused and self._transport is not None and not self._lost:
+            self._reading_paused = False
+            self._transport.resume_reading()
+
+    # -- frames in -----------------------------------------------------------------------
+
+    def _process(self) -> None:
+        """Start every request the buffer holds, one at a time (stops while one is in
+        flight, the writer is paused, or the pool has no room for the next frame)."""
+        if self._processing:
+            return
+        self._processing = True
         try:
-            prefix = await self.reader.readexactly(4)
-        except asyncio.IncompleteReadError as exc:
-            if exc.partial:
-                log.warning("Connection %s closed inside a frame size prefix", self.id)
-            return False
-        self.in_flight = True
-        self.last_active_ns = time.monotonic_ns()
-        size = decode_frame_size(prefix, self._max_frame_bytes)  # ProtocolError -> close
-        await self._pool.reserve(size)  # queued.max.request.bytes: wait, muted, for memory
-        try:
-            return await self._handle_frame(size)
+            self._process_frames()
+        except Exception as exc:  # per connection: log, close, keep serving the others
+            self._close_for(exc)
         finally:
+            self._processing = False
+
+    def _process_frames(self) -> None:
+        while not (self.in_flight or self._stopping or self._writing_paused or self._closing):
+            buf = self._buf
+            if self._frame_size < 0:
+                if len(buf) < 4:
+                    if self._eof:
+                        if buf:
+                            log.warning("Connection %s closed inside a frame size prefix", self.id)
+                        self.close()
+                    break
+                size = decode_frame_size(buf, self._max_frame_bytes)  # ProtocolError -> close
+                if not self._pool.try_reserve(size):
+                    # queued.max.request.bytes: wait, muted, for memory.
+                    self._pause_reading()
+                    self._frame_size = -2  # waiting for the pool
+                    self._reserve_task = asyncio.get_running_loop().create_task(self._reserve(size))
+                    self._reserve_task.add_done_callback(_retrieve)
+                    break
+                self._reserved_bytes = size
+                self._frame_size = size
+                self.last_active_ns = time.monotonic_ns()
+            elif self._frame_size == -2:
+                break
+            size = self._frame_size
+            if len(buf) < 4 + size:
+                if self._eof:
+                    log.warning("Connection %s closed after %d of a %d-byte request frame",
+                                self.id, len(buf) - 4, size)
+                    self.close()
+                self._resume_reading()  # a frame in progress is always read in full
+                break
+            if len(buf) == 4 + size:
+                frame = bytes(buf[4:])
+                self._buf = bytearray()
+            else:
+                with memoryview(buf) as view:
+                    frame = bytes(view[4:4 + size])
+                del buf[:4 + size]
+            self._frame_size = -1
+            self._start_request(frame)
+        if self.in_flight and len(self._buf) >= self._pause_at_bytes:
+            self._pause_reading()
+        elif not self.in_flight and self._frame_size != -2:
+            self._resume_reading()
+
+    async def _reserve(self, size: int) -> None:
+        await self._pool.reserve(size)
+        self._reserve_task = None
+        if self._lost:
             self._pool.release(size)
+            return
+        self._reserved_bytes = size
+        self._frame_size = size
+        self.last_active_ns = time.monotonic_ns()
+        self._resume_reading()
+        self._process()
 
-    async def _handle_frame(self, size: int) -> bool:
-        try:
-            frame = await self.reader.readexactly(size)
-        except asyncio.IncompleteReadError as exc:
-            log.warning("Connection %s closed after %d of a %d-byte request frame",
-                        self.id, len(exc.partial), size)
-            return False
+    def _start_request(self, frame: bytes) -> None:
         header, body_offset = decode_request_header(frame)
         spec = REGISTRY.get(header.api_key)
         if spec is None:
@@ -132,17 +289,78 @@ class Connection:
             raise ProtocolError(f"unsupported version {header.api_version} of api key "
                                 f"{header.api_key} (supported {spec.min_version}-{spec.max_version}, "
                                 f"client {header.client_id!r})")
-        request = Request(header, frame, body_offset, self.id, self.host, self.port)
-        await self._channel.send_request(request)
-        outcome = await request.outcome
-        if isinstance(outcome, SendResponse):
-            await write_parts(self.writer, outcome.parts, copy=self._copy)
-        elif isinstance(outcome, CloseConnection):
-            log.warning("Closing connection %s (client %s:%d): %s", self.id, self.host,
-                        self.port, outcome.reason)
-            return False
-        else:
-            assert isinstance(outcome, NoOp)
+        self.in_flight = True
+        self._channel.submit(Request(header, frame, body_offset, self.id, self.host, self.port,
+                                     self._on_outcome))
+
+    # -- responses out -------------------------------------------------------------------
+
+    def _on_outcome(self, outcome: Outcome) -> None:
+        """The request's outcome (called once, from the handler's task or from submit)."""
+        try:
+            if self._closing:
+                self._finish_request()
+                return
+            if isinstance(outcome, SendResponse):
+                data = _joined(outcome.parts)
+                if data is None:
+                    # Record data (sendfile) or a big response: written by a task of its
+                    # own (held here: the loop keeps only weak references to tasks).
+                    self._write_task = asyncio.get_running_loop().create_task(
+                        self._write_slow(outcome.parts))
+                    self._write_task.add_done_callback(_retrieve)
+                    return
+                self.transport.write(data)
+            elif isinstance(outcome, CloseConnection):
+                log.warning("Closing connection %s (client %s:%d): %s", self.id, self.host,
+                            self.port, outcome.reason)
+                self.close()
+                self._finish_request()
+                return
+            else:
+                assert isinstance(outcome, NoOp)
+            self._finish_request()
+        except Exception as exc:
+            self._close_for(exc)
+            self._finish_request()
+
+    async def _write_slow(self, parts: ResponseParts) -> None:
+        try:
+            await write_parts(self, parts, copy=self._copy)
+        except Exception as exc:
+            self._close_for(exc)
+        self._write_task = None
+        self._finish_request()
+
+    def _finish_request(self) -> None:
+        """The response is out (or dropped): release its bytes, unmute, take the next."""
+        self._release()
         self.in_flight = False
         self.last_active_ns = time.monotonic_ns()
-        return True
+        if self._closing:
+            return
+        if self._stopping:
+            self.close()
+            return
+        self._process()
+
+
+def _joined(parts: ResponseParts) -> bytes | bytearray | memoryview | None:
+    """The response as one buffer, or None when it holds record data (FileSlice) or is big."""
+    if len(parts) == 1:
+        only = parts[0]
+        return only if isinstance(only, bytes | bytearray | memoryview) else None
+    total = 0
+    for part in parts:
+        if not isinstance(part, bytes | bytearray | memoryview):
+            return None
+        total += len(part)
+    if total > JOIN_MAX_BYTES:
+        return None
+    return b"".join(parts)  # type: ignore[arg-type]  # checked above: bytes-like only
+
+
+def _retrieve(task: asyncio.Task[None]) -> None:
+    """Done callback: surface a task's unexpected exception in the log."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("Connection task failed", exc_info=task.exception())

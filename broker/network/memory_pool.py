@@ -20,10 +20,22 @@ class MemoryPool:
         self.capacity_bytes = capacity_bytes  # <= 0: unbounded
         self.available_bytes = capacity_bytes
         self._changed = asyncio.Condition()
+        self._waiting = 0  # connections inside reserve(); try_reserve never jumps them
 
     @property
     def bounded(self) -> bool:
         return self.capacity_bytes > 0
+
+    def try_reserve(self, size_bytes: int) -> bool:
+        """Hold ``size_bytes`` now if they are available (no waiting); True if held."""
+        if not self.bounded:
+            return True
+        if size_bytes > self.capacity_bytes:
+            raise ValueError(f"{size_bytes} bytes exceed the pool's {self.capacity_bytes}")
+        if self._waiting or self.available_bytes < size_bytes:
+            return False
+        self.available_bytes -= size_bytes
+        return True
 
     async def reserve(self, size_bytes: int) -> None:
         """Wait until ``size_bytes`` can be held, then hold them."""
@@ -31,15 +43,20 @@ class MemoryPool:
             return
         if size_bytes > self.capacity_bytes:
             raise ValueError(f"{size_bytes} bytes exceed the pool's {self.capacity_bytes}")
-        async with self._changed:
-            await self._changed.wait_for(lambda: self.available_bytes >= size_bytes)
-            self.available_bytes -= size_bytes
+        self._waiting += 1
+        try:
+            async with self._changed:
+                await self._changed.wait_for(lambda: self.available_bytes >= size_bytes)
+                self.available_bytes -= size_bytes
+        finally:
+            self._waiting -= 1
 
     def release(self, size_bytes: int) -> None:
         if not self.bounded or size_bytes == 0:
             return
         self.available_bytes = min(self.available_bytes + size_bytes, self.capacity_bytes)
-        asyncio.get_running_loop().create_task(self._notify())
+        if self._waiting:
+            asyncio.get_running_loop().create_task(self._notify())
 
     async def _notify(self) -> None:
         async with self._changed:

@@ -1,11 +1,13 @@
 """The bounded request queue and the IO workers (Kafka's ``RequestChannel`` and
 ``KafkaRequestHandlerPool``).
 
-A connection puts each request it reads on the queue (``queued.max.requests``, Kafka's
-default 500) and waits for its response; ``put`` waits while the queue is full, so load
-turns into backpressure on the sockets instead of memory growth. ``num.io.threads`` worker
-tasks take requests off the queue, decode the body with the generated class for the
-request's version, and start the handler.
+A connection hands each request it reads to ``submit``. When the queue is empty the request
+is dispatched at once (no queue hop: the IO workers would take it off at once anyway, since
+dispatching only starts a handler task); otherwise it joins the bounded queue
+(``queued.max.requests``, Kafka's default 500) behind the others, waiting while the queue
+is full, so load turns into backpressure on the sockets instead of memory growth.
+``num.io.threads`` worker tasks take queued requests off, decode the body with the
+generated class for the request's version, and start the handler.
 
 Each handler runs as its own task so that a handler parked in the purgatory (a long-poll
 fetch, acks=all) does not hold a worker: that is Kafka's model too (a handler thread hands
@@ -14,16 +16,18 @@ of connections (``max.connections``): a connection is muted while its request is
 flight, so it has at most one.
 
 The outcome of every request is one of a closed set (``Outcome``): frame parts to write,
-nothing (acks=0), or close the connection. A body that does not decode, a handler that
-raises, or a response that does not encode closes that connection with a log line (with a
-traceback for handler bugs); other connections are not affected.
+nothing (acks=0), or close the connection; it is handed, exactly once, to the request's
+``on_outcome`` callback (the connection's), from the handler's task. A body that does not
+decode, a handler that raises, or a response that does not encode closes that connection
+with a log line (with a traceback for handler bugs); other connections are not affected.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeAlias
 
 from broker.handlers.base import REGISTRY, CloseConnection, RequestContext, Respond
@@ -60,12 +64,13 @@ class Request:
     connection_id: str
     client_host: str
     client_port: int
-    outcome: asyncio.Future[Outcome] = field(
-        default_factory=lambda: asyncio.get_running_loop().create_future())
+    on_outcome: Callable[[Outcome], None]  # called once, with the outcome; must not raise
+    finished: bool = False
 
     def finish(self, outcome: Outcome) -> None:
-        if not self.outcome.done():
-            self.outcome.set_result(outcome)
+        if not self.finished:
+            self.finished = True
+            self.on_outcome(outcome)
 
 
 class RequestChannel:
@@ -75,10 +80,29 @@ class RequestChannel:
         self._num_workers = num_workers
         self._workers: list[asyncio.Task[None]] = []
         self._handler_tasks: set[asyncio.Task[None]] = set()
+        # Connections waiting to put a request on a full queue (each connection has one).
+        self._put_tasks: dict[asyncio.Task[None], Request] = {}
 
     def start(self) -> None:
         for i in range(self._num_workers):
             self._workers.append(asyncio.create_task(self._worker(), name=f"io-worker-{i}"))
+
+    def submit(self, request: Request) -> None:
+        """Dispatch ``request`` now if nothing is queued ahead of it, else queue it (waiting,
+        in a task, while the queue is full); its outcome reaches ``request.on_outcome``."""
+        if self.queue.empty():
+            self._dispatch_guarded(request)
+        elif not self.queue.full():
+            self.queue.put_nowait(request)
+        else:
+            task = asyncio.create_task(self.queue.put(request))
+            self._put_tasks[task] = request
+            task.add_done_callback(self._put_done)
+
+    def _put_done(self, task: asyncio.Task[None]) -> None:
+        request = self._put_tasks.pop(task)
+        if task.cancelled():
+            request.finish(CloseConnection("broker shutting down"))
 
     async def send_request(self, request: Request) -> None:
         """Queue ``request`` (waits while the queue is full)."""
@@ -86,17 +110,19 @@ class RequestChannel:
 
     @property
     def in_flight(self) -> int:
-        return self.queue.qsize() + len(self._handler_tasks)
+        return self.queue.qsize() + len(self._put_tasks) + len(self._handler_tasks)
 
     async def drain(self) -> None:
         """Wait until the queue is empty and every started handler has finished."""
+        while self._put_tasks:
+            await asyncio.wait(set(self._put_tasks))
         await self.queue.join()
         while self._handler_tasks:
             await asyncio.wait(set(self._handler_tasks))
 
     async def stop(self) -> None:
         """Cancel the workers and any handler still running (after ``drain`` timed out)."""
-        tasks = [*self._workers, *self._handler_tasks]
+        tasks = [*self._put_tasks, *self._workers, *self._handler_tasks]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -110,13 +136,17 @@ class RequestChannel:
         while True:
             request = await self.queue.get()
             try:
-                self._dispatch(request)
-            except Exception:  # a bug in dispatch: this request's connection closes, the worker lives
-                log.exception("Dispatch of api key %d failed; closing connection %s",
-                              request.header.api_key, request.connection_id)
-                request.finish(CloseConnection("dispatch error"))
+                self._dispatch_guarded(request)
             finally:
                 self.queue.task_done()
+
+    def _dispatch_guarded(self, request: Request) -> None:
+        try:
+            self._dispatch(request)
+        except Exception:  # a bug in dispatch: this request's connection closes, the worker lives
+            log.exception("Dispatch of api key %d failed; closing connection %s",
+                          request.header.api_key, request.connection_id)
+            request.finish(CloseConnection("dispatch error"))
 
     def _dispatch(self, request: Request) -> None:
         header = request.header

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from typing import Protocol
 
 from protocol.fileslice import FileSlice, ResponseParts
 
@@ -40,6 +41,17 @@ SENDFILE_MAX_CHUNK_BYTES = 1 << 30
 _DEFAULT_HIGH_WATER_BYTES = 64 * 1024
 
 
+class PartsWriter(Protocol):
+    """Where parts go: an ``asyncio.StreamWriter``, or a connection with the same three."""
+
+    @property
+    def transport(self) -> asyncio.WriteTransport: ...
+
+    def write(self, data: bytes | bytearray | memoryview) -> None: ...
+
+    async def drain(self) -> None: ...
+
+
 class SendfileError(OSError):
     """The file region could not be sent in full (the file is shorter than the slice)."""
 
@@ -49,7 +61,7 @@ def copy_mode_from_env() -> bool:
     return os.environ.get(COPY_ENV_VAR, "") == "1"
 
 
-async def write_parts(writer: asyncio.StreamWriter, parts: ResponseParts, *, copy: bool = False) -> None:
+async def write_parts(writer: PartsWriter, parts: ResponseParts, *, copy: bool = False) -> None:
     """Write every part in order; returns once the last part is handed to the kernel or the
     transport's buffer (for bytes). Raises ConnectionError if the peer is gone."""
     for part in parts:
@@ -67,7 +79,7 @@ async def write_parts(writer: asyncio.StreamWriter, parts: ResponseParts, *, cop
     await writer.drain()
 
 
-async def _copy_slice(writer: asyncio.StreamWriter, part: FileSlice) -> None:
+async def _copy_slice(writer: PartsWriter, part: FileSlice) -> None:
     fd = part.fileno()
     sent = 0
     while sent < part.length:
@@ -84,7 +96,7 @@ async def _copy_slice(writer: asyncio.StreamWriter, part: FileSlice) -> None:
         log.debug("copy: %d bytes of fd %d at %d", part.length, fd, part.position)
 
 
-async def _drain_empty(writer: asyncio.StreamWriter) -> None:
+async def _drain_empty(writer: PartsWriter) -> None:
     """Wait until the transport's write buffer is empty (not merely below its low mark)."""
     transport = writer.transport
     if transport.get_write_buffer_size() == 0:
@@ -97,7 +109,7 @@ async def _drain_empty(writer: asyncio.StreamWriter) -> None:
         transport.set_write_buffer_limits(high=max(high, _DEFAULT_HIGH_WATER_BYTES))
 
 
-async def _sendfile_slice(writer: asyncio.StreamWriter, part: FileSlice) -> None:
+async def _sendfile_slice(writer: PartsWriter, part: FileSlice) -> None:
     await _drain_empty(writer)
     transport = writer.transport
     if transport.is_closing():

@@ -10,8 +10,9 @@ Life cycle (Kafka's SocketServer: bind at start-up, ``enableRequestProcessing`` 
   finishes the request in flight and reads nothing more; returns when all are closed or
   the timeout passed. ``close()`` then cancels whatever is left.
 
-Pool members are asyncio tasks on the broker's one (uvloop) event loop: acceptors, one
-task per connection (Kafka's processors multiplex connections the same way), and
+Pool members live on the broker's one (uvloop) event loop: acceptor tasks, one
+``asyncio.Protocol`` per connection (Kafka's processors multiplex connections the same
+way; a task per connection only waits for it to close, for the ordered stop), and
 ``num.io.threads`` workers. ``num.network.threads`` is accepted but unused: see the
 README's measurement of one loop against threads.
 """
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# The StreamReader's buffer limit; reading pauses at twice this while a connection is muted.
+# Reading from a muted connection pauses once its buffer holds twice this.
 READ_LIMIT_BYTES = 64 * 1024
 # Idle connections are looked for this often at most (and at least every idle-time / 4).
 MAX_SWEEP_INTERVAL_S = 10.0
@@ -157,20 +158,30 @@ class SocketServer:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             for option, size in self._buffer_sizes:
                 sock.setsockopt(socket.SOL_SOCKET, option, size)
-            reader, writer = await asyncio.open_connection(sock=sock, limit=READ_LIMIT_BYTES)
         except OSError as exc:
             log.warning("Connection from %s failed at set-up: %s", host, exc)
             sock.close()
             return
         assert self._channel is not None
-        connection = Connection(reader, writer, self._channel,
+        connection = Connection(self._channel,
                                 max_frame_bytes=self._config.socket_request_max_bytes,
-                                copy_fetch_data=self._copy, memory_pool=self.memory_pool)
+                                copy_fetch_data=self._copy, memory_pool=self.memory_pool,
+                                read_limit_bytes=READ_LIMIT_BYTES)
         self._connections.add(connection)
-        if not self._accepting:  # shutting down: close at once
-            connection.stop_reading()
         try:
-            await connection.serve()
+            if not self._accepting:  # shutting down: close at once
+                connection.stop_reading()
+            try:
+                await asyncio.get_running_loop().connect_accepted_socket(lambda: connection, sock)
+            except OSError as exc:
+                log.warning("Connection from %s failed at set-up: %s", host, exc)
+                sock.close()
+                return
+            try:
+                await connection.closed  # this task only waits: the protocol does the work
+            except asyncio.CancelledError:
+                connection.close()
+                raise
         finally:
             self._connections.discard(connection)
 
