@@ -41,11 +41,17 @@ def produce(bootstrap: str, topic: str, start: int, count: int, partitions: int)
 
 
 def job(bootstrap: str, out: Path, *extra: str) -> subprocess.Popen[str]:
+    """The job as a subprocess in its own process group; stderr (Spark's log) to a file."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    stderr = open(out.parent / "job-stderr.log", "a")  # noqa: SIM115 - the child keeps it
     cmd = [sys.executable, "-m", "broker.cli", "spark-ingest", "--bootstrap-server", bootstrap,
            "--topics", "bulk-a,bulk-b", "--output", str(out), "--max-records-per-batch", "3000",
            "--timeout-s", str(RUN_TIMEOUT_S), *extra]
-    return subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+    try:
+        return subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=stderr,
+                                text=True, start_new_session=True)
+    finally:
+        stderr.close()
 
 
 def wait_for_line(proc: subprocess.Popen[str], prefix: str, timeout_s: float) -> list[str]:
@@ -67,9 +73,10 @@ def wait_for_line(proc: subprocess.Popen[str], prefix: str, timeout_s: float) ->
     raise AssertionError(f"no line starting with {prefix!r}; got {lines}")
 
 
-def finish(proc: subprocess.Popen[str]) -> str:
-    out, err = proc.communicate(timeout=RUN_TIMEOUT_S)
-    assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{out}\nstderr:\n{err[-4000:]}"
+def finish(proc: subprocess.Popen[str], stderr_path: Path) -> str:
+    out, _ = proc.communicate(timeout=RUN_TIMEOUT_S)
+    err = stderr_path.read_text(errors="replace")[-4000:]
+    assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{out}\nstderr:\n{err}"
     return out
 
 
@@ -100,7 +107,7 @@ def test_killed_bulk_job_rerun_lands_every_record_exactly_once(broker: BrokerPro
 
     produce(bootstrap, "bulk-a", 6_000, 1_500, 3)
     produce(bootstrap, "bulk-b", 2_000, 500, 1)
-    second = finish(job(bootstrap, out))
+    second = finish(job(bootstrap, out), tmp_path / "job-stderr.log")
     assert "summary:" in second
 
     rows = landed(out)
@@ -120,6 +127,7 @@ def test_killed_bulk_job_rerun_lands_every_record_exactly_once(broker: BrokerPro
 
 def test_bad_option_is_one_clear_line_before_spark_starts(tmp_path: Path) -> None:
     proc = job("127.0.0.1:1", tmp_path / "out", "--max-records-per-batch", "0")
-    out, err = proc.communicate(timeout=60)
+    out, _ = proc.communicate(timeout=60)
+    err = (tmp_path / "job-stderr.log").read_text()
     assert proc.returncode == 1, (out, err)
     assert err.strip() == "minikafka spark-ingest: error: --max-records-per-batch: must be at least 1"
