@@ -18,7 +18,9 @@ Frame handling, in order, for each request::
 The connection is **muted** while a request is in flight: the next frame is taken from the
 buffer only after the response to the previous one is written (or dropped for acks=0), so
 responses go out strictly in request order, as in Kafka. A response of bytes only is one
-``transport.write`` (parts joined); one with record data (``FileSlice``) goes through
+``transport.write`` (parts joined); one with record data (``FileSlice``) goes out at once
+with ``os.sendfile`` on a duplicate of the socket's descriptor kept for the connection
+(``sendfile.write_parts_now``), and whatever the socket does not take then is finished by
 ``sendfile.write_parts`` in a task. After a write, the next request waits while the
 transport's buffer is over its high-water mark (``pause_writing`` / ``resume_writing``),
 as ``StreamWriter.drain`` would. While muted, reading from the socket stops once the buffer
@@ -35,13 +37,14 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import os
 import time
 from typing import TYPE_CHECKING, cast
 
 from broker.handlers.base import REGISTRY, CloseConnection
 from broker.network.memory_pool import MemoryPool
 from broker.network.request_channel import NoOp, Outcome, Request, SendResponse
-from broker.network.sendfile import SendfileError, write_parts
+from broker.network.sendfile import SendfileError, write_parts, write_parts_now
 from protocol.errors import ProtocolError
 from protocol.fileslice import ResponseParts
 from protocol.frames import API_VERSIONS_KEY, decode_frame_size, decode_request_header
@@ -84,6 +87,7 @@ class Connection(asyncio.Protocol):
         self._lost = False
         self._reserve_task: asyncio.Task[None] | None = None
         self._write_task: asyncio.Task[None] | None = None
+        self._sendfile_fd = -1  # a duplicate of the socket's descriptor, for os.sendfile
 
     # -- asyncio.Protocol ---------------------------------------------------------------
 
@@ -137,6 +141,9 @@ class Connection(asyncio.Protocol):
         if not self.in_flight:  # else the request's outcome releases its bytes
             self._release()
         self._buf = bytearray()
+        if self._sendfile_fd >= 0:
+            os.close(self._sendfile_fd)
+            self._sendfile_fd = -1
         if not self.closed.done():
             self.closed.set_result(None)
 
@@ -304,13 +311,18 @@ class Connection(asyncio.Protocol):
             if isinstance(outcome, SendResponse):
                 data = _joined(outcome.parts)
                 if data is None:
-                    # Record data (sendfile) or a big response: written by a task of its
-                    # own (held here: the loop keeps only weak references to tasks).
-                    self._write_task = asyncio.get_running_loop().create_task(
-                        self._write_slow(outcome.parts))
-                    self._write_task.add_done_callback(_retrieve)
-                    return
-                self.transport.write(data)
+                    # Record data (sendfile) or a big response: what cannot go now is
+                    # written by a task of its own (held here: the loop keeps only weak
+                    # references to tasks).
+                    rest = outcome.parts if self._copy else write_parts_now(
+                        self.transport, self._out_fd(), outcome.parts)
+                    if rest:
+                        self._write_task = asyncio.get_running_loop().create_task(
+                            self._write_slow(rest))
+                        self._write_task.add_done_callback(_retrieve)
+                        return
+                else:
+                    self.transport.write(data)
             elif isinstance(outcome, CloseConnection):
                 log.warning("Closing connection %s (client %s:%d): %s", self.id, self.host,
                             self.port, outcome.reason)
@@ -323,6 +335,14 @@ class Connection(asyncio.Protocol):
         except Exception as exc:
             self._close_for(exc)
             self._finish_request()
+
+    def _out_fd(self) -> int:
+        if self._sendfile_fd < 0:
+            sock = self.transport.get_extra_info("socket")
+            if sock is None:
+                raise ConnectionResetError("connection has no socket")
+            self._sendfile_fd = os.dup(sock.fileno())  # shares the non-blocking flag
+        return self._sendfile_fd
 
     async def _write_slow(self, parts: ResponseParts) -> None:
         try:

@@ -79,6 +79,45 @@ async def write_parts(writer: PartsWriter, parts: ResponseParts, *, copy: bool =
     await writer.drain()
 
 
+def write_parts_now(transport: asyncio.WriteTransport, out_fd: int,
+                    parts: ResponseParts) -> ResponseParts:
+    """Write the leading parts that can go without waiting; returns what is left (empty
+    when everything went), for ``write_parts`` to finish.
+
+    Bytes go through ``transport.write``. A FileSlice goes with ``os.sendfile`` on
+    ``out_fd`` (a duplicate of the transport's socket descriptor, kept by the caller) only
+    while the transport's buffer is empty, so file bytes never overtake buffered bytes; a
+    socket buffer that fills part way (a short count or ``BlockingIOError``) leaves the rest
+    of the slice, as a smaller FileSlice, at the head of what is returned. Raises
+    SendfileError if the file region ends early.
+    """
+    for i, part in enumerate(parts):
+        if isinstance(part, FileSlice):
+            if part.length == 0:
+                continue
+            if transport.get_write_buffer_size() != 0:
+                return parts[i:]
+            sent = 0
+            try:
+                while sent < part.length:
+                    n = os.sendfile(out_fd, part.fileno(), part.position + sent,
+                                    min(part.length - sent, SENDFILE_MAX_CHUNK_BYTES))
+                    if n == 0:
+                        raise SendfileError(f"file region ended after {sent} of {part.length} bytes")
+                    sent += n
+            except BlockingIOError:
+                rest = FileSlice(part.file, part.position + sent, part.length - sent)
+                return [rest, *parts[i + 1:]]
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("sendfile: %d bytes of fd %d at %d", part.length, part.fileno(),
+                          part.position)
+        elif part:
+            if transport.is_closing():
+                raise ConnectionResetError("connection closed while writing a response")
+            transport.write(part)
+    return []
+
+
 async def _copy_slice(writer: PartsWriter, part: FileSlice) -> None:
     fd = part.fileno()
     sent = 0
