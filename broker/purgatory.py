@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Collection, Hashable, Iterable
 from typing import Generic, TypeVar
 
 log = logging.getLogger(__name__)
@@ -92,6 +92,27 @@ class DelayedOperation(ABC):
         await self._done.wait()
 
 
+OpT = TypeVar("OpT", bound=DelayedOperation)
+
+
+def complete_ready(ops: Collection[OpT], unwatch: Callable[[OpT], object]) -> int:
+    """Retry the watched ``ops`` once: unwatch those already completed, complete (and
+    unwatch) those whose ``try_complete`` now says yes. Returns how many this call completed.
+
+    Iterates over a copy (bounded by ``len(ops)``), so ``unwatch`` may remove from ``ops``.
+    Shared by ``Purgatory`` and the group coordinator's ``JoinPurgatory``.
+    """
+    completed = 0
+    for op in list(ops):
+        if op.is_completed:
+            unwatch(op)
+        elif op.try_complete():
+            unwatch(op)
+            if op.force_complete():
+                completed += 1
+    return completed
+
+
 class Purgatory(Generic[K]):
     """Operations parked under keys, each completed exactly once. See the module docstring."""
 
@@ -139,15 +160,7 @@ class Purgatory(Generic[K]):
         ops = self._watchers.get(key)
         if not ops:
             return 0
-        completed = 0
-        for op in list(ops):  # bounded by the watcher count; completing removes from ops
-            if op.is_completed:
-                self._unwatch(op)
-            elif op.try_complete():
-                self._unwatch(op)
-                if op.force_complete():
-                    completed += 1
-        return completed
+        return complete_ready(ops, self._unwatch)
 
     def _expire(self, op: DelayedOperation) -> None:
         op._timer = None

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from broker.group.metadata import GroupMetadata
 from broker.group.timers import TimerHandle, Timers
-from broker.purgatory import DelayedOperation
+from broker.purgatory import DelayedOperation, complete_ready
 
 if TYPE_CHECKING:
     from broker.group.coordinator import GroupCoordinator
@@ -94,15 +94,7 @@ class JoinPurgatory:
         ops = self._watched.get(group_id)
         if not ops:
             return 0
-        completed = 0
-        for op in list(ops):  # bounded: a group has at most one live delayed join
-            if op.is_completed:
-                self._unwatch(op)
-            elif op.try_complete():
-                self._unwatch(op)
-                if op.force_complete():
-                    completed += 1
-        return completed
+        return complete_ready(ops, self._unwatch)  # bounded: at most one live join per group
 
     def _expire(self, op: DelayedJoin) -> None:
         if self._unwatch(op, cancel=False):
