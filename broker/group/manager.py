@@ -49,8 +49,10 @@ StoreCallback: TypeAlias = Callable[[ErrorCode], None]
 MAX_RECORDS_PER_LOAD = 50_000_000  # a bound on one partition's replay
 
 
-def _commit_error(error: ErrorCode) -> ErrorCode:
-    """Kafka's mapping of a failed ``__consumer_offsets`` append to an OffsetCommit error."""
+def _append_error(error: ErrorCode, *, too_large: ErrorCode) -> ErrorCode:
+    """Kafka's mapping of a failed ``__consumer_offsets`` append to a coordinator error,
+    shared by OffsetCommit and group metadata stores; ``too_large`` is what a record too
+    large for the log becomes."""
     if error in (
         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
         ErrorCode.NOT_ENOUGH_REPLICAS,
@@ -62,27 +64,20 @@ def _commit_error(error: ErrorCode) -> ErrorCode:
     if error in (
         ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE
     ):
-        return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+        return too_large
     return error
+
+
+def _commit_error(error: ErrorCode) -> ErrorCode:
+    """Kafka's mapping of a failed ``__consumer_offsets`` append to an OffsetCommit error."""
+    return _append_error(error, too_large=ErrorCode.INVALID_COMMIT_OFFSET_SIZE)
 
 
 def _store_group_error(error: ErrorCode) -> ErrorCode:
     """Kafka's mapping of a failed group metadata append to a SyncGroup/JoinGroup error."""
-    if error in (
-        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-        ErrorCode.NOT_ENOUGH_REPLICAS,
-        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-    ):
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    if error in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
-        return ErrorCode.NOT_COORDINATOR
     if error is ErrorCode.REQUEST_TIMED_OUT:
         return ErrorCode.REBALANCE_IN_PROGRESS
-    if error in (
-        ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE
-    ):
-        return ErrorCode.UNKNOWN_SERVER_ERROR
-    return error
+    return _append_error(error, too_large=ErrorCode.UNKNOWN_SERVER_ERROR)
 
 
 def group_metadata_value(
