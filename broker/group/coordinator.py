@@ -412,10 +412,13 @@ class GroupCoordinator:
         else:  # Dead was refused by _validate_sync
             callback(SyncResult(ErrorCode.COORDINATOR_NOT_AVAILABLE))
 
-    def _validate_sync(
-        self, group: GroupMetadata, generation_id: int, member_id: str,
-        protocol_type: str | None, protocol_name: str | None, group_instance_id: str | None,
+    def _validate_member_generation(
+        self, group: GroupMetadata, member_id: str, group_instance_id: str | None,
+        generation_id: int,
     ) -> ErrorCode | None:
+        """The checks SyncGroup and Heartbeat share, in Kafka's order: a Dead group is
+        COORDINATOR_NOT_AVAILABLE, then ``validate_current_member``, then the generation
+        (ILLEGAL_GENERATION)."""
         if group.is_state(GroupState.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         error = self.validate_current_member(group, member_id, group_instance_id)
@@ -423,6 +426,15 @@ class GroupCoordinator:
             return error
         if generation_id != group.generation_id:
             return ErrorCode.ILLEGAL_GENERATION
+        return None
+
+    def _validate_sync(
+        self, group: GroupMetadata, generation_id: int, member_id: str,
+        protocol_type: str | None, protocol_name: str | None, group_instance_id: str | None,
+    ) -> ErrorCode | None:
+        error = self._validate_member_generation(group, member_id, group_instance_id, generation_id)
+        if error is not None:
+            return error
         if protocol_type is not None and group.protocol_type != protocol_type:
             return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
         if protocol_name is not None and group.protocol_name != protocol_name:
@@ -489,13 +501,9 @@ class GroupCoordinator:
         group = self.manager.get_group(group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if group.is_state(GroupState.DEAD):
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        error = self.validate_current_member(group, member_id, group_instance_id)
+        error = self._validate_member_generation(group, member_id, group_instance_id, generation_id)
         if error is not None:
             return error
-        if generation_id != group.generation_id:
-            return ErrorCode.ILLEGAL_GENERATION
         if group.is_state(GroupState.EMPTY):
             return ErrorCode.UNKNOWN_MEMBER_ID
         self.complete_and_schedule_next_heartbeat(group, group.get(member_id))
