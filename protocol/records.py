@@ -22,6 +22,9 @@ Layout of one batch (Kafka's ``DefaultRecordBatch``; big-endian; offsets in byte
 baseOffset and partitionLeaderEpoch lie outside the CRC: the broker assigns them by
 patching the header in place (``set_base_offset``, ``set_partition_leader_epoch``).
 
+The header's ``struct`` layouts, ``BatchHeader`` and ``read_header`` (one ``struct`` call per
+header, for the storage hot paths) live in ``protocol.batch_header``; re-exported here.
+
 The records themselves (layout, control records) are decoded and encoded by
 ``protocol.record_codec``; this module re-exports its types.
 
@@ -44,6 +47,14 @@ from typing import ClassVar, NamedTuple
 
 import crc32c
 
+from protocol.batch_header import HEADER as _HEADER
+from protocol.batch_header import (
+    HEADER_SIZE_BYTES,
+    LOG_OVERHEAD_BYTES,
+    BatchHeader,
+    read_header,
+)
+from protocol.batch_header import UP_TO_MAGIC as _UP_TO_MAGIC
 from protocol.compression import (
     DEFAULT_MAX_DECOMPRESSED_BYTES,
     CompressionType,
@@ -76,6 +87,7 @@ __all__ = [
     "HEADER_SIZE_BYTES",
     "LOG_OVERHEAD_BYTES",
     "MAGIC",
+    "BatchHeader",
     "CompressionType",
     "ControlRecordKey",
     "ControlType",
@@ -95,13 +107,12 @@ __all__ = [
     "build_control_batch",
     "decode_control_key",
     "iter_batches",
+    "read_header",
     "scan_batches",
 ]
 
 MAGIC = 2
-LOG_OVERHEAD_BYTES = 12  # baseOffset + batchLength
-HEADER_SIZE_BYTES = 61
-_HEADER_UP_TO_MAGIC_BYTES = 17
+_HEADER_UP_TO_MAGIC_BYTES = _UP_TO_MAGIC.size  # 17
 _LEGACY_MIN_SIZE_BYTES = 14  # smallest legacy v0 message after the 12-byte log overhead
 _CRC_START = 21
 
@@ -111,8 +122,6 @@ ATTR_TRANSACTIONAL = 0x10
 ATTR_CONTROL = 0x20
 ATTR_DELETE_HORIZON = 0x40
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-_UP_TO_MAGIC = struct.Struct(">qiib")  # baseOffset, batchLength, epoch (or legacy crc), magic
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")

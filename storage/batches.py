@@ -2,7 +2,7 @@
 
 ``validate_batches`` is the only gate between a request's bytes and the log: it runs
 ``protocol.records.scan_batches`` (whole batches, magic 2, CRC32C computed in C) and then
-reads each 61-byte header once (one ``struct`` call; layout in ``protocol.records``) to
+reads each 61-byte header once (``protocol.records.read_header``: one ``struct`` call) to
 check Kafka's per-batch rules without touching records:
 
 - ``max.message.bytes``: a larger batch is MESSAGE_TOO_LARGE (``RecordTooLargeError``);
@@ -23,7 +23,15 @@ from typing import NamedTuple
 
 import crc32c
 
-from protocol.records import ATTR_TIMESTAMP_TYPE, RecordBatch, StopReason, scan_batches
+from protocol.records import (
+    ATTR_TIMESTAMP_TYPE,
+    LOG_OVERHEAD_BYTES,
+    BatchHeader,
+    RecordBatch,
+    StopReason,
+    read_header,
+    scan_batches,
+)
 from storage.errors import (
     InvalidRecordError,
     InvalidTimestampError,
@@ -36,36 +44,10 @@ from storage.offsets import LONG_MAX, Offset
 _ATTRIBUTES = struct.Struct(">h")
 _INT64 = struct.Struct(">q")
 _UINT32 = struct.Struct(">I")
-# The 61-byte magic-2 batch header (protocol.records documents the layout).
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-_LOG_OVERHEAD_BYTES = 12
 
 
 def now_ms() -> int:
     return int(time.time() * 1000)
-
-
-class BatchHeader(NamedTuple):
-    """A batch header read in one ``struct`` call, with the batch's position in the buffer."""
-
-    position: int
-    base_offset: int
-    batch_length: int
-    partition_leader_epoch: int
-    magic: int
-    crc: int
-    attributes: int
-    last_offset_delta: int
-    base_timestamp: int
-    max_timestamp: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    records_count: int
-
-    @property
-    def size_bytes(self) -> int:
-        return self.batch_length + _LOG_OVERHEAD_BYTES
 
 
 class AppendInfo(NamedTuple):
@@ -81,11 +63,6 @@ class AppendInfo(NamedTuple):
     batch_count: int
     records_count: int
     needs_flush: bool  # flush.messages reached or a segment rolled: call flush() off-loop
-
-
-def read_header(buf: bytes | bytearray | memoryview, position: int) -> BatchHeader:
-    """The header of the batch at ``position`` (one ``struct`` call; no checks)."""
-    return BatchHeader(position, *_HEADER.unpack_from(buf, position))
 
 
 def writable_buffer(records: bytes | bytearray | memoryview) -> bytearray | memoryview:
@@ -112,7 +89,7 @@ def validate_batches(
     pos = 0
     for _ in result.batches:
         head = read_header(buf, pos)
-        size = head.batch_length + _LOG_OVERHEAD_BYTES
+        size = head.batch_length + LOG_OVERHEAD_BYTES
         if size > max_message_bytes:
             raise RecordTooLargeError(
                 f"{where}: batch of {size} bytes is above max.message.bytes {max_message_bytes}"

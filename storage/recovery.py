@@ -14,16 +14,14 @@ the caller). Blocking: call from a thread pool or at start-up.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
-from protocol.records import StopReason, scan_batches
-from storage.batches import read_header
+from protocol.batch_header import BATCH_LENGTH, BATCH_LENGTH_OFFSET
+from protocol.records import StopReason, read_header, scan_batches
 from storage.epoch_cache import LeaderEpochCache
 from storage.segment import LogSegment
 
 _WINDOW_BYTES = 16 * 1024 * 1024
-_BATCH_LENGTH = struct.Struct(">i")
 _MAX_WINDOWS = 1 << 20  # bound on scan turns; every turn advances or stops
 
 
@@ -107,7 +105,7 @@ def recover_segment(
                 break
             window_end = min(size, pos + _WINDOW_BYTES)
             if window_end - pos >= 12:
-                (length,) = _BATCH_LENGTH.unpack_from(view, pos + 8)
+                (length,) = BATCH_LENGTH.unpack_from(view, pos + BATCH_LENGTH_OFFSET)
                 if length > 0 and pos + 12 + length <= size:
                     window_end = max(window_end, pos + 12 + length)  # one batch always fits
             window = view[pos:window_end]

@@ -28,8 +28,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from protocol.batch_header import HEAD_TO_MAX_TIMESTAMP
 from protocol.fileslice import FileSlice
-from protocol.records import RecordBatch
+from protocol.records import LOG_OVERHEAD_BYTES, RecordBatch
 from storage.errors import CorruptIndexError, CorruptSegmentError
 from storage.index import OffsetIndex, TimeIndex, TimestampOffset
 from storage.naming import DELETED_SUFFIX, index_file, log_file, time_index_file
@@ -38,10 +39,9 @@ from storage.offsets import INT32_MAX, NO_TIMESTAMP, Offset
 log = logging.getLogger(__name__)
 
 # baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
-# baseTimestamp, maxTimestamp: the first 43 bytes of a batch header (protocol.records).
-_HEAD = struct.Struct(">qiibIhiqq")
+# baseTimestamp, maxTimestamp: the first 43 bytes of a batch header (protocol.batch_header).
+_HEAD = HEAD_TO_MAX_TIMESTAMP
 _HEAD_BYTES = _HEAD.size
-_LOG_OVERHEAD_BYTES = 12
 _REMAP_STEP_BYTES = 8 * 1024 * 1024
 _MAX_SCAN_BATCHES = 1 << 24  # bound on batch walks inside one segment (>= any real count)
 _TAIL_READ_BYTES = 4 * 1024 * 1024  # start-up reads at most this much of a segment's tail
@@ -354,7 +354,7 @@ class LogSegment:
                 raise CorruptSegmentError(f"{self.log_path}: no batch header at byte {position}")
             fields = _HEAD.unpack(raw)
         base_offset, batch_length = fields[0], fields[1]
-        size = batch_length + _LOG_OVERHEAD_BYTES
+        size = batch_length + LOG_OVERHEAD_BYTES
         if batch_length < 49 or position + size > self._size:
             raise CorruptSegmentError(
                 f"{self.log_path}: bad batch length {batch_length} at byte {position}"
@@ -420,7 +420,7 @@ class LogSegment:
             if end - pos < _HEAD_BYTES:
                 raise CorruptSegmentError(f"{self.log_path}: no batch header at byte {start + pos}")
             fields = _HEAD.unpack_from(tail, pos)
-            size = fields[1] + _LOG_OVERHEAD_BYTES
+            size = fields[1] + LOG_OVERHEAD_BYTES
             if fields[1] < 49 or pos + size > end:
                 raise CorruptSegmentError(
                     f"{self.log_path}: bad batch length {fields[1]} at byte {start + pos}"
