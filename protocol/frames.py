@@ -46,6 +46,7 @@ _SIZE = struct.Struct(">i")
 _HDR0 = struct.Struct(">hhi")
 _CORR = struct.Struct(">i")
 _CORR_SIZE = struct.Struct(">ii")
+_I16 = struct.Struct(">h")
 
 # api key -> first flexible version (None: never flexible), for requests and responses.
 _FLEX_REQ: dict[int, int | None] = {k: c.FLEXIBLE_VERSIONS_START for k, c in REQUESTS.items()}
@@ -117,13 +118,26 @@ def decode_request_header(frame: memoryview | bytes | bytearray) -> tuple[Reques
     Returns the header and the offset where the body starts. Works for unknown api keys and
     unsupported versions (the header version comes from the flexible range alone).
     """
-    b = _p.as_view(frame)
-    if len(b) < 8:
-        raise ProtocolError(f"request header needs 8 bytes, frame has {len(b)}")
-    api_key, api_version, correlation_id = _HDR0.unpack_from(b, 0)
+    if len(frame) < 8:
+        raise ProtocolError(f"request header needs 8 bytes, frame has {len(frame)}")
+    api_key, api_version, correlation_id = _HDR0.unpack_from(frame, 0)
     hv = request_header_version(api_key, api_version)
     if hv == 0:
         return RequestHeader(api_key, api_version, correlation_id, ""), 8
+    if type(frame) is bytes and len(frame) >= 10:
+        # Fast path (the broker's frames are bytes): a client id and, for v2, no tagged
+        # fields; anything else takes the general path below.
+        (n,) = _I16.unpack_from(frame, 8)
+        end = 10 + n
+        if n >= 0 and end <= len(frame) and (hv == 1 or (end < len(frame) and frame[end] == 0)):
+            try:
+                fast_client_id = frame[10:end].decode()
+            except UnicodeDecodeError:
+                pass  # the general path reports it
+            else:
+                return (RequestHeader(api_key, api_version, correlation_id, fast_client_id),
+                        end if hv == 1 else end + 1)
+    b = _p.as_view(frame)
     try:
         client_id, p = _p.read_nullable_string(b, 8)
         if hv == 2:
@@ -182,6 +196,12 @@ def encode_response(correlation_id: int, api_key: int, api_version: int,
     else:
         parts = body.encode_parts(api_version)
     flexible = response_header_version(api_key, api_version) == 1
+    if len(parts) == 1 and type(parts[0]) is bytearray and len(parts[0]) < 65536:
+        # The common case (a small response encoded into one buffer): one bytes object.
+        only = parts[0]
+        if flexible:
+            return [_CORR_SIZE.pack(len(only) + 5, correlation_id) + b"\x00" + only]
+        return [_CORR_SIZE.pack(len(only) + 4, correlation_id) + only]
     size = parts_length(parts) + (5 if flexible else 4)
     head = _CORR_SIZE.pack(size, correlation_id) + (b"\x00" if flexible else b"")
     first = parts[0] if parts else b""
