@@ -16,9 +16,12 @@ Topics are created by the bench with CreateTopics (``bench.admin``) before each 
 from __future__ import annotations
 
 import shutil
+import subprocess
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Final
+
+from bench.procs import stop as stop_process
 
 SHARED_SETTINGS: Final[dict[str, str]] = {
     "log.segment.bytes": str(1 << 30),
@@ -71,3 +74,26 @@ class BrokerUnderTest(ABC):
     def wipe(self) -> None:
         """Delete the log dir (the broker must be stopped)."""
         shutil.rmtree(self.log_dir, ignore_errors=True)
+
+
+class SubprocessBroker(BrokerUnderTest):
+    """A broker run as one child process listening on 127.0.0.1:``port``: the address, pid
+    and stop that Apache Kafka and minikafka share (each subclass launches its own)."""
+
+    port: int
+    _proc: subprocess.Popen[bytes] | None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid if self._proc is not None and self._proc.poll() is None else 0
+
+    def stop(self) -> float:
+        if self._proc is None:
+            return 0.0
+        taken = stop_process(self._proc, grace_s=60.0)
+        self._proc = None
+        return taken

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Final
 
 from bench.admin import wait_ready
-from bench.brokers import SHARED_SETTINGS, BrokerUnderTest
-from bench.procs import BenchError, free_port, spawn, stop, wait_for_port
+from bench.brokers import SHARED_SETTINGS, SubprocessBroker
+from bench.procs import BenchError, free_port, spawn, wait_for_port
 
 REPO_ROOT: Final[Path] = Path(__file__).resolve().parent.parent
 KAFKA_LIBS: Final[Path] = REPO_ROOT / "tools" / "kafka-jars" / "libs"
@@ -69,7 +69,7 @@ def _cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
-class ApacheKafka(BrokerUnderTest):
+class ApacheKafka(SubprocessBroker):
     """A single-node KRaft Apache Kafka in ``work_dir`` (config, logs and data)."""
 
     def __init__(self, work_dir: Path, *, heap: str = "1g") -> None:
@@ -83,14 +83,6 @@ class ApacheKafka(BrokerUnderTest):
         self._formatted = False
         self._config = work_dir / "server.properties"
         self._log4j = work_dir / "log4j.properties"
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    @property
-    def pid(self) -> int:
-        return self._proc.pid if self._proc is not None and self._proc.poll() is None else 0
 
     def version(self) -> str:
         return f"Apache Kafka {KAFKA_VERSION} (KRaft combined mode), {java_version()}"
@@ -163,10 +155,3 @@ class ApacheKafka(BrokerUnderTest):
             raise BenchError("Kafka not launched")
         wait_for_port(self.port, proc=self._proc, timeout_s=START_TIMEOUT_S)
         wait_ready(self.bootstrap, timeout_s=START_TIMEOUT_S)
-
-    def stop(self) -> float:
-        if self._proc is None:
-            return 0.0
-        taken = stop(self._proc, grace_s=60.0)
-        self._proc = None
-        return taken

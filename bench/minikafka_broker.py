@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Final
 
 from bench.admin import wait_ready
-from bench.brokers import SHARED_SETTINGS, BrokerUnderTest
-from bench.procs import BenchError, free_port, spawn, stop, wait_for_port
+from bench.brokers import SHARED_SETTINGS, SubprocessBroker
+from bench.procs import BenchError, free_port, spawn, wait_for_port
 
 REPO_ROOT: Final[Path] = Path(__file__).resolve().parent.parent
 START_TIMEOUT_S: Final[float] = 120.0
@@ -34,7 +34,7 @@ def minikafka_version() -> str:
     return f"minikafka {out.stdout.strip() or '(no git)'} on Python {sys.version.split()[0]}"
 
 
-class MiniKafka(BrokerUnderTest):
+class MiniKafka(SubprocessBroker):
     """One minikafka broker process with its log dir under ``work_dir``."""
 
     def __init__(
@@ -52,14 +52,6 @@ class MiniKafka(BrokerUnderTest):
         self.extra_env = dict(env or {})
         self.settings = {**SHARED_SETTINGS, **(settings or {})}
         self._proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    @property
-    def pid(self) -> int:
-        return self._proc.pid if self._proc is not None and self._proc.poll() is None else 0
 
     def version(self) -> str:
         return minikafka_version()
@@ -91,10 +83,3 @@ class MiniKafka(BrokerUnderTest):
         except BenchError as exc:
             tail = (self.work_dir / "broker.log").read_text(errors="replace")[-2000:]
             raise BenchError(f"{exc}\n--- {self.name} log tail ---\n{tail}") from exc
-
-    def stop(self) -> float:
-        if self._proc is None:
-            return 0.0
-        taken = stop(self._proc, grace_s=60.0)
-        self._proc = None
-        return taken
