@@ -16,7 +16,7 @@ SUBTRACT = 3; APPEND/SUBTRACT only for LIST configs (INVALID_CONFIG otherwise).
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -181,3 +181,32 @@ async def apply_topic_configs(
     validate_configs(overrides)
     if not validate_only:
         await topic_admin.set_topic_configs_async(broker, info.name, overrides)
+
+
+async def alter_resource(
+    broker: Broker,
+    resource_type: int,
+    resource_name: str,
+    names: Sequence[str],
+    topic_overrides: Callable[[TopicInfo], Mapping[str, str | None]],
+    *,
+    named_twice: bool,
+    validate_only: bool,
+) -> None:
+    """One resource of AlterConfigs or IncrementalAlterConfigs, checked in this order: named
+    twice in the request or a key twice -> INVALID_REQUEST; TOPIC: unknown topic ->
+    UNKNOWN_TOPIC_OR_PARTITION, else the new override set (``topic_overrides(info)``, the
+    one thing the two APIs do differently) validated whole and, unless ``validate_only``,
+    stored; BROKER: this broker only, no dynamic configs; any other type -> INVALID_REQUEST.
+    Raises ``TopicError`` with Kafka's code."""
+    if named_twice:
+        raise TopicError(ErrorCode.INVALID_REQUEST, "Duplicate resource in request")
+    check_unique_keys(names)
+    if resource_type == ResourceType.TOPIC:
+        info = require_topic(broker, resource_name)
+        await apply_topic_configs(broker, info, topic_overrides(info), validate_only)
+    elif resource_type == ResourceType.BROKER:
+        require_this_broker(broker, resource_name)
+        refuse_broker_changes(names)
+    else:
+        raise TopicError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}")

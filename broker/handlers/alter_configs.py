@@ -19,15 +19,23 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Sequence
+from functools import partial
 
 from broker import config_admin
-from broker.config_admin import ResourceType
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
-from broker.topics import TopicError
+from broker.topics import TopicError, TopicInfo
 from protocol.errors import ErrorCode
 from protocol.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
 
 log = logging.getLogger(__name__)
+
+
+def _replacement(
+    configs: Sequence[AlterConfigsRequest.AlterableConfig], info: TopicInfo
+) -> dict[str, str | None]:
+    """AlterConfigs replaces the topic's whole override set with the configs given."""
+    return {c.name: c.value for c in configs}
 
 
 @api(AlterConfigsRequest.API_KEY, min_version=0, max_version=2, request=AlterConfigsRequest)
@@ -39,20 +47,11 @@ async def handle_alter_configs(ctx: RequestContext, request: AlterConfigsRequest
             error_code=ErrorCode.NO_ERROR, error_message=None,
             resource_type=resource.resource_type, resource_name=resource.resource_name)
         try:
-            if counts[(resource.resource_type, resource.resource_name)] > 1:
-                raise TopicError(ErrorCode.INVALID_REQUEST, "Duplicate resource in request")
-            names = [c.name for c in resource.configs]
-            config_admin.check_unique_keys(names)
-            if resource.resource_type == ResourceType.TOPIC:
-                info = config_admin.require_topic(ctx.broker, resource.resource_name)
-                overrides = {c.name: c.value for c in resource.configs}
-                await config_admin.apply_topic_configs(ctx.broker, info, overrides, request.validate_only)
-            elif resource.resource_type == ResourceType.BROKER:
-                config_admin.require_this_broker(ctx.broker, resource.resource_name)
-                config_admin.refuse_broker_changes(names)
-            else:
-                raise TopicError(ErrorCode.INVALID_REQUEST,
-                                 f"Unsupported resource type {resource.resource_type}")
+            await config_admin.alter_resource(
+                ctx.broker, resource.resource_type, resource.resource_name,
+                [c.name for c in resource.configs], partial(_replacement, resource.configs),
+                named_twice=counts[(resource.resource_type, resource.resource_name)] > 1,
+                validate_only=request.validate_only)
         except TopicError as exc:
             log.info("AlterConfigs %s from %s refused: %s %s", resource.resource_name,
                      ctx.client_id, exc.code.name, exc.message)

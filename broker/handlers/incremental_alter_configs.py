@@ -21,18 +21,32 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Sequence
+from functools import partial
+from typing import TYPE_CHECKING
 
 from broker import config_admin, topic_admin
-from broker.config_admin import ResourceType
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
-from broker.topics import TopicError
+from broker.topics import TopicError, TopicInfo
 from protocol.errors import ErrorCode
 from protocol.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
 
+if TYPE_CHECKING:
+    from broker.services import Broker
+
 log = logging.getLogger(__name__)
+
+
+def _apply_operations(
+    broker: Broker, configs: Sequence[IncrementalAlterConfigsRequest.AlterableConfig],
+    info: TopicInfo,
+) -> dict[str, str | None]:
+    """The topic's overrides after the operations, in request order."""
+    ops = [(c.name, c.config_operation, c.value) for c in configs]
+    return config_admin.incremental_overrides(info, ops, topic_admin.explicit_broker_props(broker))
 
 
 @api(IncrementalAlterConfigsRequest.API_KEY, min_version=0, max_version=1,
@@ -47,22 +61,12 @@ async def handle_incremental_alter_configs(
             error_code=ErrorCode.NO_ERROR, error_message=None,
             resource_type=resource.resource_type, resource_name=resource.resource_name)
         try:
-            if counts[(resource.resource_type, resource.resource_name)] > 1:
-                raise TopicError(ErrorCode.INVALID_REQUEST, "Duplicate resource in request")
-            names = [c.name for c in resource.configs]
-            config_admin.check_unique_keys(names)
-            if resource.resource_type == ResourceType.TOPIC:
-                info = config_admin.require_topic(ctx.broker, resource.resource_name)
-                ops = [(c.name, c.config_operation, c.value) for c in resource.configs]
-                overrides = config_admin.incremental_overrides(
-                    info, ops, topic_admin.explicit_broker_props(ctx.broker))
-                await config_admin.apply_topic_configs(ctx.broker, info, overrides, request.validate_only)
-            elif resource.resource_type == ResourceType.BROKER:
-                config_admin.require_this_broker(ctx.broker, resource.resource_name)
-                config_admin.refuse_broker_changes(names)
-            else:
-                raise TopicError(ErrorCode.INVALID_REQUEST,
-                                 f"Unsupported resource type {resource.resource_type}")
+            await config_admin.alter_resource(
+                ctx.broker, resource.resource_type, resource.resource_name,
+                [c.name for c in resource.configs],
+                partial(_apply_operations, ctx.broker, resource.configs),
+                named_twice=counts[(resource.resource_type, resource.resource_name)] > 1,
+                validate_only=request.validate_only)
         except TopicError as exc:
             log.info("IncrementalAlterConfigs %s from %s refused: %s %s", resource.resource_name,
                      ctx.client_id, exc.code.name, exc.message)
