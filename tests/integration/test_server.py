@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import signal
-import socket
 import struct
 import subprocess
 import sys
@@ -21,7 +20,7 @@ from broker.topics import TopicRegistry
 from protocol.frames import RequestHeader, decode_response, encode_request
 from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from tests.integration.broker_process import REPO_ROOT, BrokerProcess, BrokerStartError
-from tests.integration.netclient import RawClient
+from tests.integration.netclient import ConnectionClosed, RawClient
 from tests.integration.test_network_bad_input import api_versions_ok
 
 pytestmark = pytest.mark.timeout(90)
@@ -93,19 +92,19 @@ def test_sigterm_with_requests_in_flight_exits_0_in_order(broker: BrokerProcess)
     answers: every connection gets an in-order prefix of its answers, then EOF; exit 0; the
     shutdown steps are logged in order."""
     per_connection = 3000
-    socks = [socket.create_connection((broker.host, broker.port), timeout=20) for _ in range(4)]
+    clients = [RawClient(broker.bootstrap, timeout_s=20) for _ in range(4)]
     try:
-        for sock in socks:
+        for client in clients:
             data = b"".join(encode_request(RequestHeader(18, 0, cid, "c"), ApiVersionsRequest())
                             for cid in range(per_connection))
-            sock.sendall(data)
-        first = _read_frame(socks[0])
+            client.send(data)
+        first = _read_frame(clients[0])
         assert first is not None and struct.unpack_from(">i", first)[0] == 0
         broker.signal(signal.SIGTERM)
         counts = []
-        for index, sock in enumerate(socks):
+        for index, client in enumerate(clients):
             expected = 1 if index == 0 else 0
-            while (frame := _read_frame(sock)) is not None:
+            while (frame := _read_frame(client)) is not None:
                 cid, body = decode_response(frame, 18, 0)
                 assert cid == expected, "responses out of order"
                 assert isinstance(body, ApiVersionsResponse) and body.error_code == 0
@@ -113,8 +112,8 @@ def test_sigterm_with_requests_in_flight_exits_0_in_order(broker: BrokerProcess)
             counts.append(expected)
         assert broker.wait() == 0
     finally:
-        for sock in socks:
-            sock.close()
+        for client in clients:
+            client.close()
     assert all(count <= per_connection for count in counts)
     assert min(counts) < per_connection, "SIGTERM arrived after everything was answered"
     log = broker.stderr_text()
@@ -124,26 +123,12 @@ def test_sigterm_with_requests_in_flight_exits_0_in_order(broker: BrokerProcess)
     assert "shut down completed" in log[steps[-1]:]
 
 
-def _read_frame(sock: socket.socket) -> bytes | None:
+def _read_frame(client: RawClient) -> bytes | None:
     """One response frame, or None at EOF / reset."""
     try:
-        head = _recv_exactly(sock, 4)
-        if head is None:
-            return None
-        (size,) = struct.unpack(">i", head)
-        return _recv_exactly(sock, size)
-    except ConnectionResetError:
+        return client.recv_frame()
+    except (ConnectionClosed, ConnectionResetError):
         return None
-
-
-def _recv_exactly(sock: socket.socket, n: int) -> bytes | None:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            return None
-        buf += chunk
-    return bytes(buf)
 
 
 def test_sigint_shuts_down_with_exit_0(broker: BrokerProcess) -> None:
