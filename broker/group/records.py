@@ -22,8 +22,9 @@ A null value is a tombstone: the offset was deleted or expired, or the group is 
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final, TypeAlias
+from typing import Final, TypeAlias, TypeVar
 
 from protocol.errors import ProtocolError
 from protocol.messages.internal.group_metadata_key import GroupMetadataKey
@@ -45,6 +46,7 @@ _INT16_INT64 = struct.Struct(">hq")
 _INT16_INT64_INT32 = struct.Struct(">hqi")
 _INT64_INT64 = struct.Struct(">qq")
 _MAX_STRING_BYTES = 32767
+_V = TypeVar("_V")
 
 
 class GroupRecordError(ProtocolError):
@@ -128,14 +130,24 @@ def encode_offset_value(
     ))
 
 
-def decode_offset_value(data: bytes | memoryview) -> OffsetCommitValue:
-    version, body = _split(data, "offset value")
-    if not 0 <= version <= OffsetCommitValue.HIGHEST_VERSION:
-        raise GroupRecordError(f"unknown offset commit value version {version}")
+def _decode_value(
+    data: bytes | memoryview, short: str, name: str, highest_version: int,
+    decode: Callable[[memoryview, int], _V],
+) -> _V:
+    """A versioned value: GroupRecordError for a short buffer (named ``short``), an unknown
+    version or a body that does not decode (named ``name``)."""
+    version, body = _split(data, short)
+    if not 0 <= version <= highest_version:
+        raise GroupRecordError(f"unknown {name} version {version}")
     try:
-        return OffsetCommitValue.decode(body, version)
+        return decode(body, version)
     except (ProtocolError, ValueError, IndexError, UnicodeDecodeError) as exc:
-        raise GroupRecordError(f"bad offset commit value v{version}: {exc}") from exc
+        raise GroupRecordError(f"bad {name} v{version}: {exc}") from exc
+
+
+def decode_offset_value(data: bytes | memoryview) -> OffsetCommitValue:
+    return _decode_value(data, "offset value", "offset commit value",
+                         OffsetCommitValue.HIGHEST_VERSION, OffsetCommitValue.decode)
 
 
 def encode_group_value(value: GroupMetadataValue) -> bytes:
@@ -143,10 +155,5 @@ def encode_group_value(value: GroupMetadataValue) -> bytes:
 
 
 def decode_group_value(data: bytes | memoryview) -> GroupMetadataValue:
-    version, body = _split(data, "group value")
-    if not 0 <= version <= GroupMetadataValue.HIGHEST_VERSION:
-        raise GroupRecordError(f"unknown group metadata value version {version}")
-    try:
-        return GroupMetadataValue.decode(body, version)
-    except (ProtocolError, ValueError, IndexError, UnicodeDecodeError) as exc:
-        raise GroupRecordError(f"bad group metadata value v{version}: {exc}") from exc
+    return _decode_value(data, "group value", "group metadata value",
+                         GroupMetadataValue.HIGHEST_VERSION, GroupMetadataValue.decode)
