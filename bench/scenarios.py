@@ -35,24 +35,38 @@ from bench.procs import BenchError, tree_cpu_s
 MIB: Final[int] = 1 << 20
 
 
-def _throughput_figures(
-    scenario: str, row: str, broker: str, run: int, out: LoadOutcome
+def _rate_figures(
+    scenario: str, row: str, broker: str, run: int, *, records_per_s: float, mib_per_s: float,
+    broker_cpu_pct: float | None, client_cpu_pct: float | None,
 ) -> list[Figure]:
-    res = out.result
-    elapsed_s = float(res["elapsed_s"])
+    """The records/s and MiB/s figures of one throughput run (higher is better)."""
     common: dict[str, Any] = {
         "scenario": scenario,
         "row": row,
         "broker": broker,
         "run": run,
         "higher_is_better": True,
-        "broker_cpu_pct": cpu_pct(out.broker_cpu_s, out.wall_s),
-        "client_cpu_pct": cpu_pct(float(res["cpu_s"]), elapsed_s),
+        "broker_cpu_pct": broker_cpu_pct,
+        "client_cpu_pct": client_cpu_pct,
     }
     return [
-        Figure(metric="records/s", value=res["records"] / elapsed_s, **common),
-        Figure(metric="MiB/s", value=res["bytes"] / MIB / elapsed_s, **common),
+        Figure(metric="records/s", value=records_per_s, **common),
+        Figure(metric="MiB/s", value=mib_per_s, **common),
     ]
+
+
+def _throughput_figures(
+    scenario: str, row: str, broker: str, run: int, out: LoadOutcome
+) -> list[Figure]:
+    res = out.result
+    elapsed_s = float(res["elapsed_s"])
+    return _rate_figures(
+        scenario, row, broker, run,
+        records_per_s=res["records"] / elapsed_s,
+        mib_per_s=res["bytes"] / MIB / elapsed_s,
+        broker_cpu_pct=cpu_pct(out.broker_cpu_s, out.wall_s),
+        client_cpu_pct=cpu_pct(float(res["cpu_s"]), elapsed_s),
+    )
 
 
 def _java_figures(
@@ -63,19 +77,13 @@ def _java_figures(
     res: java_perf.JavaPerfResult,
     broker_cpu_s: float,
 ) -> list[Figure]:
-    common: dict[str, Any] = {
-        "scenario": scenario,
-        "row": row,
-        "broker": broker,
-        "run": run,
-        "higher_is_better": True,
-        "broker_cpu_pct": cpu_pct(broker_cpu_s, res.elapsed_s),
-        "client_cpu_pct": cpu_pct(res.cpu_s, res.elapsed_s),
-    }
-    return [
-        Figure(metric="records/s", value=res.records_per_s, **common),
-        Figure(metric="MiB/s", value=res.mib_per_s, **common),
-    ]
+    return _rate_figures(
+        scenario, row, broker, run,
+        records_per_s=res.records_per_s,
+        mib_per_s=res.mib_per_s,
+        broker_cpu_pct=cpu_pct(broker_cpu_s, res.elapsed_s),
+        client_cpu_pct=cpu_pct(res.cpu_s, res.elapsed_s),
+    )
 
 
 class Scenario(ABC):
