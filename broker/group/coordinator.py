@@ -34,7 +34,6 @@ from broker.group.member import MemberMetadata
 from broker.group.metadata import GroupMetadata
 from broker.group.results import (
     UNKNOWN_MEMBER_ID,
-    JoinCallback,
     JoinResult,
     SyncCallback,
     SyncResult,
@@ -164,31 +163,9 @@ class GroupCoordinator:
 
     # --- JoinGroup (broker.group.join) --------------------------------------------------------
 
-    def join_group(
-        self,
-        *,
-        group_id: str,
-        member_id: str,
-        group_instance_id: str | None,
-        require_known_member_id: bool,
-        supports_skip_assignment: bool,
-        client_id: str,
-        client_host: str,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        protocol_type: str,
-        protocols: Sequence[tuple[str, bytes]],
-        callback: JoinCallback,
-        reason: str | None = None,
-    ) -> None:
-        join.join_group(
-            self, group_id=group_id, member_id=member_id, group_instance_id=group_instance_id,
-            require_known_member_id=require_known_member_id,
-            supports_skip_assignment=supports_skip_assignment, client_id=client_id,
-            client_host=client_host, rebalance_timeout_ms=rebalance_timeout_ms,
-            session_timeout_ms=session_timeout_ms, protocol_type=protocol_type,
-            protocols=protocols, callback=callback, reason=reason,
-        )
+    # ``broker.group.join.join_group(coord, *, group_id, member_id, ...)`` as a method: the
+    # coordinator is its first parameter, so the keyword-only signature is written once.
+    join_group = join.join_group
 
     # --- rebalance -------------------------------------------------------------------------
 
