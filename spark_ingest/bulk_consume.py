@@ -74,7 +74,8 @@ def run(args: argparse.Namespace) -> Summary:
     checkpoint: Path = args.checkpoint or output / "_checkpoint"
     output.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    spark = local_session("minikafka-spark-ingest", args.cores, kafka_jars=args.source == "kafka")
+    spark = local_session("minikafka-spark-ingest", args.cores,
+                          kafka_jars=True if args.source == "kafka" else None)
     sink = ParquetBatchSink(output, log=lambda line: print(line, flush=True))
     try:
         stream = (spark.readStream.format(args.source)

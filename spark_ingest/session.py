@@ -3,8 +3,8 @@
 ``local_session(app_name, cores=2, kafka_jars=True)``: ``local[cores]`` on 127.0.0.1
 (``SPARK_LOCAL_IP``), the venv's Python for the workers (``PYSPARK_PYTHON``), no UI, UTC
 session time zone, few shuffle partitions, the ``minikafka`` source registered, and, with
-``kafka_jars``, ``spark.jars`` set to Spark's Kafka connector fetched by
-``tools/fetch-spark-jars`` (so ``format("kafka")`` works too).
+``kafka_jars`` (True: required; None: when fetched), ``spark.jars`` set to Spark's Kafka
+connector fetched by ``tools/fetch-spark-jars`` (so ``format("kafka")`` works too).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def kafka_connector_jars() -> list[Path]:
     return jars
 
 
-def local_session(app_name: str, cores: int = 2, *, kafka_jars: bool = True,
+def local_session(app_name: str, cores: int = 2, *, kafka_jars: bool | None = True,
                   extra_conf: dict[str, str] | None = None) -> SparkSession:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -45,7 +45,9 @@ def local_session(app_name: str, cores: int = 2, *, kafka_jars: bool = True,
         .config("spark.driver.memory", "1g")
         .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
     )
-    if kafka_jars:
+    # None: the connector when it has been fetched. A JVM gets its driver class path once,
+    # so a session made later in the same process cannot add format("kafka") any more.
+    if kafka_jars or (kafka_jars is None and any(SPARK_JARS_DIR.glob("spark-sql-kafka-0-10*.jar"))):
         builder = builder.config("spark.jars", ",".join(str(j) for j in kafka_connector_jars()))
     for key, value in (extra_conf or {}).items():
         builder = builder.config(key, value)
