@@ -109,6 +109,18 @@ def _accept_joining_member(coord: GroupCoordinator, group: GroupMetadata, member
     return group.has(member_id) or group.size < coord.config.max_size
 
 
+def _refuse_join(
+    group: GroupMetadata, protocol_type: str, protocols: Sequence[tuple[str, bytes]]
+) -> ErrorCode | None:
+    """What new and known members are both refused for: a Dead group
+    (COORDINATOR_NOT_AVAILABLE), protocols the group cannot use (INCONSISTENT_GROUP_PROTOCOL)."""
+    if group.is_state(GroupState.DEAD):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if not group.supports_protocols(protocol_type, [n for n, _ in protocols]):
+        return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    return None
+
+
 def _do_new_member_join(
     coord: GroupCoordinator,
     group: GroupMetadata,
@@ -124,11 +136,9 @@ def _do_new_member_join(
     callback: JoinCallback,
     reason: str | None,
 ) -> None:
-    if group.is_state(GroupState.DEAD):
-        callback(JoinResult(UNKNOWN_MEMBER_ID, ErrorCode.COORDINATOR_NOT_AVAILABLE))
-        return
-    if not group.supports_protocols(protocol_type, [n for n, _ in protocols]):
-        callback(JoinResult(UNKNOWN_MEMBER_ID, ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+    error = _refuse_join(group, protocol_type, protocols)
+    if error is not None:
+        callback(JoinResult(UNKNOWN_MEMBER_ID, error))
         return
     new_member_id = group.generate_member_id(client_id, group_instance_id)
     if group_instance_id is not None:
@@ -172,11 +182,9 @@ def _do_current_member_join(
     callback: JoinCallback,
     reason: str | None,
 ) -> None:
-    if group.is_state(GroupState.DEAD):
-        callback(JoinResult(member_id, ErrorCode.COORDINATOR_NOT_AVAILABLE))
-        return
-    if not group.supports_protocols(protocol_type, [n for n, _ in protocols]):
-        callback(JoinResult(member_id, ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+    error = _refuse_join(group, protocol_type, protocols)
+    if error is not None:
+        callback(JoinResult(member_id, error))
         return
     if group.is_pending_member(member_id):
         if group_instance_id is not None:
