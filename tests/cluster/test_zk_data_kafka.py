@@ -1,0 +1,252 @@
+"""controller.zk_data against Apache Kafka 3.9.1 in ZooKeeper mode, on the same ZooKeeper.
+
+One Kafka broker (id 1, ``broker.rack=r1``) runs under its own chroot of the session's
+ZooKeeper. Both directions are checked:
+
+- what Kafka writes, our layer parses, and our encoder, given the same facts, writes the
+  same JSON object (field by field; key order is a hash map's in Kafka and carries nothing);
+- what our encoder writes, Kafka's controller reads and acts on (a topic it did not create,
+  a config change, a topic deletion, the admin and notification znodes).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kafka import KafkaAdminClient
+from kafka.admin import ConfigResource, ConfigResourceType
+from kazoo.client import KazooClient
+
+from controller import zk_data as zd
+from devcluster.apache_kafka import ApacheKafkaZk, kafka_tool
+from devcluster.zookeeper import ZooKeeper
+from storage.naming import TopicPartition
+from tests.cluster.zk_support import kazoo_client, wait_until
+
+pytestmark = [pytest.mark.java, pytest.mark.timeout(300)]
+
+TOPIC = "orders"
+
+
+class KafkaOnZk:
+    def __init__(self, kafka: ApacheKafkaZk, zk: KazooClient) -> None:
+        self.kafka = kafka
+        self.zk = zk
+
+    def json(self, path: str) -> dict[str, object]:
+        data, _ = self.zk.get(path)
+        value = json.loads(data)
+        assert isinstance(value, dict)
+        return value
+
+    def admin(self) -> KafkaAdminClient:
+        return KafkaAdminClient(bootstrap_servers=self.kafka.bootstrap, request_timeout_ms=30000)
+
+
+@pytest.fixture(scope="module")
+def kafka_on_zk(zookeeper: ZooKeeper, tmp_path_factory: pytest.TempPathFactory
+                ) -> Iterator[KafkaOnZk]:
+    chroot = f"/kafka-{uuid.uuid4().hex[:8]}"
+    work = tmp_path_factory.mktemp("apache-kafka")
+    kafka = ApacheKafkaZk(work, broker_id=1, zookeeper_connect=zookeeper.connect_string + chroot,
+                          properties={"broker.rack": "r1"},
+                          log_levels={"kafka.controller": "DEBUG"})
+    kafka.start()
+    client = kazoo_client(zookeeper.connect_string + chroot)
+    try:
+        kafka_tool("org.apache.kafka.tools.TopicCommand", "--bootstrap-server", kafka.bootstrap,
+                   "--create", "--topic", TOPIC, "--partitions", "3",
+                   "--replication-factor", "1", "--config", "retention.ms=1000",
+                   work_dir=Path(work))
+        yield KafkaOnZk(kafka, client)
+    finally:
+        client.stop()
+        client.close()
+        kafka.stop()
+        root = kazoo_client(zookeeper.connect_string)
+        root.delete(chroot, recursive=True)
+        root.stop()
+        root.close()
+
+
+def test_top_level_znodes(kafka_on_zk: KafkaOnZk) -> None:
+    zk = kafka_on_zk.zk
+    for path in zd.PERSISTENT_PATHS:
+        data, _ = zk.get(path)
+        assert data is None, path  # created with no data, as our layer creates them
+    feature = zd.FeatureZNode.decode(zk.get(zd.FEATURE)[0])
+    assert feature == zd.FeatureZNode()
+    assert json.loads(feature.encode()) == kafka_on_zk.json(zd.FEATURE)
+    cluster_id = zd.decode_cluster_id(zk.get(zd.CLUSTER_ID)[0])
+    meta = (kafka_on_zk.kafka.work_dir / "data" / "meta.properties").read_text()
+    assert f"cluster.id={cluster_id}" in meta
+    assert json.loads(zd.encode_cluster_id(cluster_id)) == kafka_on_zk.json(zd.CLUSTER_ID)
+
+
+def test_broker_registration(kafka_on_zk: KafkaOnZk) -> None:
+    data, stat = kafka_on_zk.zk.get(zd.broker_path(1))
+    assert stat.ephemeralOwner != 0
+    reg = zd.BrokerRegistration.decode(1, data)
+    port = kafka_on_zk.kafka.port
+    assert reg.endpoints == (zd.BrokerEndpoint("PLAINTEXT", "127.0.0.1", port, "PLAINTEXT"),)
+    assert (reg.rack, reg.jmx_port, reg.version, dict(reg.features)) == ("r1", -1, 5, {})
+    ours = zd.BrokerRegistration(1, (zd.BrokerEndpoint("PLAINTEXT", "127.0.0.1", port),),
+                                 reg.timestamp_ms, rack="r1")
+    assert json.loads(ours.encode()) == json.loads(data)
+
+
+def test_controller_and_epoch(kafka_on_zk: KafkaOnZk) -> None:
+    data, stat = kafka_on_zk.zk.get(zd.CONTROLLER)
+    assert stat.ephemeralOwner != 0
+    controller = zd.ControllerRegistration.decode(data)
+    assert controller.broker_id == 1
+    assert json.loads(zd.ControllerRegistration(1, controller.timestamp_ms).encode()) \
+        == json.loads(data)
+    epoch_data, epoch_stat = kafka_on_zk.zk.get(zd.CONTROLLER_EPOCH)
+    epoch = zd.decode_controller_epoch(epoch_data)
+    assert epoch >= 1
+    assert zd.encode_controller_epoch(epoch) == epoch_data
+    # Created with the initial epoch (0), then set once per controller election.
+    assert epoch_stat.version == epoch - zd.INITIAL_CONTROLLER_EPOCH
+
+
+def test_topic_created_by_kafka_tools(kafka_on_zk: KafkaOnZk) -> None:
+    zk = kafka_on_zk.zk
+    data, _ = zk.get(zd.topic_path(TOPIC))
+    assignment = zd.TopicAssignment.decode(TOPIC, data)
+    assert assignment.replicas() == {0: (1,), 1: (1,), 2: (1,)}
+    assert assignment.topic_id is not None
+    ours = zd.TopicAssignment.of({0: [1], 1: [1], 2: [1]}, assignment.topic_id)
+    assert json.loads(ours.encode()) == json.loads(data)
+    # The id we parsed is the one Kafka serves: Metadata by topic id (v12+) finds the topic.
+    assert _name_of_topic_id(kafka_on_zk, assignment.topic_id) == TOPIC
+    controller_epoch = zd.decode_controller_epoch(zk.get(zd.CONTROLLER_EPOCH)[0])
+    for p in range(3):
+        tp = TopicPartition(TOPIC, p)
+        assert zk.get(zd.topic_partitions_path(TOPIC))[0] is None
+        assert zk.get(zd.partition_path(tp))[0] is None
+        raw, stat = zk.get(zd.partition_state_path(tp))
+        state = zd.PartitionState.decode(raw, stat.version)
+        assert state == zd.PartitionState(1, 0, (1,), controller_epoch, zk_version=0)
+        assert json.loads(zd.PartitionState(1, 0, (1,), controller_epoch).encode()) \
+            == json.loads(raw)
+    config = zd.decode_entity_config(zk.get(zd.topic_config_path(TOPIC))[0])
+    assert config == {"retention.ms": "1000"}
+    assert json.loads(zd.encode_entity_config(config)) == kafka_on_zk.json(
+        zd.topic_config_path(TOPIC))
+
+
+def test_config_change_written_by_kafka(kafka_on_zk: KafkaOnZk) -> None:
+    zk = kafka_on_zk.zk
+    before = set(zk.get_children(zd.CONFIG_CHANGES))
+    admin = kafka_on_zk.admin()
+    try:
+        admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, TOPIC,
+                                            configs={"retention.ms": "2000",
+                                                     "segment.ms": "100000"})])
+    finally:
+        admin.close()
+    new = sorted(set(zk.get_children(zd.CONFIG_CHANGES)) - before)
+    assert len(new) == 1
+    zd.sequence_number(new[0], zd.CONFIG_CHANGE_PREFIX)
+    data, _ = zk.get(f"{zd.CONFIG_CHANGES}/{new[0]}")
+    assert zd.decode_config_change(data) == ("topics", TOPIC)
+    assert json.loads(zd.encode_config_change("topics", TOPIC)) == json.loads(data)
+    assert zd.decode_entity_config(zk.get(zd.topic_config_path(TOPIC))[0]) == \
+        {"retention.ms": "2000", "segment.ms": "100000"}
+
+
+def _name_of_topic_id(kafka_on_zk: KafkaOnZk, topic_id: uuid.UUID) -> str | None:
+    """The topic's name from Metadata by topic id (v12+), None while Kafka does not know it."""
+    admin = kafka_on_zk.admin()
+    try:
+        (described,) = admin.describe_topics([topic_id])
+    finally:
+        admin.close()
+    return str(described["name"]) if described["error_code"] == 0 else None
+
+
+def _describe_config(kafka_on_zk: KafkaOnZk, topic: str, name: str) -> str | None:
+    admin = kafka_on_zk.admin()
+    try:
+        result = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)],
+                                        config_filter="all")
+    finally:
+        admin.close()
+    entry = result.get("topic", {}).get(topic, {}).get(name)
+    return None if entry is None else str(entry["value"])
+
+
+def test_kafka_acts_on_a_topic_and_config_we_write(kafka_on_zk: KafkaOnZk) -> None:
+    zk = kafka_on_zk.zk
+    topic, topic_id = "written-by-us", uuid.uuid4()
+    zk.create(zd.topic_config_path(topic), zd.encode_entity_config({"cleanup.policy": "compact"}))
+    zk.create(zd.topic_path(topic), zd.TopicAssignment.of({0: [1], 1: [1]}, topic_id).encode())
+    # Kafka's controller sees the new topic, elects leaders and writes the state znodes.
+    wait_until(lambda: all(zk.exists(zd.partition_state_path(TopicPartition(topic, p)))
+                           for p in range(2)), timeout_s=30, what="Kafka's partition states")
+    state = zd.PartitionState.decode(zk.get(zd.partition_state_path(TopicPartition(topic, 1)))[0])
+    assert (state.leader, state.isr) == (1, (1,))
+    wait_until(lambda: _name_of_topic_id(kafka_on_zk, topic_id) == topic, timeout_s=30,
+               what="Kafka to serve the topic under the id we wrote")
+    # (the broker learns of the topic from the controller's UpdateMetadata, just after)
+    wait_until(lambda: _describe_config(kafka_on_zk, topic, "cleanup.policy") == "compact",
+               timeout_s=30, what="Kafka to report the topic config we wrote")
+    # A config change: the entity znode, then the notification.
+    zk.set(zd.topic_config_path(topic),
+           zd.encode_entity_config({"cleanup.policy": "compact", "retention.ms": "12345"}))
+    zk.create(f"{zd.CONFIG_CHANGES}/{zd.CONFIG_CHANGE_PREFIX}",
+              zd.encode_config_change("topics", topic), sequence=True)
+    wait_until(lambda: _describe_config(kafka_on_zk, topic, "retention.ms") == "12345",
+               timeout_s=30, what="Kafka to apply our config change")
+    # Deletion: an empty /admin/delete_topics/<t>.
+    zk.create(zd.delete_topic_path(topic), None)
+    # Kafka removes the topic znode, its config, then the deletion marker.
+    wait_until(lambda: zk.exists(zd.delete_topic_path(topic)) is None, timeout_s=60,
+               what="Kafka to delete the topic")
+    assert zk.exists(zd.topic_path(topic)) is None
+    assert zk.exists(zd.topic_config_path(topic)) is None
+
+
+def test_kafka_reads_admin_and_notification_znodes_we_write(kafka_on_zk: KafkaOnZk) -> None:
+    zk, kafka = kafka_on_zk.zk, kafka_on_zk.kafka
+    tp0, tp1, tp2 = (TopicPartition(TOPIC, p) for p in range(3))
+
+    mark = kafka.log_size()
+    zk.create(f"{zd.ISR_CHANGE_NOTIFICATION}/{zd.ISR_CHANGE_PREFIX}",
+              zd.encode_isr_change({tp0}), sequence=True)
+    line = kafka.wait_for_log("Sending MetadataRequest to Brokers: List(1) for TopicPartitions",
+                              since=mark)
+    assert line.endswith(f"({tp0}) (kafka.controller.KafkaController)"), line
+    wait_until(lambda: not zk.get_children(zd.ISR_CHANGE_NOTIFICATION), timeout_s=30,
+               what="the ISR change notification to be consumed")
+
+    mark = kafka.log_size()
+    zk.create(f"{zd.LOG_DIR_EVENT_NOTIFICATION}/{zd.LOG_DIR_EVENT_PREFIX}",
+              zd.encode_log_dir_event(1), sequence=True)
+    kafka.wait_for_log("Handling log directory failure for brokers 1", since=mark)
+    wait_until(lambda: not zk.get_children(zd.LOG_DIR_EVENT_NOTIFICATION), timeout_s=30,
+               what="the log dir event notification to be consumed")
+
+    mark = kafka.log_size()
+    zk.create(zd.PREFERRED_REPLICA_ELECTION, zd.encode_preferred_replica_election({tp1}))
+    # (not needed on one broker: Kafka answers ELECTION_NOT_NEEDED for the partition it read)
+    kafka.wait_for_log(f"(PREFERRED) by ZkTriggered for partitions: Map({tp1} -> ", since=mark)
+    wait_until(lambda: zk.exists(zd.PREFERRED_REPLICA_ELECTION) is None, timeout_s=30,
+               what="the preferred replica election znode to be consumed")
+
+    mark = kafka.log_size()
+    zk.create(zd.REASSIGN_PARTITIONS, zd.encode_reassignment({tp2: (1,)}))
+    wait_until(lambda: zk.exists(zd.REASSIGN_PARTITIONS) is None, timeout_s=30,
+               what="the reassignment znode to be consumed")
+    kafka.wait_for_log(f"Leader 1 for partition {tp2} being reassigned, is already in the new "
+                       "list of replicas 1 and is alive", since=mark)
+    # Kafka bumped the leader epoch with a conditional write: the znode's version follows.
+    raw, stat = zk.get(zd.partition_state_path(tp2))
+    state = zd.PartitionState.decode(raw, stat.version)
+    assert (state.leader, state.isr, state.leader_epoch) == (1, (1,), 1)
+    assert state.zk_version == 1
