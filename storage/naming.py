@@ -1,5 +1,8 @@
 """File and directory names, exactly as Kafka spells them.
 
+``TopicPartition`` (``protocol.topic_partition``) is re-exported here: storage names
+directories by it.
+
 - Partition directory: ``<topic>-<partition>`` (topic names are ``[a-zA-Z0-9._-]``, at most
   249 characters, so the partition is whatever follows the last ``-``).
 - A partition being deleted: ``<topic>-<partition>.<uuid hex>-delete``.
@@ -13,7 +16,8 @@ from __future__ import annotations
 import re
 import uuid
 from pathlib import Path
-from typing import NamedTuple
+
+from protocol.topic_partition import TopicPartition as TopicPartition  # re-exported
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -40,13 +44,6 @@ _TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 _SEGMENT_RE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex|\.snapshot)$")
 _DELETE_DIR_RE = re.compile(r"^(.+)-(\d+)\.([0-9a-f]{32})-delete$")
 
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
 
 
 def is_valid_topic(name: str) -> bool:
