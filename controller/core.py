@@ -1,0 +1,325 @@
+"""The controller's decisions, the same on one node and in a cluster (Kafka's
+``KafkaController`` with its partition state machine and topic deletion manager).
+
+``ControllerCore`` reads and writes the topic store, keeps a ``ControllerContext``, and
+tells brokers what to do only through a ``ControllerChannel``, in LeaderAndIsr,
+UpdateMetadata and StopReplica requests (``ControlRequestBatch``). It never calls into a
+broker. Who makes it active, and who the live brokers are, is the business of its two
+owners: ``controller.local.LocalController`` (one node: always active, its own broker the
+only live one) and the ZooKeeper controller (elected through ``/controller``, brokers from
+``/brokers/ids``), which also feeds it broker changes.
+
+What it does, all on its event task (``ControllerEventManager``):
+
+- ``activate(live_brokers)`` (becoming the controller, Kafka's ``onControllerFailover``):
+  load topics, partition states and pending deletions from the store; send UpdateMetadata
+  with every known partition to every live broker, then LeaderAndIsr for every partition
+  to its live replicas; elect leaders for partitions that have no state yet (new) or whose
+  leader is not live (offline election, unclean only if ``unclean.leader.election.enable``);
+  resume pending deletions.
+- ``TopicsChanged`` / ``PartitionsChanged``: new topics and partitions get a leader (the
+  first live replica, the ISR all live replicas, leader epoch 0), their states are created
+  in the store, then LeaderAndIsr (is_new) goes to the replicas and UpdateMetadata to every
+  live broker.
+- ``DeletionsRequested``: each topic marked for deletion gets StopReplica(delete=true,
+  leader epoch EPOCH_DURING_DELETE) on every replica; when every replica answered without
+  error (``StopReplicaResponseReceived``), the topic is removed from the store and then
+  UpdateMetadata with leader LEADER_DURING_DELETE makes every broker forget it, so an admin
+  request that waits for the metadata cache sees a deletion that is complete (Kafka sends
+  that UpdateMetadata first; sending it last means a topic of the same name can be created
+  as soon as DeleteTopics answers). A replica whose broker is not live, or that answers an
+  error, keeps the topic marked: deletion resumes when the controller next starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from controller.channel import (
+    BrokerRegistration,
+    ControllerChannel,
+    ControlRequest,
+    ControlRequestBatch,
+    ControlResponse,
+)
+from controller.context import ControllerContext
+from controller.election import elect_new_partition, elect_offline
+from controller.events import ControllerEventManager
+from controller.leader_and_isr import (
+    EPOCH_DURING_DELETE,
+    LeaderAndIsr,
+    LeaderIsrAndControllerEpoch,
+)
+from controller.topic_store import TopicStore
+from protocol.errors import ErrorCode
+from protocol.messages.stop_replica import StopReplicaResponse
+from protocol.topic_partition import TopicPartition
+
+log = logging.getLogger(__name__)
+
+SentRequest = tuple[int, ControlRequest, "asyncio.Future[ControlResponse | None]"]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicsChanged:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionsChanged:
+    topic: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeletionsRequested:
+    pass
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class StopReplicaResponseReceived:
+    broker_id: int
+    topics: frozenset[str]
+    response: ControlResponse | None
+
+
+class ControllerCore:
+    def __init__(self, *, controller_id: int, controller_epoch: int, store: TopicStore,
+                 channel: ControllerChannel, inter_broker_listener: str,
+                 unclean_leader_election: bool = False) -> None:
+        self.controller_id = controller_id
+        self.controller_epoch = controller_epoch
+        self.store = store
+        self.channel = channel
+        self.unclean_leader_election = unclean_leader_election
+        self.context = ControllerContext()
+        self.events = ControllerEventManager(self.process)
+        self._batch = ControlRequestBatch(controller_id, controller_epoch, inter_broker_listener)
+        # topic -> replicas (partition, broker) whose StopReplica(delete) has not succeeded
+        self._deleting: dict[str, set[tuple[TopicPartition, int]]] = {}
+
+    # ------------------------------------------------------------ becoming active
+
+    async def activate(self, live_brokers: Iterable[BrokerRegistration]) -> list[SentRequest]:
+        """Load the store and tell the live brokers everything (see the module docstring).
+        Returns the requests sent; the caller may wait for their responses."""
+        ctx = self.context
+        for broker in live_brokers:
+            ctx.live_brokers[broker.broker_id] = broker
+            self.channel.add_broker(broker)
+        ctx.topics = await self.store.topics()
+        ctx.leadership = await self.store.partition_states(ctx.all_partitions())
+        ctx.topics_to_delete = await self.store.topics_marked_for_deletion()
+        log.info("[Controller id=%d epoch=%d] active: %d live brokers, %d topics, %d partitions"
+                 " with a leader, %d topics to delete", self.controller_id,
+                 self.controller_epoch, len(ctx.live_brokers), len(ctx.topics),
+                 len(ctx.leadership), len(ctx.topics_to_delete))
+        for tp, state in ctx.leadership.items():
+            self._batch.add_update_metadata(ctx.live_brokers, tp, state, ctx.replicas(tp))
+        sent = self._send()
+        for tp, state in ctx.leadership.items():
+            if state.leader_and_isr.leader in ctx.live_brokers:
+                self._batch.add_leader_and_isr(ctx.live_replicas(tp), tp, state,
+                                               ctx.replicas(tp))
+        sent += self._send()
+        new = [tp for tp in ctx.all_partitions() if tp not in ctx.leadership]
+        offline = [tp for tp, s in ctx.leadership.items()
+                   if not ctx.is_replica_online(s.leader_and_isr.leader)]
+        sent += await self._create_partitions(new)
+        sent += await self._elect_offline(offline)
+        if ctx.topics_to_delete:
+            self.events.put(DeletionsRequested())
+        return sent
+
+    # ------------------------------------------------------------ events
+
+    async def process(self, event: object) -> None:
+        if isinstance(event, TopicsChanged):
+            await self._on_topics_changed()
+        elif isinstance(event, PartitionsChanged):
+            await self._on_partitions_changed(event.topic)
+        elif isinstance(event, DeletionsRequested):
+            await self._on_deletions_requested()
+        elif isinstance(event, StopReplicaResponseReceived):
+            await self._on_stop_replica_response(event)
+        else:
+            raise TypeError(f"unknown controller event {event!r}")
+
+    async def _on_topics_changed(self) -> None:
+        ctx = self.context
+        records = await self.store.topics()
+        new = [name for name in records if name not in ctx.topics]
+        for name in [n for n in ctx.topics if n not in records]:
+            ctx.remove_topic(name)  # removed by someone else: forget it
+        partitions: list[TopicPartition] = []
+        for name in sorted(new):
+            ctx.topics[name] = records[name]
+            partitions += records[name].partitions()
+        if new:
+            log.info("[Controller id=%d] new topics %s", self.controller_id, sorted(new))
+        await self._create_partitions(partitions)
+
+    async def _on_partitions_changed(self, topic: str) -> None:
+        ctx = self.context
+        record = (await self.store.topics([topic])).get(topic)
+        old = ctx.topics.get(topic)
+        if record is None or old is None:
+            return
+        ctx.topics[topic] = record
+        added = [tp for tp in record.partitions() if tp.partition not in old.assignment]
+        if added:
+            log.info("[Controller id=%d] new partitions %s", self.controller_id,
+                     [str(tp) for tp in added])
+        await self._create_partitions(added)
+
+    async def _on_deletions_requested(self) -> None:
+        ctx = self.context
+        marked = await self.store.topics_marked_for_deletion()
+        for topic in sorted(marked):
+            if topic in self._deleting:
+                continue
+            if topic not in ctx.topics:
+                record = (await self.store.topics([topic])).get(topic)
+                if record is None:
+                    continue
+                ctx.topics[topic] = record
+            ctx.topics_to_delete.add(topic)
+            self._start_deletion(topic)
+
+    def _start_deletion(self, topic: str) -> None:
+        ctx = self.context
+        replicas = {(tp, b) for tp in ctx.partitions_of(topic) for b in ctx.replicas(tp)}
+        offline = sorted({b for _, b in replicas if b not in ctx.live_brokers})
+        if offline:
+            log.warning("[Controller id=%d] deletion of %s waits: replicas on brokers %s are"
+                        " not live", self.controller_id, topic, offline)
+            return
+        log.info("[Controller id=%d] deleting topic %s", self.controller_id, topic)
+        self._deleting[topic] = replicas
+        for tp in ctx.partitions_of(topic):
+            self._batch.add_stop_replica(ctx.replicas(tp), tp, delete=True,
+                                         leader_epoch=EPOCH_DURING_DELETE)
+        for broker_id, _request, future in self._send():
+            future.add_done_callback(self._on_stop_replica_future(broker_id, topic))
+
+    def _on_stop_replica_future(
+        self, broker_id: int, topic: str
+    ) -> Callable[[asyncio.Future[ControlResponse | None]], None]:
+        def done(future: asyncio.Future[ControlResponse | None]) -> None:
+            failed = future.cancelled() or future.exception() is not None
+            self.events.put(StopReplicaResponseReceived(
+                broker_id, frozenset({topic}), None if failed else future.result()))
+
+        return done
+
+    async def _on_stop_replica_response(self, event: StopReplicaResponseReceived) -> None:
+        response = event.response
+        for topic in event.topics:
+            pending = self._deleting.get(topic)
+            if pending is None:
+                continue
+            if not isinstance(response, StopReplicaResponse):
+                log.error("[Controller id=%d] no StopReplica answer from broker %d: deletion"
+                          " of %s resumes when the controller next starts",
+                          self.controller_id, event.broker_id, topic)
+                continue
+            if response.error_code != ErrorCode.NO_ERROR:
+                log.error("[Controller id=%d] broker %d refused StopReplica for %s: %s",
+                          self.controller_id, event.broker_id, topic,
+                          ErrorCode(response.error_code).name)
+                continue
+            for pe in response.partition_errors:
+                if pe.topic_name != topic:
+                    continue
+                key = (TopicPartition(pe.topic_name, pe.partition_index), event.broker_id)
+                if pe.error_code == ErrorCode.NO_ERROR:
+                    pending.discard(key)
+                else:
+                    log.error("[Controller id=%d] broker %d could not delete %s: %s",
+                              self.controller_id, event.broker_id, key[0],
+                              ErrorCode(pe.error_code).name)
+            if not pending:
+                await self._complete_deletion(topic)
+
+    async def _complete_deletion(self, topic: str) -> None:
+        ctx = self.context
+        del self._deleting[topic]
+        partitions = ctx.partitions_of(topic)
+        states = {tp: ctx.leadership.get(tp) for tp in partitions}
+        replicas = {tp: ctx.replicas(tp) for tp in partitions}
+        await self.store.delete_topic(topic)
+        ctx.remove_topic(topic)
+        for tp in partitions:
+            state = states[tp]
+            isr = () if state is None else state.leader_and_isr.isr
+            self._batch.add_update_metadata(ctx.live_brokers, tp, LeaderIsrAndControllerEpoch(
+                LeaderAndIsr.during_delete(isr), self.controller_epoch), replicas[tp])
+        self._send()
+        log.info("[Controller id=%d] deleted topic %s", self.controller_id, topic)
+
+    # ------------------------------------------------------------ partition states
+
+    async def _create_partitions(self, partitions: list[TopicPartition]) -> list[SentRequest]:
+        """New partitions: elect, create their states, tell the replicas and everyone."""
+        ctx = self.context
+        if not partitions:
+            return []
+        online = [b for b in ctx.live_brokers if b not in ctx.shutting_down]
+        states: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
+        for tp in partitions:
+            result = elect_new_partition(ctx.replicas(tp), online)
+            if result.leader_and_isr is None:
+                log.error("[Controller id=%d] %s has no live replica among %s: it stays"
+                          " offline", self.controller_id, tp, list(ctx.replicas(tp)))
+                continue
+            states[tp] = LeaderIsrAndControllerEpoch(result.leader_and_isr, self.controller_epoch)
+        written = await self.store.create_partition_states(states)
+        if written.failed:  # already created (a controller stopped half-way): use what is there
+            existing = await self.store.partition_states(written.failed)
+            written.written.update(existing)
+        for tp, state in written.written.items():
+            ctx.leadership[tp] = state
+            self._batch.add_leader_and_isr(ctx.live_replicas(tp), tp, state, ctx.replicas(tp),
+                                           is_new=True)
+        return self._send()
+
+    async def _elect_offline(self, partitions: list[TopicPartition]) -> list[SentRequest]:
+        ctx = self.context
+        if not partitions:
+            return []
+        online = {b for b in ctx.live_brokers if b not in ctx.shutting_down}
+        configs = await self.store.all_topic_configs()
+        updates: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
+        for tp in partitions:
+            current = ctx.leadership[tp].leader_and_isr
+            unclean = _flag(configs.get(tp.topic, {}), "unclean.leader.election.enable",
+                            self.unclean_leader_election)
+            result = elect_offline(ctx.replicas(tp), current, online, unclean)
+            if result.leader_and_isr is None:
+                log.error("[Controller id=%d] no leader for %s: no live replica in the ISR %s",
+                          self.controller_id, tp, list(current.isr))
+                continue
+            updates[tp] = LeaderIsrAndControllerEpoch(result.leader_and_isr,
+                                                      self.controller_epoch)
+        written = await self.store.update_partition_states(updates)
+        for tp in written.failed:
+            log.error("[Controller id=%d] the state of %s changed under us; not elected",
+                      self.controller_id, tp)
+        for tp, state in written.written.items():
+            ctx.leadership[tp] = state
+            self._batch.add_leader_and_isr(ctx.live_replicas(tp), tp, state, ctx.replicas(tp))
+        return self._send()
+
+    def _send(self) -> list[SentRequest]:
+        return self._batch.send_all(self.channel, self.context.live_brokers,
+                                    self.context.topic_id)
+
+    async def close(self) -> None:
+        await self.events.close()
+
+
+def _flag(configs: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = configs.get(name)
+    return default if raw is None else raw.strip().lower() == "true"
