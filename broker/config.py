@@ -10,8 +10,19 @@ invalid value raises ``ConfigError`` naming the property; the CLI then exits non
 
 Kafka's defaults are kept, with one exception: ``listeners`` defaults to
 ``PLAINTEXT://127.0.0.1:9092`` (Kafka: ``PLAINTEXT://:9092``, every interface) because this
-broker is for local use. Only the PLAINTEXT security protocol is served. Port 0 in
-``listeners`` binds an ephemeral port (tests); the bound port is then advertised.
+broker is for local use. Port 0 in ``listeners`` binds an ephemeral port (tests); the bound
+port is then advertised.
+
+Listeners: every listener's name maps to a security protocol (PLAINTEXT, SSL,
+SASL_PLAINTEXT, SASL_SSL) through ``listener.security.protocol.map``; advertised listener
+names must be listeners; the inter-broker listener (``inter.broker.listener.name``, or the
+one named by ``security.inter.broker.protocol``, never both) must be advertised. Security
+properties (``ssl.*``, ``sasl.*``, ``connections.max.reauth.ms``) may be set per listener
+with Kafka's prefix ``listener.name.<listener>.`` (lower case); the SASL JAAS configuration
+exists only in that form, per mechanism: ``listener.name.<l>.<mechanism>.sasl.jaas.config``.
+``listener_values(name)`` gives a listener's effective values. Which values a listener's
+protocol needs (a PEM keystore for SSL, JAAS and mechanisms for SASL) is checked when the
+listener is built (``broker.security.listener``), before anything is bound.
 
 ``BrokerConfig.explicit`` holds the properties set explicitly (file + overrides), as strings:
 DescribeConfigs reports them as STATIC_BROKER_CONFIG and topic configs resolve their broker
@@ -30,6 +41,8 @@ from broker.topic_config import TOPIC_CONFIGS
 
 INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+ACL_AUTHORIZER_CLASS = "kafka.security.authorizer.AclAuthorizer"
 
 
 class ConfigError(ValueError):
@@ -79,6 +92,17 @@ def _between(low: int, high: int) -> Check:
     return check
 
 
+def _each_of(*allowed: str) -> Check:
+    def check(value: PropValue) -> str | None:
+        if isinstance(value, list):
+            bad = [v for v in value if v not in allowed]
+            if bad:
+                return f"{', '.join(bad)} not supported (supported: {', '.join(allowed)})"
+        return None
+
+    return check
+
+
 def _one_of(*allowed: str) -> Check:
     def check(value: PropValue) -> str | None:
         if value is not None and value not in allowed:
@@ -112,7 +136,7 @@ _BROKER_PROPS: tuple[PropDef, ...] = (
     PropDef("listener.security.protocol.map", _STR,
             "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"),
     PropDef("inter.broker.listener.name", _STR, None),
-    PropDef("security.inter.broker.protocol", _STR, "PLAINTEXT", _one_of("PLAINTEXT")),
+    PropDef("security.inter.broker.protocol", _STR, "PLAINTEXT", _one_of(*SECURITY_PROTOCOLS)),
     PropDef("control.plane.listener.name", _STR, None),
     PropDef("socket.send.buffer.bytes", _I, "102400"),
     PropDef("socket.receive.buffer.bytes", _I, "102400"),
@@ -215,8 +239,44 @@ _BROKER_PROPS: tuple[PropDef, ...] = (
     PropDef("metrics.sample.window.ms", _L, "30000", _at_least(1)),
     PropDef("metrics.recording.level", _STR, "INFO"),
     PropDef("kafka.metrics.reporters", _LIST, ""),
-    PropDef("authorizer.class.name", _STR, ""),
+    # security: TLS (PEM stores only), SASL (PLAIN, SCRAM), authorizer, client quotas
+    PropDef("ssl.protocol", _STR, "TLSv1.3", _one_of("TLSv1.2", "TLSv1.3", "TLS")),
+    PropDef("ssl.enabled.protocols", _LIST, "TLSv1.2,TLSv1.3", _each_of("TLSv1.2", "TLSv1.3")),
+    PropDef("ssl.cipher.suites", _LIST, ""),
+    PropDef("ssl.keystore.type", _STR, "JKS"),
+    PropDef("ssl.keystore.location", _STR, None),
+    PropDef("ssl.keystore.password", _P, None),
+    PropDef("ssl.keystore.key", _P, None),
+    PropDef("ssl.keystore.certificate.chain", _P, None),
+    PropDef("ssl.key.password", _P, None),
+    PropDef("ssl.truststore.type", _STR, "JKS"),
+    PropDef("ssl.truststore.location", _STR, None),
+    PropDef("ssl.truststore.password", _P, None),
+    PropDef("ssl.truststore.certificates", _P, None),
+    PropDef("ssl.client.auth", _STR, "none", _one_of("required", "requested", "none")),
+    PropDef("ssl.principal.mapping.rules", _STR, "DEFAULT"),
+    PropDef("sasl.enabled.mechanisms", _LIST, "GSSAPI"),
+    PropDef("sasl.mechanism.inter.broker.protocol", _STR, "GSSAPI"),
+    PropDef("sasl.server.max.receive.size", _I, "524288", _at_least(1)),
+    PropDef("authorizer.class.name", _STR, "", _one_of("", ACL_AUTHORIZER_CLASS)),
+    PropDef("super.users", _STR, None),
+    PropDef("allow.everyone.if.no.acl.found", _B, "false"),
+    PropDef("quota.window.num", _I, "11", _at_least(1)),
+    PropDef("quota.window.size.seconds", _I, "1", _at_least(1)),
 )
+
+# Properties that may also be set per listener, as ``listener.name.<listener>.<name>``.
+LISTENER_PROPS: frozenset[str] = frozenset(
+    p.name for p in _BROKER_PROPS
+    if (p.name.startswith(("ssl.", "sasl.")) and p.name != "sasl.mechanism.inter.broker.protocol")
+    or p.name == "connections.max.reauth.ms")
+# Properties set per listener *and* SASL mechanism: ``listener.name.<l>.<mechanism>.<name>``
+# (the JAAS configuration exists only in this form on a broker).
+MECHANISM_PROPS: dict[str, PropDef] = {
+    "sasl.jaas.config": PropDef("sasl.jaas.config", _P, None),
+    "connections.max.reauth.ms": PropDef("connections.max.reauth.ms", _L, "0"),
+}
+_LISTENER_PREFIX = re.compile(r"listener\.name\.([a-z0-9_]+)\.(.+)")
 
 
 def _topic_synonym_props() -> Iterable[PropDef]:
@@ -322,13 +382,9 @@ def parse_endpoints(prop: str, entries: list[str], protocol_map: Mapping[str, st
         port = int(port_s)
         if not 0 <= port <= 65535:
             raise ConfigError(f"Invalid value {entry!r} for configuration {prop}: port {port}")
-        security = protocol_map.get(name)
-        if security is None:
+        if name not in protocol_map:
             raise ConfigError(f"Invalid value {entry!r} for configuration {prop}: listener "
                               f"{name} is not in listener.security.protocol.map")
-        if security != "PLAINTEXT":
-            raise ConfigError(f"Invalid value {entry!r} for configuration {prop}: security "
-                              f"protocol {security} is not supported (PLAINTEXT only)")
         if any(e.listener_name == name for e in endpoints):
             raise ConfigError(f"Invalid value for configuration {prop}: listener {name} twice")
         endpoints.append(Endpoint(name, host, port))
@@ -344,7 +400,12 @@ def _protocol_map(raw: str) -> dict[str, str]:
         if not sep:
             raise ConfigError(f"Invalid value {raw!r} for configuration "
                               "listener.security.protocol.map: expected NAME:PROTOCOL pairs")
-        out[name.strip().upper()] = proto.strip().upper()
+        protocol = proto.strip().upper()
+        if protocol not in SECURITY_PROTOCOLS:
+            raise ConfigError(f"Invalid value {raw!r} for configuration "
+                              f"listener.security.protocol.map: unknown security protocol "
+                              f"{proto.strip()!r} (one of {', '.join(SECURITY_PROTOCOLS)})")
+        out[name.strip().upper()] = protocol
     return out
 
 
@@ -372,17 +433,24 @@ class BrokerConfig:
     advertised_listeners: tuple[Endpoint, ...]
     log_dir: Path
     ip_connection_overrides: Mapping[str, int] = field(default_factory=dict)
+    # listener name -> security protocol (listener.security.protocol.map)
+    security_protocols: Mapping[str, str] = field(default_factory=dict)
+    inter_broker_listener_name: str = "PLAINTEXT"
 
     # -- construction ------------------------------------------------------------------
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> BrokerConfig:
         """Validate ``props`` (name -> string value); ConfigError names the bad property."""
+        prefixed: dict[str, PropDef] = {}
         for name in props:
             if name not in PROPERTIES:
-                raise ConfigError(f"Unknown configuration {name!r}")
+                prop = _listener_prop(name)
+                if prop is None:
+                    raise ConfigError(f"Unknown configuration {name!r}")
+                prefixed[name] = prop
         values: dict[str, PropValue] = {}
-        for name, prop in PROPERTIES.items():
+        for name, prop in [*PROPERTIES.items(), *prefixed.items()]:
             raw = props.get(name, prop.default)
             value = parse_value(prop, raw)
             if prop.check is not None and value is not None:
@@ -399,6 +467,16 @@ class BrokerConfig:
                       if advertised_raw is not None else listeners)
         if any(a.port == 0 for a in advertised if advertised_raw is not None):
             raise ConfigError("Invalid value for configuration advertised.listeners: port 0")
+        listener_names = {e.listener_name for e in listeners}
+        if any(a.listener_name not in listener_names for a in advertised):
+            raise ConfigError(
+                "Invalid value for configuration advertised.listeners: listener names must be "
+                f"equal to or a subset of the ones defined in listeners ({', '.join(sorted(listener_names))})")
+        if any(a.host == "0.0.0.0" for a in advertised):
+            raise ConfigError("Invalid value for configuration advertised.listeners: cannot use "
+                              "the nonroutable meta-address 0.0.0.0")
+        inter_broker = _inter_broker_listener(props, values, protocol_map,
+                                              {a.listener_name for a in advertised})
         log_dirs = values["log.dirs"]
         dirs = [d.strip() for d in str(log_dirs if log_dirs is not None else values["log.dir"]).split(",")
                 if d.strip()]
@@ -424,6 +502,8 @@ class BrokerConfig:
             advertised_listeners=tuple(advertised),
             log_dir=Path(dirs[0]),
             ip_connection_overrides=_ip_overrides(str(values["max.connections.per.ip.overrides"])),
+            security_protocols={e.listener_name: protocol_map[e.listener_name] for e in listeners},
+            inter_broker_listener_name=inter_broker,
         )
 
     @classmethod
@@ -515,9 +595,65 @@ class BrokerConfig:
     def auto_create_topics_enable(self) -> bool:
         return self.get_bool("auto.create.topics.enable")
 
+    def security_protocol(self, listener_name: str) -> str:
+        return self.security_protocols[listener_name]
+
+    def listener_values(self, listener_name: str) -> dict[str, PropValue]:
+        """The security properties as they apply to ``listener_name``: each one's
+        ``listener.name.<listener>.<name>`` value when set, else the broker-wide one; plus
+        the per-mechanism ones under their ``<mechanism>.<name>`` keys (``plain.sasl.jaas.config``)."""
+        prefix = f"listener.name.{listener_name.lower()}."
+        out: dict[str, PropValue] = {name: self.values[name] for name in LISTENER_PROPS}
+        for name, value in self.values.items():
+            if name.startswith(prefix):
+                out[name[len(prefix):]] = value
+        return out
+
     def max_connections_for(self, host: str) -> int:
         """``max.connections.per.ip``, or the host's entry in ``max.connections.per.ip.overrides``."""
         return self.ip_connection_overrides.get(host, self.max_connections_per_ip)
+
+
+def _listener_prop(name: str) -> PropDef | None:
+    """The definition of a ``listener.name.<l>.<prop>`` or ``listener.name.<l>.<mechanism>.<prop>``
+    property (under its full name), or None when ``name`` is no such property."""
+    match = _LISTENER_PREFIX.fullmatch(name)
+    if match is None:
+        return None
+    rest = match.group(2)
+    if rest in LISTENER_PROPS:
+        base = PROPERTIES[rest]
+        return PropDef(name, base.type, None, base.check)
+    mechanism, _, suffix = rest.partition(".")
+    base_def = MECHANISM_PROPS.get(suffix)
+    if base_def is None or not mechanism or mechanism != mechanism.lower():
+        return None
+    return PropDef(name, base_def.type, None, base_def.check)
+
+
+def _inter_broker_listener(props: Mapping[str, str], values: Mapping[str, PropValue],
+                           protocol_map: Mapping[str, str], advertised: set[str]) -> str:
+    """Kafka's getInterBrokerListenerNameAndSecurityProtocol, and its checks."""
+    named = values["inter.broker.listener.name"]
+    if named is not None:
+        if "security.inter.broker.protocol" in props:
+            raise ConfigError("Invalid value for configuration inter.broker.listener.name: only "
+                              "one of inter.broker.listener.name and security.inter.broker.protocol "
+                              "should be set")
+        listener = str(named).upper()
+        if listener not in protocol_map:
+            raise ConfigError(f"Invalid value {named!r} for configuration inter.broker.listener.name: "
+                              "not in listener.security.protocol.map")
+        prop = "inter.broker.listener.name"
+    else:
+        listener = str(values["security.inter.broker.protocol"])
+        prop = "security.inter.broker.protocol"
+    if listener not in advertised:
+        raise ConfigError(f"Invalid value {listener!r} for configuration {prop}: "
+                          "inter.broker.listener.name must be a listener name defined in "
+                          "advertised.listeners. The valid options based on currently configured "
+                          f"listeners are {','.join(sorted(advertised))}")
+    return listener
 
 
 def _as_list(value: PropValue) -> list[str]:

@@ -161,8 +161,11 @@ class BrokerServer:
         self._maintenance = LogMaintenance(config, log_manager, replica_manager.high_watermarks)
         producer_ids = ProducerIdManager(log_dir)
         # Bound ports replace port 0 when advertised.listeners is not set.
+        # A listener missing from advertised.listeners is advertised as bound.
         advertised = list(config.advertised_listeners if "advertised.listeners" in config.explicit
                           else bound)
+        advertised += [b for b in bound
+                       if all(a.listener_name != b.listener_name for a in advertised)]
         return Broker(
             config=config, cluster_id=cluster_id, log_manager=log_manager, topics=topics,
             replica_manager=replica_manager, producer_ids=producer_ids,

@@ -43,5 +43,13 @@ class Broker:
 
     @property
     def advertised(self) -> Endpoint:
-        """The first advertised endpoint: the host and port Metadata answers with."""
+        """The first advertised endpoint."""
         return self.advertised_listeners[0] if self.advertised_listeners else self.config.advertised_listeners[0]
+
+    def advertised_for(self, listener_name: str) -> Endpoint:
+        """The endpoint advertised for ``listener_name``: what Metadata, FindCoordinator and
+        DescribeCluster answer a client that came in on that listener (as Kafka does)."""
+        for endpoint in self.advertised_listeners:
+            if endpoint.listener_name == listener_name:
+                return endpoint
+        return self.advertised

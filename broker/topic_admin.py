@@ -46,10 +46,10 @@ def broker_id(broker: Broker) -> int:
     return broker.config.broker_id
 
 
-def advertised_endpoint(broker: Broker) -> tuple[str, int]:
-    """(host, port) Metadata and DescribeCluster answer with; an empty listener host is
-    advertised as the machine's canonical host name, as Kafka does."""
-    endpoint = broker.advertised
+def advertised_endpoint(broker: Broker, listener_name: str) -> tuple[str, int]:
+    """(host, port) Metadata and DescribeCluster answer a client on ``listener_name`` with;
+    an empty listener host is advertised as the machine's canonical host name, as Kafka does."""
+    endpoint = broker.advertised_for(listener_name)
     host = endpoint.host or socket.getfqdn()
     return host, endpoint.port
 

@@ -24,6 +24,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
+from broker.security.principal import ANONYMOUS, KafkaPrincipal
+
 if TYPE_CHECKING:
     from broker.services import Broker
 
@@ -40,6 +42,9 @@ class RequestContext:
     client_host: str
     client_port: int
     connection_id: str
+    principal: KafkaPrincipal = ANONYMOUS  # who sent it (the connection's authenticated principal)
+    listener_name: str = "PLAINTEXT"  # the listener it came in on
+    security_protocol: str = "PLAINTEXT"
 
 
 @dataclass(frozen=True, slots=True)

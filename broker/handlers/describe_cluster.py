@@ -44,7 +44,7 @@ async def handle_describe_cluster(
             cluster_id=broker.cluster_id,
         ))
     node_id = topic_admin.broker_id(broker)
-    host, port = topic_admin.advertised_endpoint(broker)
+    host, port = topic_admin.advertised_endpoint(broker, ctx.listener_name)
     return Respond(DescribeClusterResponse(
         error_code=ErrorCode.NO_ERROR,
         error_message=None,

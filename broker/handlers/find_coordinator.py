@@ -34,7 +34,7 @@ def _lookup(ctx: RequestContext, key_type: int) -> tuple[ErrorCode, str | None, 
         return ErrorCode.INVALID_REQUEST, f"unknown coordinator type {key_type}", -1, "", -1
     if group_service(ctx) is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
-    host, port = topic_admin.advertised_endpoint(ctx.broker)
+    host, port = topic_admin.advertised_endpoint(ctx.broker, ctx.listener_name)
     return ErrorCode.NO_ERROR, None, ctx.broker.broker_id, host, port
 
 

@@ -49,7 +49,7 @@ PartitionMeta = MetadataResponse.MetadataResponsePartition
 async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> HandlerResult:
     broker = ctx.broker
     node_id = topic_admin.broker_id(broker)
-    host, port = topic_admin.advertised_endpoint(broker)
+    host, port = topic_admin.advertised_endpoint(broker, ctx.listener_name)
     response = MetadataResponse(
         brokers=[MetadataResponse.MetadataResponseBroker(
             node_id=node_id, host=host, port=port, rack=topic_admin.broker_rack(broker))],

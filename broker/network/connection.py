@@ -27,6 +27,12 @@ as ``StreamWriter.drain`` would. While muted, reading from the socket stops once
 holds ``2 x read_limit_bytes``, so a client that pipelines many requests costs at most that
 much memory (plus one frame being read, at most ``socket.request.max.bytes``).
 
+On a TLS listener (SSL, SASL_SSL) the transport encrypts, so record data cannot leave with
+``sendfile``: it is copied (``sendfile.copy_parts_now``, or ``write_parts(copy=True)`` for a
+response over 1 MiB). The connection's principal (``User:ANONYMOUS``, or the client
+certificate's DN mapped by ``ssl.principal.mapping.rules``) is set when the connection is
+made and travels with every request.
+
 Idle connections (no request for ``connections.max.idle.ms``) are closed by the socket
 server's sweeper. Errors are caught here, per connection: they are logged and the
 connection closes; the broker keeps serving everyone else.
@@ -44,7 +50,16 @@ from typing import TYPE_CHECKING, cast
 from broker.handlers.base import REGISTRY, CloseConnection
 from broker.network.memory_pool import MemoryPool
 from broker.network.request_channel import NoOp, Outcome, Request, SendResponse
-from broker.network.sendfile import SendfileError, write_parts, write_parts_now
+from broker.network.sendfile import (
+    SendfileError,
+    copy_parts_now,
+    write_parts,
+    write_parts_now,
+)
+from broker.security.listener import ListenerSecurity
+from broker.security.principal import ANONYMOUS, KafkaPrincipal, user
+from broker.security.ssl_principal import NoMatchingRule
+from broker.security.tls import peer_dn
 from protocol.errors import ProtocolError
 from protocol.fileslice import ResponseParts
 from protocol.frames import API_VERSIONS_KEY, decode_frame_size, decode_request_header
@@ -62,8 +77,11 @@ JOIN_MAX_BYTES = 1 << 20
 
 class Connection(asyncio.Protocol):
     def __init__(self, channel: RequestChannel, *, max_frame_bytes: int, copy_fetch_data: bool,
-                 memory_pool: MemoryPool, read_limit_bytes: int) -> None:
+                 memory_pool: MemoryPool, read_limit_bytes: int,
+                 security: ListenerSecurity) -> None:
         self._channel = channel
+        self.security = security
+        self.principal: KafkaPrincipal = ANONYMOUS
         self._max_frame_bytes = max_frame_bytes
         self._copy = copy_fetch_data
         self._pool = memory_pool
@@ -100,6 +118,16 @@ class Connection(asyncio.Protocol):
         self.port = int(peer[1])
         # Kafka's connection id: localHost:localPort-remoteHost:remotePort-index
         self.id = f"{local[0]}:{local[1]}-{self.host}:{self.port}-{next(_ids)}"
+        if self.security.principal_mapper is not None:
+            dn = peer_dn(transport.get_extra_info("ssl_object"))
+            if dn is not None:
+                try:
+                    self.principal = user(self.security.principal_mapper.name(dn))
+                except NoMatchingRule as exc:
+                    log.warning("Failed authentication with %s (%s) on listener %s", self.host,
+                                exc, self.security.name)
+                    self.close()
+                    return
         if self._stopping:
             self.close()
 
@@ -298,7 +326,8 @@ class Connection(asyncio.Protocol):
                                 f"client {header.client_id!r})")
         self.in_flight = True
         self._channel.submit(Request(header, frame, body_offset, self.id, self.host, self.port,
-                                     self._on_outcome))
+                                     self._on_outcome, self.principal, self.security.name,
+                                     self.security.protocol))
 
     # -- responses out -------------------------------------------------------------------
 
@@ -314,8 +343,9 @@ class Connection(asyncio.Protocol):
                     # Record data (sendfile) or a big response: what cannot go now is
                     # written by a task of its own (held here: the loop keeps only weak
                     # references to tasks).
-                    rest = outcome.parts if self._copy else write_parts_now(
-                        self.transport, self._out_fd(), outcome.parts)
+                    rest = (copy_parts_now(self.transport, outcome.parts, JOIN_MAX_BYTES)
+                            if self._copy else
+                            write_parts_now(self.transport, self._out_fd(), outcome.parts))
                     if rest:
                         self._write_task = asyncio.get_running_loop().create_task(
                             self._write_slow(rest))

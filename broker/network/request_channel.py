@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeAlias
 
 from broker.handlers.base import REGISTRY, CloseConnection, RequestContext, Respond
+from broker.security.principal import ANONYMOUS, KafkaPrincipal
 from protocol.errors import ProtocolError
 from protocol.fileslice import ResponseParts
 from protocol.frames import API_VERSIONS_KEY, RequestHeader, encode_response
@@ -65,6 +66,9 @@ class Request:
     client_host: str
     client_port: int
     on_outcome: Callable[[Outcome], None]  # called once, with the outcome; must not raise
+    principal: KafkaPrincipal = ANONYMOUS
+    listener_name: str = "PLAINTEXT"
+    security_protocol: str = "PLAINTEXT"
     finished: bool = False
 
     def finish(self, outcome: Outcome) -> None:
@@ -173,7 +177,8 @@ class RequestChannel:
             broker=self._broker, api_key=header.api_key, api_version=header.api_version,
             correlation_id=header.correlation_id, client_id=header.client_id,
             client_host=request.client_host, client_port=request.client_port,
-            connection_id=request.connection_id,
+            connection_id=request.connection_id, principal=request.principal,
+            listener_name=request.listener_name, security_protocol=request.security_protocol,
         )
         task = asyncio.create_task(self._run_handler(ctx, body, request))
         self._handler_tasks.add(task)

@@ -14,8 +14,10 @@ see /work/shared/ENVIRONMENT.md):
    is full (``BlockingIOError``); the duplicate is closed afterwards;
 4. later parts continue through the transport.
 
-The copying alternative (``pread`` the region, ``transport.write`` it, 1 MiB at a time) is
-chosen with ``copy=True``; the broker takes it from the environment variable
+The copying alternative (``pread`` the region, ``transport.write`` it: a response up to 1 MiB
+at once with ``copy_parts_now``, a bigger one 1 MiB at a time) is chosen with ``copy=True``;
+the broker takes it for TLS connections (encryption happens in user space, so the file
+bytes must pass through it) and, for every connection, from the environment variable
 ``MINIKAFKA_FETCH_COPY=1`` (``copy_mode_from_env``) so benchmarks can compare both.
 
 Errors: a peer that goes away raises ``ConnectionError``; a file region that ends early
@@ -115,6 +117,35 @@ def write_parts_now(transport: asyncio.WriteTransport, out_fd: int,
             if transport.is_closing():
                 raise ConnectionResetError("connection closed while writing a response")
             transport.write(part)
+    return []
+
+
+def copy_parts_now(transport: asyncio.WriteTransport, parts: ResponseParts,
+                   max_bytes: int) -> ResponseParts:
+    """The copying counterpart of ``write_parts_now``: a response of at most ``max_bytes``
+    (record data included) is read (``pread``) and written in one ``transport.write``;
+    returns the parts untouched when it is bigger, for ``write_parts(copy=True)``, which
+    copies 1 MiB at a time and waits for the transport to drain. Raises SendfileError if a
+    file region ends early."""
+    total = sum(p.length if isinstance(p, FileSlice) else len(p) for p in parts)
+    if total > max_bytes:
+        return parts
+    buf = bytearray()
+    for part in parts:
+        if isinstance(part, FileSlice):
+            if part.length:
+                chunk = os.pread(part.fileno(), part.length, part.position)
+                if len(chunk) != part.length:
+                    raise SendfileError(f"file region ended after {len(chunk)} of {part.length} bytes")
+                buf += chunk
+                if log.isEnabledFor(logging.DEBUG):
+                    log.debug("copy: %d bytes of fd %d at %d", part.length, part.fileno(),
+                              part.position)
+        else:
+            buf += part
+    if transport.is_closing():
+        raise ConnectionResetError("connection closed while writing a response")
+    transport.write(buf)
     return []
 
 

@@ -35,6 +35,8 @@ from broker.network.quotas import (
 )
 from broker.network.request_channel import RequestChannel
 from broker.network.sendfile import copy_mode_from_env
+from broker.security.listener import ListenerSecurity, build_listeners
+from broker.security.tls import describe_handshake_error
 
 if TYPE_CHECKING:
     from broker.services import Broker
@@ -47,12 +49,15 @@ READ_LIMIT_BYTES = 64 * 1024
 MAX_SWEEP_INTERVAL_S = 10.0
 # Connections accepted per acceptor wake-up beyond the first.
 ACCEPT_BATCH_MAX = 64
+# A TLS handshake not finished within this closes the connection.
+SSL_HANDSHAKE_TIMEOUT_S = 10.0
 
 
 class SocketServer:
     def __init__(self, config: BrokerConfig) -> None:
         self._config = config
         self._sockets: list[tuple[Endpoint, socket.socket]] = []
+        self._security: dict[str, ListenerSecurity] = {}
         self._channel: RequestChannel | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._connections: set[Connection] = set()
@@ -74,7 +79,9 @@ class SocketServer:
     # -- start-up ----------------------------------------------------------------------
 
     def bind(self) -> list[Endpoint]:
-        """Bind every listener; returns the bound endpoints (actual ports)."""
+        """Bind every listener; returns the bound endpoints (actual ports). Each listener's
+        security (TLS context, ...) is built first: ConfigError before anything is bound."""
+        self._security = build_listeners(self._config)
         bound: list[Endpoint] = []
         for endpoint in self._config.listeners:
             host = endpoint.host or None
@@ -143,7 +150,8 @@ class SocketServer:
             log.warning("Rejected connection from %s:%s on %s: %s", host, addr[1], endpoint, exc)
             sock.close()
             return
-        task = asyncio.create_task(self._serve_socket(sock, host), name=f"conn-{host}:{addr[1]}")
+        task = asyncio.create_task(self._serve_socket(sock, host, self._security[endpoint.listener_name]),
+                                   name=f"conn-{host}:{addr[1]}")
         self._socket_tasks.add(task)
 
         def forget(_: asyncio.Task[None]) -> None:
@@ -152,7 +160,7 @@ class SocketServer:
 
         task.add_done_callback(forget)
 
-    async def _serve_socket(self, sock: socket.socket, host: str) -> None:
+    async def _serve_socket(self, sock: socket.socket, host: str, security: ListenerSecurity) -> None:
         try:
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -163,18 +171,31 @@ class SocketServer:
             sock.close()
             return
         assert self._channel is not None
+        # Record data cannot go through TLS with sendfile: TLS connections copy it.
         connection = Connection(self._channel,
                                 max_frame_bytes=self._config.socket_request_max_bytes,
-                                copy_fetch_data=self._copy, memory_pool=self.memory_pool,
-                                read_limit_bytes=READ_LIMIT_BYTES)
+                                copy_fetch_data=self._copy or security.uses_tls,
+                                memory_pool=self.memory_pool,
+                                read_limit_bytes=READ_LIMIT_BYTES, security=security)
         self._connections.add(connection)
         try:
             if not self._accepting:  # shutting down: close at once
                 connection.stop_reading()
+            loop = asyncio.get_running_loop()
             try:
-                await asyncio.get_running_loop().connect_accepted_socket(lambda: connection, sock)
-            except OSError as exc:
-                log.warning("Connection from %s failed at set-up: %s", host, exc)
+                if security.ssl_context is not None:
+                    await loop.connect_accepted_socket(
+                        lambda: connection, sock, ssl=security.ssl_context,
+                        ssl_handshake_timeout=SSL_HANDSHAKE_TIMEOUT_S)
+                else:
+                    await loop.connect_accepted_socket(lambda: connection, sock)
+            except (OSError, TimeoutError) as exc:
+                if security.ssl_context is not None:
+                    # Kafka's Selector logs the same for a failed TLS handshake.
+                    log.warning("Failed authentication with %s (SSL handshake failed: %s) on "
+                                "listener %s", host, describe_handshake_error(exc), security.name)
+                else:
+                    log.warning("Connection from %s failed at set-up: %s", host, exc)
                 sock.close()
                 return
             try:

@@ -51,6 +51,7 @@ class BrokerProcess:
         self.host = "127.0.0.1"
         self.port = 0
         self.broker_id = -1
+        self.endpoints: dict[str, str] = {}  # listener name -> "host:port", from the ready line
         self.exit_codes: list[int] = []
         self._stderr: IO[bytes] | None = None
 
@@ -89,6 +90,8 @@ class BrokerProcess:
             self._kill()
             raise BrokerStartError(f"broker did not start: {line!r}\n{self.stderr_text()}")
         self.broker_id = int(match.group(1))
+        self.endpoints = {e.split("://", 1)[0]: e.split("://", 1)[1]
+                          for e in match.group(2).split(",")}
         endpoint = match.group(2).split(",")[0]
         hostport = endpoint.split("://", 1)[1]
         self.host, port = hostport.rsplit(":", 1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -86,6 +87,45 @@ def test_listener_forms() -> None:
 def test_invalid_values_name_the_property(props: dict[str, str], named: str) -> None:
     with pytest.raises(ConfigError, match=f"configuration {named}"):
         BrokerConfig.from_properties(props)
+
+
+@pytest.mark.parametrize(("props", "named"), [
+    ({"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,X:TLS"}, "listener.security.protocol.map"),
+    ({"listeners": "PLAINTEXT://h:1", "advertised.listeners": "PLAINTEXT://h:1,SSL://h:2"},
+     "advertised.listeners"),
+    ({"advertised.listeners": "PLAINTEXT://0.0.0.0:9092"}, "advertised.listeners"),
+    ({"listeners": "SSL://h:1"}, "security.inter.broker.protocol"),
+    ({"listeners": "SSL://h:1,PLAINTEXT://h:2", "inter.broker.listener.name": "INTERNAL"},
+     "inter.broker.listener.name"),
+    ({"inter.broker.listener.name": "PLAINTEXT", "security.inter.broker.protocol": "PLAINTEXT"},
+     "inter.broker.listener.name"),
+    ({"listener.name.ssl.ssl.client.auth": "sometimes"}, "listener.name.ssl.ssl.client.auth"),
+    ({"listener.name.ssl.no.such.property": "1"}, "listener.name.ssl.no.such.property"),
+    ({"listener.name.SSL.ssl.client.auth": "none"}, "listener.name.SSL.ssl.client.auth"),
+    ({"sasl.jaas.config": "x"}, "sasl.jaas.config"),  # a broker takes it per listener and mechanism
+    ({"ssl.enabled.protocols": "TLSv1.1"}, "ssl.enabled.protocols"),
+    ({"authorizer.class.name": "com.example.Authorizer"}, "authorizer.class.name"),
+])
+def test_invalid_security_values_name_the_property(props: dict[str, str], named: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(named)):
+        BrokerConfig.from_properties(props)
+
+
+def test_listener_protocols_and_prefixed_values() -> None:
+    config = BrokerConfig.from_properties({
+        "listeners": "PLAINTEXT://h:1,SSL://h:2,CLIENTS://h:3",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,CLIENTS:SASL_SSL",
+        "inter.broker.listener.name": "SSL",
+        "ssl.client.auth": "requested",
+        "listener.name.ssl.ssl.client.auth": "required",
+        "listener.name.clients.plain.sasl.jaas.config": "x required;",
+    })
+    assert config.security_protocol("CLIENTS") == "SASL_SSL"
+    assert config.inter_broker_listener_name == "SSL"
+    assert config.listener_values("SSL")["ssl.client.auth"] == "required"
+    assert config.listener_values("CLIENTS")["ssl.client.auth"] == "requested"
+    assert config.listener_values("CLIENTS")["plain.sasl.jaas.config"] == "x required;"
+    assert "plain.sasl.jaas.config" not in config.listener_values("SSL")
 
 
 def test_override_needs_key_value() -> None:

@@ -1,0 +1,7 @@
+"""Security: who a connection is and what it may do.
+
+- ``listener``: each listener's protocol and TLS context, built at start-up;
+- ``tls``, ``cipher_suites``: ``ssl.SSLContext`` from Kafka's ``ssl.*`` properties;
+- ``ssl_principal``: ``ssl.principal.mapping.rules`` (certificate DN -> user name);
+- ``principal``: ``KafkaPrincipal`` (``User:alice``).
+"""
