@@ -112,6 +112,16 @@ def _one_of(*allowed: str) -> Check:
     return check
 
 
+def _host_port_or_empty(value: PropValue) -> str | None:
+    """``host:port`` (``[v6]:port``, port 0-65535), or empty for off."""
+    if value is None or value == "":
+        return None
+    match = re.fullmatch(r"(\[[0-9A-Fa-f:.]+\]|[^\s:\[\]]+):(\d{1,5})", str(value))
+    if match is None or int(match.group(2)) > 65535:
+        return "Expected host:port (port 0-65535), or empty for off"
+    return None
+
+
 _B, _I, _S, _L, _STR, _LIST, _D, _P, _C = (
     PropType.BOOLEAN, PropType.INT, PropType.SHORT, PropType.LONG, PropType.STRING,
     PropType.LIST, PropType.DOUBLE, PropType.PASSWORD, PropType.CLASS,
@@ -263,6 +273,8 @@ _BROKER_PROPS: tuple[PropDef, ...] = (
     PropDef("allow.everyone.if.no.acl.found", _B, "false"),
     PropDef("quota.window.num", _I, "11", _at_least(1)),
     PropDef("quota.window.size.seconds", _I, "1", _at_least(1)),
+    # minikafka's own: the Prometheus endpoint (broker.metrics); empty = off
+    PropDef("metrics.prometheus.listener", _STR, "", _host_port_or_empty),
 )
 
 # Properties that may also be set per listener, as ``listener.name.<listener>.<name>``.

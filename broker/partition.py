@@ -27,7 +27,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import NewType
+from typing import TYPE_CHECKING, NewType
 
 from broker.producer_state import ProducerStateError, ProducerStateManager, increment_sequence
 from broker.record_validation import (
@@ -42,6 +42,9 @@ from protocol.records import RecordBatch, iter_batches
 from storage.errors import StorageError
 from storage.index import TimestampOffset
 from storage.log import Log
+
+if TYPE_CHECKING:
+    from broker.metrics.topics import TopicStats
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +122,7 @@ class Partition:
         self.follower_leos: dict[int, int] = {}
         self.needs_flush = False  # the log asked for a flush (flush.messages, roll)
         self.snapshot_due = False  # a segment rolled since the last producer snapshot
+        self.topic_stats: TopicStats | None = None  # broker.metrics.topics, when counted
         self.producer_state = ProducerStateManager(plog.dir, f"{topic}-{partition}")
         self._high_watermark = Offset(
             min(max(high_watermark, plog.log_start_offset), plog.log_end_offset)

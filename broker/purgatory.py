@@ -29,6 +29,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Hashable, Iterable
 from typing import Generic, TypeVar
 
+from broker.metrics.stages import waiting_on_others
+
 log = logging.getLogger(__name__)
 
 K = TypeVar("K", bound=Hashable)
@@ -129,6 +131,11 @@ class Purgatory(Generic[K]):
         """Operations currently watched (not yet completed)."""
         return len(self._watched)
 
+    @property
+    def watched_entries(self) -> int:
+        """Operations watched, counted once per key they watch (Kafka's PurgatorySize)."""
+        return sum(len(ops) for ops in self._watchers.values())
+
     def watcher_count(self, key: K) -> int:
         return len(self._watchers.get(key, ()))
 
@@ -153,6 +160,7 @@ class Purgatory(Generic[K]):
         self._watched[op] = key_list
         loop = asyncio.get_running_loop()
         op._timer = loop.call_later(op.delay_ms / 1000.0, self._expire, op)
+        waiting_on_others()  # the request's remote time (RemoteTimeMs) starts
         return False
 
     def check_and_complete(self, key: K) -> int:

@@ -37,6 +37,7 @@ from broker.delayed_ops import (
     TopicPartition,
 )
 from broker.fetch_session import DEFAULT_MAX_SLOTS, FetchSessionCache
+from broker.metrics.topics import BrokerTopicStats
 from broker.partition import AppendResult, Partition, ReadResult
 from broker.purgatory import Purgatory
 from broker.record_validation import ValidationConfig
@@ -86,6 +87,12 @@ class ReplicaManager:
         self._flushing: set[Partition] = set()
         self.produce_purgatory: Purgatory[TopicPartition] = Purgatory("Produce")
         self.fetch_purgatory: Purgatory[TopicPartition] = Purgatory("Fetch")
+        # Bytes/messages in and out per topic (broker.metrics.topics); None: not counted.
+        self.topic_stats: BrokerTopicStats | None = None
+        # ISR changes of partitions led here (Kafka's IsrShrinksPerSec / IsrExpandsPerSec);
+        # counted where the ISR changes.
+        self.isr_shrinks = 0
+        self.isr_expands = 0
 
     # ------------------------------------------------------------ partitions
 
@@ -139,6 +146,8 @@ class ReplicaManager:
             return
         if not any(t == topic for t, _ in self.partitions):
             self._topic_names.pop(p.topic_id, None)
+            if self.topic_stats is not None:
+                self.topic_stats.remove_topic(topic, [p])
         # wake the waiters: they find the partition gone and answer with an error
         self.produce_purgatory.check_and_complete((topic, partition))
         self.fetch_purgatory.check_and_complete((topic, partition))
@@ -188,6 +197,8 @@ class ReplicaManager:
                 continue
             result = p.append_records_as_leader(records, produce_version, required_acks)
             results[tp] = result
+            if self.topic_stats is not None:
+                self.topic_stats.on_append(p, 0 if records is None else len(records), result)
             if result.error is ErrorCode.NO_ERROR:
                 appended.append(tp)
         for tp in appended:
@@ -288,12 +299,24 @@ class ReplicaManager:
         total = sum(r.size_bytes for r in results)
         any_error = any(r.error is not ErrorCode.NO_ERROR for r in results)
         if (params.max_wait_ms <= 0 or not statuses or total >= params.min_bytes or any_error):
-            return results
+            return self._counted(params, statuses, results)
         op = DelayedFetch(params, statuses, self.get_partition, self.read_all)
         keys = [(s.topic, s.partition) for s in statuses]
         if not self.fetch_purgatory.try_complete_else_watch(op, keys):
             await op.wait()
-        return op.results
+        return self._counted(params, statuses, op.results)
+
+    def _counted(self, params: FetchParams, statuses: list[FetchPartitionStatus],
+                 results: list[ReadResult]) -> list[ReadResult]:
+        """Count the answered reads in the topic stats (when on); returns ``results``."""
+        stats = self.topic_stats
+        if stats is not None:
+            follower = params.replica_id >= 0
+            for s, result in zip(statuses, results, strict=True):
+                p = self.partitions.get((s.topic, s.partition))
+                if p is not None:
+                    stats.on_read(p, result, follower=follower)
+        return results
 
     # ------------------------------------------------------------ shutdown
 

@@ -38,6 +38,9 @@ from typing import IO
 from broker.config import BrokerConfig, ConfigError, Endpoint
 from broker.group.service import GroupService
 from broker.log_maintenance import LogMaintenance
+from broker.metrics.collectors import BrokerView, SingleNodeController
+from broker.metrics.endpoint import BrokerState
+from broker.metrics.service import LISTENER_PROPERTY, BrokerMetrics
 from broker.network.socket_server import SocketServer
 from broker.producer_ids import ProducerIdManager
 from broker.replica_manager import ReplicaManager
@@ -52,6 +55,10 @@ log = logging.getLogger(__name__)
 SHUTDOWN_TIMEOUT_S = 30.0
 DRAIN_TIMEOUT_S = 10.0
 META_PROPERTIES = "meta.properties"
+# Tests only: while the file this names exists, start-up waits before loading the logs
+# (state RECOVERY, /ready answers 503), at most PAUSE_MAX_S.
+PAUSE_ENV = "MINIKAFKA_TEST_PAUSE_BEFORE_LOG_LOADING"
+PAUSE_MAX_S = 60.0
 
 
 class StartupError(RuntimeError):
@@ -80,7 +87,8 @@ class BrokerServer:
         self._ready_stream = ready_stream
         self._stop = asyncio.Event()
         self._signals = 0
-        self.network = SocketServer(config)
+        self.metrics = BrokerMetrics(str(config.values[LISTENER_PROPERTY] or ""))
+        self.network = SocketServer(config, request_metrics=self.metrics.requests)
         self.broker: Broker | None = None
         self._maintenance: LogMaintenance
         self._logs_closed = False
@@ -92,12 +100,24 @@ class BrokerServer:
             os._exit(1)
         if signum is not None:
             log.info("Received %s: shutting down", signal.Signals(signum).name)
+        self.metrics.set_state(BrokerState.SHUTTING_DOWN)
         self._stop.set()
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, self.request_stop, signum)
+        try:
+            self.metrics.start_endpoint(self._ready_stream)
+        except OSError as exc:
+            raise StartupError(f"cannot bind {LISTENER_PROPERTY} "
+                               f"{self.config.values[LISTENER_PROPERTY]}: {exc}") from None
+        try:
+            return await self._run()
+        finally:
+            await self.metrics.stop()
+
+    async def _run(self) -> int:
         try:
             bound = self.network.bind()
         except OSError as exc:
@@ -111,6 +131,11 @@ class BrokerServer:
             endpoints = ",".join(str(e) for e in self.broker.advertised_listeners)
             log.info("[KafkaServer id=%d] started (cluster id %s, listening on %s)",
                      self.broker.broker_id, self.broker.cluster_id, endpoints)
+            broker = self.broker
+            self.metrics.serve(BrokerView(
+                socket_server=self.network, replica_manager=broker.replica_manager,
+                topics=broker.topics, groups=lambda: broker.group_coordinator,
+                controller=SingleNodeController()))
             if self._ready_stream is not None:
                 print(f"minikafka: started broker {self.broker.broker_id} listening on "
                       f"{endpoints}", file=self._ready_stream, flush=True)
@@ -135,6 +160,8 @@ class BrokerServer:
         log_manager = LogManager(log_dir, config_for=log_config_resolver(config, topics),
                                  retention_check_interval_ms=config.get_int(
                                      "log.retention.check.interval.ms"))
+        self.metrics.set_state(BrokerState.RECOVERY)
+        _test_pause()
         try:
             log_manager.startup()  # locks the dir, loads and recovers every partition log
         except LogDirInUseError as exc:
@@ -154,6 +181,7 @@ class BrokerServer:
             producer_id_expiration_ms=config.get_int("producer.id.expiration.ms"),
             producer_id_expiration_check_interval_ms=config.get_int(
                 "producer.id.expiration.check.interval.ms"))
+        replica_manager.topic_stats = self.metrics.topic_stats
         for info in topics.all():
             log_config = log_config_for(config, info)
             for partition in range(info.num_partitions):
@@ -202,12 +230,37 @@ class BrokerServer:
         log.info("Shutdown step 4/4: logs flushed, checkpointed and closed")
 
 
+def _test_pause() -> None:
+    """Tests only (``PAUSE_ENV``): wait, bounded, while the named file exists."""
+    path = os.environ.get(PAUSE_ENV)
+    if not path:
+        return
+    log.warning("%s is set: waiting while %s exists (at most %.0f s)", PAUSE_ENV, path,
+                PAUSE_MAX_S)
+    deadline = time.monotonic() + PAUSE_MAX_S
+    while os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
 def configure_logging(stream: IO[str] = sys.stderr) -> None:
+    """``MINIKAFKA_LOG_LEVEL`` (default INFO) for every logger; ``MINIKAFKA_LOG_LEVELS``
+    (``name=LEVEL,name=LEVEL``) per logger. As in Kafka's log4j.properties, the request
+    log ``kafka.request.logger`` stays at WARNING unless named there (DEBUG turns it on)."""
     level = os.environ.get("MINIKAFKA_LOG_LEVEL", "INFO").upper()
     logging.basicConfig(
         stream=stream, level=getattr(logging, level, logging.INFO),
         format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)",
     )
+    levels = {"kafka.request.logger": "WARNING"}
+    for item in os.environ.get("MINIKAFKA_LOG_LEVELS", "").split(","):
+        name, sep, value = item.partition("=")
+        if sep and name.strip():
+            levels[name.strip()] = value.strip().upper()
+    for name, value in levels.items():
+        if isinstance(getattr(logging, value, None), int):
+            logging.getLogger(name).setLevel(getattr(logging, value))
+        else:
+            log.warning("MINIKAFKA_LOG_LEVELS: unknown level %r for %s", value, name)
 
 
 def run_broker(config: BrokerConfig) -> int:

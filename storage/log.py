@@ -32,6 +32,7 @@ import bisect
 import logging
 import struct
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -55,6 +56,7 @@ from storage.errors import (
     OffsetOutOfRangeError,
     StorageError,
 )
+from storage.flush_stats import LOG_FLUSH_STATS
 from storage.index import TimestampOffset
 from storage.naming import TopicPartition
 from storage.offsets import LONG_MAX, LeaderEpoch, Offset
@@ -578,6 +580,7 @@ class Log:
                 if (self._bases[i + 1] if i + 1 < len(self._bases) else LONG_MAX) > start
                 and s.base_offset < max(target, start + 1)
             ]
+        started_ns = time.monotonic_ns()
         for seg in segs:
             try:
                 seg.flush()
@@ -586,6 +589,7 @@ class Log:
         if dir_dirty:  # new segment files (or a new partition directory) since last flush
             fsync_dir(self.dir)
             fsync_dir(self.dir.parent)
+        LOG_FLUSH_STATS.record(time.monotonic_ns() - started_ns)
         with self._lock:
             self._epoch_cache.flush()
             self._recovery_point = max(self._recovery_point, target)

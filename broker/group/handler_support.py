@@ -12,6 +12,7 @@ import asyncio
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from broker.group.partitioning import GROUP_METADATA_TOPIC
+from broker.metrics.stages import waiting_on_others
 
 if TYPE_CHECKING:
     from broker.group.service import GroupService
@@ -39,6 +40,8 @@ class CallbackFuture(Generic[T]):
             self.future.set_result(result)
 
     async def wait_bounded(self, timeout_ms: int, fallback: T) -> T:
+        if not self.future.done():
+            waiting_on_others()  # the request's remote time (RemoteTimeMs) starts
         try:
             return await asyncio.wait_for(asyncio.shield(self.future), timeout_ms / 1000.0)
         except TimeoutError:

@@ -106,6 +106,8 @@ class Connection(asyncio.Protocol):
         self._reserve_task: asyncio.Task[None] | None = None
         self._write_task: asyncio.Task[None] | None = None
         self._sendfile_fd = -1  # a duplicate of the socket's descriptor, for os.sendfile
+        self._metrics = channel.metrics  # None: requests are not timed
+        self._request: Request | None = None  # the request in flight
 
     # -- asyncio.Protocol ---------------------------------------------------------------
 
@@ -325,9 +327,13 @@ class Connection(asyncio.Protocol):
                                 f"{header.api_key} (supported {spec.min_version}-{spec.max_version}, "
                                 f"client {header.client_id!r})")
         self.in_flight = True
-        self._channel.submit(Request(header, frame, body_offset, self.id, self.host, self.port,
-                                     self._on_outcome, self.principal, self.security.name,
-                                     self.security.protocol))
+        request = Request(header, frame, body_offset, self.id, self.host, self.port,
+                          self._on_outcome, self.principal, self.security.name,
+                          self.security.protocol)
+        if self._metrics is not None:
+            request.start_ns = time.monotonic_ns()
+            self._request = request
+        self._channel.submit(request)
 
     # -- responses out -------------------------------------------------------------------
 
@@ -384,6 +390,9 @@ class Connection(asyncio.Protocol):
 
     def _finish_request(self) -> None:
         """The response is out (or dropped): release its bytes, unmute, take the next."""
+        request, self._request = self._request, None
+        if request is not None and self._metrics is not None:
+            self._metrics.record(request)
         self._release()
         self.in_flight = False
         self.last_active_ns = time.monotonic_ns()

@@ -20,23 +20,30 @@ nothing (acks=0), or close the connection; it is handed, exactly once, to the re
 ``on_outcome`` callback (the connection's), from the handler's task. A body that does not
 decode, a handler that raises, or a response that does not encode closes that connection
 with a log line (with a traceback for handler bugs); other connections are not affected.
+
+With metrics (or the request log) on, a request carries its stage times (set here, by its
+connection and by ``broker.metrics.stages``) and the stats it counts in; the connection
+records it once its response is written (``broker.metrics.requests``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeAlias
 
 from broker.handlers.base import REGISTRY, CloseConnection, RequestContext, Respond
+from broker.metrics.stages import CURRENT_REQUEST
 from broker.security.principal import ANONYMOUS, KafkaPrincipal
 from protocol.errors import ProtocolError
 from protocol.fileslice import ResponseParts
 from protocol.frames import API_VERSIONS_KEY, RequestHeader, encode_response
 
 if TYPE_CHECKING:
+    from broker.metrics.requests import RequestMetrics, RequestStats
     from broker.services import Broker
 
 log = logging.getLogger(__name__)
@@ -70,16 +77,29 @@ class Request:
     listener_name: str = "PLAINTEXT"
     security_protocol: str = "PLAINTEXT"
     finished: bool = False
+    # Timing (broker.metrics.requests), monotonic ns; all 0 unless the connection set
+    # start_ns (metrics or the request log are on).
+    start_ns: int = 0
+    dequeue_ns: int = 0
+    local_done_ns: int = 0
+    response_ns: int = 0
+    stats: tuple[RequestStats, ...] | None = None  # where it counts, chosen at dispatch
+    outcome: Outcome | None = None
 
     def finish(self, outcome: Outcome) -> None:
         if not self.finished:
             self.finished = True
+            if self.start_ns:
+                self.response_ns = time.monotonic_ns()
+                self.outcome = outcome
             self.on_outcome(outcome)
 
 
 class RequestChannel:
-    def __init__(self, broker: Broker, *, queued_max_requests: int, num_workers: int) -> None:
+    def __init__(self, broker: Broker, *, queued_max_requests: int, num_workers: int,
+                 metrics: RequestMetrics | None = None) -> None:
         self._broker = broker
+        self.metrics = metrics  # None: requests are not timed (connections read this)
         self.queue: asyncio.Queue[Request] = asyncio.Queue(maxsize=queued_max_requests)
         self._num_workers = num_workers
         self._workers: list[asyncio.Task[None]] = []
@@ -95,6 +115,7 @@ class RequestChannel:
         """Dispatch ``request`` now if nothing is queued ahead of it, else queue it (waiting,
         in a task, while the queue is full); its outcome reaches ``request.on_outcome``."""
         if self.queue.empty():
+            request.dequeue_ns = request.start_ns  # not queued: no queue time
             self._dispatch_guarded(request)
         elif not self.queue.full():
             self.queue.put_nowait(request)
@@ -139,6 +160,8 @@ class RequestChannel:
     async def _worker(self) -> None:
         while True:
             request = await self.queue.get()
+            if request.start_ns:
+                request.dequeue_ns = time.monotonic_ns()
             try:
                 self._dispatch_guarded(request)
             finally:
@@ -173,6 +196,8 @@ class RequestChannel:
             request.finish(CloseConnection(
                 f"malformed {spec.request.__name__} v{header.api_version} body: {exc}"))
             return
+        if self.metrics is not None:
+            request.stats = self.metrics.stats_for(header.api_key, body)
         ctx = RequestContext(
             broker=self._broker, api_key=header.api_key, api_version=header.api_version,
             correlation_id=header.correlation_id, client_id=header.client_id,
@@ -186,6 +211,8 @@ class RequestChannel:
 
     async def _run_handler(self, ctx: RequestContext, body: object, request: Request) -> None:
         spec = REGISTRY[ctx.api_key]
+        if request.start_ns:
+            CURRENT_REQUEST.set(request)  # this task's own context: never reset
         try:
             result = await spec.handler(ctx, body)
         except asyncio.CancelledError:
@@ -198,6 +225,8 @@ class RequestChannel:
             request.finish(CloseConnection("handler error"))
             return
         if isinstance(result, Respond):
+            if request.stats and self.metrics is not None:
+                self.metrics.count_errors(request.stats[0], result.body)
             request.finish(_encode(ctx.correlation_id, ctx.api_key, ctx.api_version, result.body))
         elif isinstance(result, CloseConnection):
             request.finish(result)

@@ -26,6 +26,7 @@ import time
 from typing import TYPE_CHECKING
 
 from broker.config import BrokerConfig, Endpoint
+from broker.metrics.network import ListenerStats
 from broker.network.connection import Connection
 from broker.network.memory_pool import MemoryPool
 from broker.network.quotas import (
@@ -39,6 +40,7 @@ from broker.security.listener import ListenerSecurity, build_listeners
 from broker.security.tls import describe_handshake_error
 
 if TYPE_CHECKING:
+    from broker.metrics.requests import RequestMetrics
     from broker.services import Broker
 
 log = logging.getLogger(__name__)
@@ -54,8 +56,13 @@ SSL_HANDSHAKE_TIMEOUT_S = 10.0
 
 
 class SocketServer:
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, *,
+                 request_metrics: RequestMetrics | None = None) -> None:
         self._config = config
+        self._request_metrics = request_metrics
+        # Connections created and closed per listener name (scrape-time metrics).
+        self.listener_stats: dict[str, ListenerStats] = {
+            e.listener_name: ListenerStats() for e in config.listeners}
         self._sockets: list[tuple[Endpoint, socket.socket]] = []
         self._security: dict[str, ListenerSecurity] = {}
         self._channel: RequestChannel | None = None
@@ -99,7 +106,8 @@ class SocketServer:
 
     def start(self, broker: Broker) -> None:
         self._channel = RequestChannel(broker, queued_max_requests=self._config.queued_max_requests,
-                                       num_workers=self._config.num_io_threads)
+                                       num_workers=self._config.num_io_threads,
+                                       metrics=self._request_metrics)
         self._channel.start()
         self._accepting = True
         for endpoint, sock in self._sockets:
@@ -112,6 +120,11 @@ class SocketServer:
     @property
     def connection_count(self) -> int:
         return len(self._connections)
+
+    @property
+    def request_queue_size(self) -> int:
+        """Requests waiting for an IO worker (Kafka's RequestQueueSize)."""
+        return 0 if self._channel is None else self._channel.queue.qsize()
 
     # -- accepting ---------------------------------------------------------------------
 
@@ -178,6 +191,8 @@ class SocketServer:
                                 memory_pool=self.memory_pool,
                                 read_limit_bytes=READ_LIMIT_BYTES, security=security)
         self._connections.add(connection)
+        stats = self.listener_stats[security.name]
+        stats.created += 1
         try:
             if not self._accepting:  # shutting down: close at once
                 connection.stop_reading()
@@ -205,6 +220,7 @@ class SocketServer:
                 raise
         finally:
             self._connections.discard(connection)
+            stats.closed += 1
 
     async def _idle_sweeper(self) -> None:
         idle_ms = self._config.connections_max_idle_ms

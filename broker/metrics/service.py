@@ -1,0 +1,80 @@
+"""The broker's metrics as one object the server builds from its configuration.
+
+- ``metrics.prometheus.listener`` empty (the default): no endpoint, no topic counters, and
+  requests are timed only if ``kafka.request.logger`` is enabled for DEBUG at start-up
+  (the request log needs the stage times).
+- set (``host:port``; port 0 binds an ephemeral port): the endpoint serves ``/metrics``,
+  ``/health`` and ``/ready``; requests are timed and topics counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Callable, Iterable
+from typing import IO
+
+from prometheus_client.metrics_core import Metric
+
+from broker.metrics.collectors import COLLECTORS, BrokerView
+from broker.metrics.endpoint import BrokerState, MetricsEndpoint, parse_listener
+from broker.metrics.requests import REQUEST_LOG, RequestMetrics
+from broker.metrics.topics import BrokerTopicStats
+
+log = logging.getLogger(__name__)
+
+LISTENER_PROPERTY = "metrics.prometheus.listener"
+
+
+def kafka_api_names() -> dict[int, str]:
+    """API key -> Kafka's name for it (``ApiKeys.name``), for every registered handler."""
+    from broker.handlers import REGISTRY
+
+    return {key: spec.request.__name__.removesuffix("Request") for key, spec in REGISTRY.items()}
+
+
+class BrokerMetrics:
+    def __init__(self, listener: str) -> None:
+        self.endpoint = MetricsEndpoint(*parse_listener(listener)) if listener else None
+        timed = self.endpoint is not None or REQUEST_LOG.isEnabledFor(logging.DEBUG)
+        self.requests = RequestMetrics(kafka_api_names()) if timed else None
+        self.topic_stats = BrokerTopicStats() if self.endpoint is not None else None
+
+    def start_endpoint(self, ready_stream: IO[str] | None) -> None:
+        """Serve HTTP (before the logs load, so probes answer during start-up)."""
+        if self.endpoint is None:
+            return
+        host, port = self.endpoint.start()
+        shown = f"[{host}]" if ":" in host else host
+        log.info("Metrics endpoint at http://%s:%d/metrics (also /health, /ready)", shown, port)
+        if ready_stream is not None:
+            print(f"minikafka: metrics at http://{shown}:{port}/metrics", file=ready_stream,
+                  flush=True)
+        self.endpoint.state = BrokerState.STARTING
+
+    def set_state(self, state: BrokerState) -> None:
+        if self.endpoint is not None:
+            self.endpoint.state = state
+
+    def serve(self, view: BrokerView) -> None:
+        """The broker is up: read it through ``view`` at scrape time; state RUNNING."""
+        if self.endpoint is None:
+            return
+        sources: list[Callable[[], Iterable[Metric]]] = (
+            [self.requests.collect] if self.requests is not None else [])
+        if self.topic_stats is not None:
+            sources.append(self.topic_stats.collect)
+        sources.extend(functools.partial(collect, view) for collect in COLLECTORS)
+        self.endpoint.attach(asyncio.get_running_loop(), sources)
+        self.endpoint.state = BrokerState.RUNNING
+
+    async def stop(self) -> None:
+        if self.endpoint is not None:
+            self.endpoint.state = BrokerState.NOT_RUNNING
+            await asyncio.to_thread(self.endpoint.stop)
+
+    def stop_now(self) -> None:
+        """Start-up failed: stop serving (blocking, briefly)."""
+        if self.endpoint is not None:
+            self.endpoint.stop()
