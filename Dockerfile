@@ -3,6 +3,8 @@
 #   docker run -p 9092:9092 -v minikafka-data:/data minikafka
 # Set properties with more --override KEY=VALUE arguments (Kafka's property names), e.g.
 #   docker run ... minikafka --override advertised.listeners=PLAINTEXT://myhost:9092
+# Prometheus metrics, /health and /ready on port 9404 (off unless set):
+#   docker run -p 9092:9092 -p 9404:9404 ... minikafka --override metrics.prometheus.listener=0.0.0.0:9404
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -22,7 +24,7 @@ RUN pip install --no-cache-dir . \
 
 USER 1000:1000
 VOLUME ["/data"]
-EXPOSE 9092
+EXPOSE 9092 9404
 
 ENTRYPOINT ["minikafka", "broker", \
             "--override", "listeners=PLAINTEXT://0.0.0.0:9092", \
