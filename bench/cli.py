@@ -3,7 +3,9 @@
 Flags: ``--quick`` (smoke: minikafka only, tiny sizes, one run, no Java tools),
 ``--scenarios P1,P2,...`` (P1 P2 P3 P4 P5 P6 ZC), ``--runs N`` (default 3),
 ``--size-gb`` (P6 log size, default 2), ``--brokers minikafka,kafka``, ``--profile``
-(py-spy on the minikafka broker during P1, P2, P5), ``--results-dir`` (default
+(py-spy on the minikafka broker during P1, P2, P5; ``minikafka-metrics`` in
+``--brokers``: minikafka with its Prometheus endpoint on and scraped every 5 s, to
+measure the cost of metrics against ``minikafka``), ``--results-dir`` (default
 bench/results), ``--no-java`` (skip Kafka's perf tools), ``--keep`` (keep the work dir).
 
 Writes ``<results-dir>/latest.md`` and ``<results-dir>/<date>-<time>.md`` (the dated copy
@@ -30,10 +32,10 @@ from bench.brokers import SHARED_SETTINGS, BrokerUnderTest
 from bench.context import FULL, QUICK, RunContext
 from bench.figures import Results
 from bench.kafka_broker import ApacheKafka
-from bench.minikafka_broker import MiniKafka
+from bench.minikafka_broker import MiniKafka, MiniKafkaWithMetrics
 from bench.profiles import top_frames
 from bench.report import build_rows, markdown, text_table
-from bench.runner import Plan, run_plan
+from bench.runner import PROFILED, Plan, run_plan
 from bench.scenarios import NOT_YET, SCENARIOS
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -48,7 +50,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--runs", type=int, help="runs per scenario and broker (default 3)")
     parser.add_argument("--size-gb", type=float, help="P6 log size in GB (default 2)")
     parser.add_argument("--records", type=int, help="records per P1/P2 run (default 1,000,000)")
-    parser.add_argument("--brokers", help="minikafka,kafka (default both; --quick: minikafka)")
+    parser.add_argument("--brokers", help="minikafka,kafka (default both; --quick: minikafka); "
+                        "minikafka-metrics: minikafka with its metrics endpoint on and scraped")
     parser.add_argument("--profile", action="store_true", help="py-spy minikafka in P1, P2, P5")
     parser.add_argument("--no-java", action="store_true", help="skip Kafka's Java perf tools")
     parser.add_argument("--results-dir", type=Path, default=BENCH_DIR / "results")
@@ -82,10 +85,13 @@ def _brokers(args: argparse.Namespace, work_dir: Path) -> list[BrokerUnderTest]:
     for name in (n.strip() for n in names.split(",") if n.strip()):
         if name == "minikafka":
             brokers.append(MiniKafka(work_dir / "minikafka"))
+        elif name == "minikafka-metrics":
+            brokers.append(MiniKafkaWithMetrics(work_dir / "minikafka-metrics"))
         elif name == "kafka":
             brokers.append(ApacheKafka(work_dir / "kafka"))
         else:
-            raise SystemExit(f"unknown broker {name!r}: use minikafka and/or kafka")
+            raise SystemExit(f"unknown broker {name!r}: use minikafka, minikafka-metrics "
+                             "(metrics on, scraped) and/or kafka")
     return brokers
 
 
@@ -183,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
             results,
             header,
             args.results_dir,
-            [f"{k}-minikafka" for k in ("P1", "P2", "P5")] if args.profile else [],
+            [f"{k}-{b}" for b in PROFILED for k in ("P1", "P2", "P5")] if args.profile else [],
         )
     finally:
         if not args.keep:

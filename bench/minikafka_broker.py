@@ -4,6 +4,11 @@
 --override log.dirs=<dir> --override <k>=<v> ...`` with ``brokers.SHARED_SETTINGS``; extra
 environment (for instance ``MINIKAFKA_FETCH_COPY=1``, the copying fetch path used for the
 zero-copy comparison) is passed through ``env``.
+
+``MiniKafkaWithMetrics`` (``--brokers minikafka-metrics``) is the same broker with its
+Prometheus endpoint on (``metrics.prometheus.listener``) and scraped every
+``SCRAPE_INTERVAL_S`` by a thread of the bench while it runs, as Prometheus would (more
+often than Prometheus's default 15 s), so the cost of metrics includes serving them.
 """
 
 from __future__ import annotations
@@ -11,6 +16,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
@@ -21,6 +28,7 @@ from bench.procs import BenchError, free_port, spawn, wait_for_port
 
 REPO_ROOT: Final[Path] = Path(__file__).resolve().parent.parent
 START_TIMEOUT_S: Final[float] = 120.0
+SCRAPE_INTERVAL_S: Final[float] = 5.0
 
 
 def minikafka_version() -> str:
@@ -83,3 +91,39 @@ class MiniKafka(SubprocessBroker):
         except BenchError as exc:
             tail = (self.work_dir / "broker.log").read_text(errors="replace")[-2000:]
             raise BenchError(f"{exc}\n--- {self.name} log tail ---\n{tail}") from exc
+
+
+class MiniKafkaWithMetrics(MiniKafka):
+    """minikafka with metrics on, scraped every ``SCRAPE_INTERVAL_S`` while running."""
+
+    def __init__(self, work_dir: Path, *, name: str = "minikafka-metrics") -> None:
+        self.metrics_port = free_port()
+        super().__init__(work_dir, name=name, settings={
+            "metrics.prometheus.listener": f"127.0.0.1:{self.metrics_port}"})
+        self._stop_scraping = threading.Event()
+        self._scraper: threading.Thread | None = None
+        self.scrapes = 0
+        self.scrape_errors = 0
+
+    def wait_started(self) -> None:
+        super().wait_started()
+        self._stop_scraping.clear()
+        self._scraper = threading.Thread(target=self._scrape_loop, name="scraper", daemon=True)
+        self._scraper.start()
+
+    def _scrape_loop(self) -> None:
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        while not self._stop_scraping.wait(SCRAPE_INTERVAL_S):
+            try:
+                with urllib.request.urlopen(url, timeout=10) as response:
+                    response.read()
+                self.scrapes += 1
+            except OSError:
+                self.scrape_errors += 1
+
+    def stop(self) -> float:
+        self._stop_scraping.set()
+        if self._scraper is not None:
+            self._scraper.join(timeout=15)
+            self._scraper = None
+        return super().stop()

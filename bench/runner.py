@@ -23,6 +23,7 @@ from bench.procs import BenchError, stop_all
 from bench.scenarios import NOT_YET, SCENARIOS, Scenario
 
 COPY_ENV = {"MINIKAFKA_FETCH_COPY": "1"}
+PROFILED = ("minikafka", "minikafka-metrics")  # brokers py-spy watches with --profile
 
 
 @dataclass(slots=True)
@@ -78,8 +79,8 @@ def _run_scenario(
 
             def one_run(b: BrokerUnderTest = broker, r: int = run) -> None:
                 _ensure_running(b, results)
-                profiled = scenario.profile and r == 0 and b.name == "minikafka"
-                with ctx.profiled(b, f"{scenario.key}-minikafka", enabled=profiled):
+                profiled = scenario.profile and r == 0 and b.name in PROFILED
+                with ctx.profiled(b, f"{scenario.key}-{b.name}", enabled=profiled):
                     figures = scenario.run(b, ctx, r)
                 results.figures.extend(figures)
                 _log(f"{scenario.key} run {r} {b.name}: {_describe(figures)}")
