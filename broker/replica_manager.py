@@ -27,6 +27,7 @@ import logging
 import time
 import uuid
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from broker.delayed_ops import (
     DelayedFetch,
@@ -37,7 +38,6 @@ from broker.delayed_ops import (
     TopicPartition,
 )
 from broker.fetch_session import DEFAULT_MAX_SLOTS, FetchSessionCache
-from broker.metrics.topics import BrokerTopicStats
 from broker.partition import AppendResult, Partition, ReadResult
 from broker.purgatory import Purgatory
 from broker.record_validation import ValidationConfig
@@ -46,6 +46,9 @@ from protocol.errors import ErrorCode
 from storage.config import LogConfig
 from storage.manager import LogManager
 from storage.naming import TopicPartition as StorageTopicPartition
+
+if TYPE_CHECKING:
+    from broker.metrics.topics import BrokerTopicStats
 
 log = logging.getLogger(__name__)
 

@@ -307,3 +307,20 @@ def test_monitoring_profile_is_valid_and_points_at_the_broker() -> None:
     assert len(mounts) == 3, config.stdout
     assert all(Path(m).exists() for m in mounts), mounts
     assert "broker:9404" in (REPO_ROOT / "monitoring/prometheus.yml").read_text()
+
+
+def test_log_flushes_are_timed(metrics_broker: tuple[BrokerProcess, str]) -> None:
+    from confluent_kafka import Producer
+
+    broker, url = metrics_broker
+    topic = "metrics-flush"
+    create_topic(broker.bootstrap, topic, configs={"flush.messages": "1"})
+    name = "kafka_log_logflushstats_logflushrateandtimems_count"
+    before = scrape(url).value(name)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    producer.produce(topic, b"flushed")
+    assert producer.flush(10) == 0
+    deadline = time.monotonic() + 10  # the flush runs in a thread after the append
+    while scrape(url).value(name) == before:
+        assert time.monotonic() < deadline, "no flush was timed"
+        time.sleep(0.05)
