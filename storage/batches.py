@@ -75,9 +75,12 @@ def writable_buffer(records: bytes | bytearray | memoryview) -> bytearray | memo
 
 
 def validate_batches(
-    buf: bytearray | memoryview, *, max_message_bytes: int, where: TopicPartition
+    buf: bytearray | memoryview, *, max_message_bytes: int, where: TopicPartition,
+    check_counts: bool = True,
 ) -> tuple[list[RecordBatch], list[BatchHeader]]:
-    """The batch views and headers of ``buf``; raises the matching ``StorageError``."""
+    """The batch views and headers of ``buf``; raises the matching ``StorageError``.
+    ``check_counts=False`` (a follower's copy of a leader's log) admits the batches
+    compaction leaves: fewer records than the offset range, or none."""
     result = scan_batches(buf, True)
     if result.stop_reason is StopReason.UNSUPPORTED_MAGIC:
         raise UnsupportedMessageFormatError(f"{where}: {result.message}")
@@ -95,7 +98,13 @@ def validate_batches(
                 f"{where}: batch of {size} bytes is above max.message.bytes {max_message_bytes}"
             )
         count = head.records_count
-        if count < 1 or count != head.last_offset_delta + 1:
+        if not check_counts:
+            if count < 0 or head.last_offset_delta < 0:
+                raise InvalidRecordError(
+                    f"{where}: batch holds {count} records, lastOffsetDelta "
+                    f"{head.last_offset_delta}"
+                )
+        elif count < 1 or count != head.last_offset_delta + 1:
             raise InvalidRecordError(
                 f"{where}: batch holds {count} records but its lastOffsetDelta is "
                 f"{head.last_offset_delta}"

@@ -30,11 +30,13 @@ from __future__ import annotations
 
 import bisect
 import logging
+import os
 import struct
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from protocol.fileslice import FileSlice
 from protocol.records import ATTR_CONTROL
@@ -58,7 +60,7 @@ from storage.errors import (
 )
 from storage.flush_stats import LOG_FLUSH_STATS
 from storage.index import TimestampOffset
-from storage.naming import TopicPartition
+from storage.naming import SWAP_SUFFIX, TopicPartition
 from storage.offsets import LONG_MAX, LeaderEpoch, Offset
 from storage.retention import SegmentInfo, segments_to_delete
 from storage.segment import BatchMeta, LogSegment
@@ -70,6 +72,27 @@ log = logging.getLogger(__name__)
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 MAX_PENDING_DELETES = 100_000
+
+
+class CleanableSegment(NamedTuple):
+    """A non-active segment as the cleaner sees it (``Log.cleaning_view``)."""
+
+    segment: LogSegment
+    base_offset: int
+    next_offset: int  # base offset of the following segment
+    size_bytes: int
+    largest_timestamp: int  # -1 unless asked for
+    first_batch_timestamp: int  # -1 unless asked for
+
+
+class CleaningView(NamedTuple):
+    segments: list[CleanableSegment]  # every segment but the active one, oldest first
+    active_base_offset: int
+    active_size_bytes: int
+    log_end_offset: int
+    log_start_offset: int
+    truncations: int
+    config: LogConfig
 
 
 class Log:
@@ -106,6 +129,8 @@ class Log:
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._bound_cache: tuple[int, LogSegment, int] | None = None
         self._dir_dirty = True  # fsync the directory entries on the first flush
+        self._truncations = 0  # bumped by every truncation: a cleaning that saw another aborts
+        self._lowest_truncation: int | None = None  # lowest offset truncated to, for the cleaner
         self._last_flush_ms = clock_ms()
         self._closed = False
         segments[-1].make_active()
@@ -241,7 +266,8 @@ class Log:
         """
         buf = writable_buffer(records)
         _, heads = validate_batches(
-            buf, max_message_bytes=self.config.max_message_bytes, where=self.topic_partition
+            buf, max_message_bytes=self.config.max_message_bytes, where=self.topic_partition,
+            check_counts=False,
         )
         gaps = self.config.compacts
         with self._lock:
@@ -352,6 +378,7 @@ class Log:
         old = self._segments.pop()
         self._bases.pop()
         self._bound_cache = None
+        self._truncations += 1
         old.delete_files()
         self._segments.append(self._new_segment(base, self._clock_ms()))
         self._bases.append(base)
@@ -459,6 +486,8 @@ class Log:
                 return True
             log.info("%s: truncating to offset %d (log end offset %d)",
                      self.topic_partition, offset, self._leo)
+            self._truncations += 1
+            self._note_truncation(offset)
             now = self._clock_ms()
             while self._segments[-1].base_offset > offset:  # bounded by the segment count
                 self._schedule_delete(self._segments.pop(), now)
@@ -481,6 +510,8 @@ class Log:
         with self._lock:
             self._check_open()
             log.info("%s: truncating fully, log restarts at offset %d", self.topic_partition, offset)
+            self._truncations += 1
+            self._note_truncation(offset)
             now = self._clock_ms()
             self._bound_cache = None
             for seg in self._segments:
@@ -561,6 +592,86 @@ class Log:
         for seg in due:
             seg.delete_files()
         return len(due)
+
+    # ------------------------------------------------------------------ cleaning
+    def _note_truncation(self, offset: int) -> None:
+        if self._lowest_truncation is None or offset < self._lowest_truncation:
+            self._lowest_truncation = offset
+
+    def take_lowest_truncation(self) -> int | None:
+        """The lowest offset the log was truncated to since the last call (the cleaner
+        clamps its checkpoint to it, Kafka's ``maybeTruncateCheckpoint``), else None."""
+        with self._lock:
+            lowest, self._lowest_truncation = self._lowest_truncation, None
+            return lowest
+
+    def dup_segment_fds(self, segments: list[LogSegment]) -> list[int] | None:
+        """A private descriptor for each segment's file (the cleaner reads through them
+        with ``pread``; the segments' own state is never touched off the lock); None if
+        any segment left the log."""
+        with self._lock:
+            if self._closed or any(seg.deleted or seg.file.closed for seg in segments):
+                return None
+            return [os.dup(seg.file.fileno()) for seg in segments]
+
+    def cleaning_view(self, *, largest_timestamps: bool, first_timestamps: bool) -> CleaningView:
+        """What the cleaner plans with, read under the lock: every segment but the active
+        one, with sizes and (when asked) the timestamps the compaction lags need."""
+        with self._lock:
+            self._check_open()
+            infos = []
+            n = len(self._segments)
+            for i, seg in enumerate(self._segments[:-1]):
+                infos.append(CleanableSegment(
+                    seg, seg.base_offset, self._bases[i + 1] if i + 1 < n else self._leo,
+                    seg.size_bytes,
+                    seg.largest_timestamp if largest_timestamps else -1,
+                    seg.first_batch_timestamp() if first_timestamps else -1,
+                ))
+            return CleaningView(infos, self._segments[-1].base_offset,
+                                self._segments[-1].size_bytes, self._leo,
+                                self._log_start_offset, self._truncations, self.config)
+
+    def replace_segments(
+        self, new: LogSegment, old: list[LogSegment], truncations: int,
+        step: Callable[[str], None] = lambda _: None,
+    ) -> bool:
+        """Swap the cleaned segment ``new`` (files ``*.cleaned``, flushed) in for ``old``
+        (Kafka's ``replaceSegments``). False, with nothing changed, if the log was truncated
+        since the cleaning read it (``truncations`` is what ``cleaning_view`` said) or any old
+        segment left the log (retention); the caller then deletes ``new``.
+
+        Under the lock, renames only (readers and appenders wait microseconds): ``.cleaned``
+        -> ``.swap``; the old segments -> ``.deleted`` (their files stay open for
+        ``file.delete.delay.ms``, so slices already handed to ``sendfile`` still send);
+        ``.swap`` -> the live names. A crash at any point is completed or undone by the
+        loader (``storage.loader``). ``step`` is called after each stage (test hook).
+        The directory is fsynced after the lock is released."""
+        with self._lock:
+            if self._closed or truncations != self._truncations or not old:
+                return False
+            try:
+                first = next(i for i, s in enumerate(self._segments) if s is old[0])
+            except StopIteration:
+                return False
+            last = first + len(old)
+            if last >= len(self._segments) or any(
+                    a is not b for a, b in zip(self._segments[first:last], old, strict=True)):
+                return False  # never the active segment; the old ones must be contiguous
+            new.rename_suffix(SWAP_SUFFIX)
+            step("swap-renamed")
+            now = self._clock_ms()
+            for seg in old:
+                self._schedule_delete(seg, now)
+            step("old-deleted")
+            new.rename_suffix("")
+            self._segments[first:last] = [new]
+            self._bases[first:last] = [new.base_offset]
+            self._bound_cache = None
+            self._dir_dirty = True
+            step("swap-done")
+        fsync_dir(self.dir)
+        return True
 
     # ------------------------------------------------------------------ flushing
     def flush(self, up_to: int | None = None) -> None:

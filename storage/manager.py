@@ -41,6 +41,8 @@ from storage.checkpoints import (
     write_offset_checkpoint,
     write_partition_metadata,
 )
+from storage.cleaner import CleanerConfig, LogCleaner, PartitionStates
+from storage.cleaner_manager import CleanerManager
 from storage.config import LogConfig
 from storage.errors import CorruptCheckpointError, StorageError
 from storage.loader import load_log
@@ -107,6 +109,7 @@ class LogManager:
         self._pending_dir_deletes: list[tuple[int, Path]] = []
         self._lock_file: int | None = None
         self.had_clean_shutdown = False
+        self.cleaner: LogCleaner | None = None
 
     # ------------------------------------------------------------------ start-up
     def config_for(self, topic: str) -> LogConfig:
@@ -139,6 +142,7 @@ class LogManager:
         self.had_clean_shutdown = clean
         recovery_points = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT)
         start_offsets = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT)
+        cleaned = self._read_checkpoint(CLEANER_CHECKPOINT)
         if clean and not (self.log_dir / RECOVERY_POINT_CHECKPOINT).exists():
             clean = False  # a marker without checkpoints proves nothing
         for entry in os.scandir(self.log_dir):
@@ -168,6 +172,7 @@ class LogManager:
                 recovery_point=recovery_points.get(tp, 0),
                 log_start_offset=start_offsets.get(tp, 0),
                 clean_shutdown=tp_clean,
+                cleaned=tp in cleaned,
                 clock_ms=self._clock_ms,
             )
         # From now on a crash is an unclean shutdown.
@@ -192,6 +197,25 @@ class LogManager:
             raise StorageError(
                 f"{path}: cluster.id {props.get('cluster.id')} does not match {cluster_id}"
             )
+
+    def start_cleaner(
+        self, config: CleanerConfig, partition_states: PartitionStates | None = None
+    ) -> LogCleaner | None:
+        """Start the log cleaner's threads (after ``startup``); None when
+        ``log.cleaner.enable`` is false (compacted logs then grow, as in Kafka)."""
+        if not config.enable or config.threads < 1:
+            log.info("%s: log cleaner disabled", self.log_dir)
+            return None
+        manager = CleanerManager(self.log_dir, self.logs)
+        self.cleaner = LogCleaner(config, manager, partition_states=partition_states,
+                                  clock_ms=self._clock_ms)
+        self.cleaner.start()
+        return self.cleaner
+
+    def stop_cleaner(self) -> None:
+        cleaner, self.cleaner = self.cleaner, None
+        if cleaner is not None:
+            cleaner.shutdown()
 
     # ------------------------------------------------------------------ partitions
     def get_log(self, tp: TopicPartition) -> Log | None:
@@ -233,11 +257,19 @@ class LogManager:
     def delete_log(self, tp: TopicPartition) -> bool:
         """Close the log and rename its directory ``<tp>.<uuid>-delete`` (removed after
         ``file.delete.delay.ms`` by ``delete_pending``). False if there was no log."""
-        with self._lock:
-            victim = self._logs.pop(tp, None)
-        if victim is None:
-            return False
-        victim.close()
+        cleaner = self.cleaner
+        if cleaner is not None:  # a running cleaning of it stops first (Kafka's abortCleaning)
+            cleaner.manager.abort_and_pause(tp)
+        try:
+            with self._lock:
+                victim = self._logs.pop(tp, None)
+            if victim is None:
+                return False
+            victim.close()
+        finally:
+            if cleaner is not None:
+                cleaner.manager.remove(tp)
+                cleaner.manager.resume(tp)
         target = self.log_dir / delete_dir_name(tp)
         os.replace(victim.dir, target)
         fsync_dir(self.log_dir)
@@ -313,6 +345,7 @@ class LogManager:
     def shutdown(self, high_watermarks: Mapping[TopicPartition, int] | None = None) -> None:
         """Ordered clean shutdown: flush and close every log (indexes trimmed), write the
         checkpoints, then the clean-shutdown marker last, then release the lock."""
+        self.stop_cleaner()  # no swap may run while the logs close
         logs = self.logs()
         # Close (flush: recovery point = log end offset) in parallel: fsync releases the GIL.
         with ThreadPoolExecutor(max_workers=SHUTDOWN_THREADS) as pool:
@@ -335,6 +368,7 @@ class LogManager:
     def abandon(self) -> None:
         """Drop every file handle without flushing, trimming or checkpoints: what a crash
         leaves behind (crash-recovery tests; never used on a real shutdown)."""
+        self.stop_cleaner()
         for lg in self.logs().values():
             lg.abandon()
         with self._lock:

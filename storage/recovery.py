@@ -68,7 +68,9 @@ def _index_window(
         if epoch < state.last_epoch:
             return base, f"batch at byte {base} has leader epoch {epoch} after {state.last_epoch}", None
         last_offset = base_offset + head.last_offset_delta
-        if head.records_count < 1 or last_offset < base_offset or not segment.can_hold_offset(
+        # A cleaned batch may hold no record (Kafka keeps an empty batch for a producer's
+        # last sequence), so only a negative count is impossible.
+        if head.records_count < 0 or last_offset < base_offset or not segment.can_hold_offset(
             last_offset
         ):
             return base, f"batch at byte {base} has an impossible offset range", None

@@ -48,6 +48,10 @@ _TAIL_READ_BYTES = 4 * 1024 * 1024  # start-up reads at most this much of a segm
 _INDEX_ENTRY = struct.Struct(">ii")
 
 
+def _with_suffix(path: Path, suffix: str) -> Path:
+    return path.with_name(path.name + suffix) if suffix else path
+
+
 class BatchMeta(NamedTuple):
     """What the segment needs to know about each appended batch."""
 
@@ -76,12 +80,14 @@ class LogSegment:
         index_interval_bytes: int,
         max_index_size_bytes: int,
         now_ms: int,
+        suffix: str = "",
     ) -> None:
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.max_index_size_bytes = max_index_size_bytes
-        self.log_path = log_file(directory, base_offset)
+        self.suffix = suffix  # "" for a live segment, ".cleaned" / ".swap" while cleaning
+        self.log_path = _with_suffix(log_file(directory, base_offset), suffix)
         fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
         self.file = os.fdopen(fd, "r+b", buffering=0)
         self._size = os.fstat(fd).st_size
@@ -105,6 +111,7 @@ class LogSegment:
         index_interval_bytes: int,
         max_index_size_bytes: int,
         now_ms: int | None = None,
+        suffix: str = "",
     ) -> LogSegment:
         return cls(
             directory,
@@ -112,6 +119,7 @@ class LogSegment:
             index_interval_bytes=index_interval_bytes,
             max_index_size_bytes=max_index_size_bytes,
             now_ms=int(time.time() * 1000) if now_ms is None else now_ms,
+            suffix=suffix,
         )
 
     # ------------------------------------------------------------------ indexes
@@ -141,9 +149,12 @@ class LogSegment:
         elif self._size == 0:
             self._load_indexes(writable=True)  # a new segment: create its index files now
 
+    def _index_paths(self) -> tuple[Path, Path]:
+        return (_with_suffix(index_file(self.directory, self.base_offset), self.suffix),
+                _with_suffix(time_index_file(self.directory, self.base_offset), self.suffix))
+
     def _load_indexes(self, *, writable: bool) -> None:
-        idx_path = index_file(self.directory, self.base_offset)
-        tidx_path = time_index_file(self.directory, self.base_offset)
+        idx_path, tidx_path = self._index_paths()
         # Missing indexes are normal for an empty (new) segment; otherwise rebuilt.
         missing = [p.name for p in (idx_path, tidx_path) if not p.exists() and self._size > 0]
         if not writable and missing:
@@ -205,14 +216,15 @@ class LogSegment:
         self._writable_indexes = True
         for path in self.paths()[1:]:
             path.unlink(missing_ok=True)  # start from empty files: no stale entries to zero
+        idx_path, tidx_path = self._index_paths()
         self._offset_index = OffsetIndex(
-            index_file(self.directory, self.base_offset),
+            idx_path,
             self.base_offset,
             self.max_index_size_bytes,
             writable=True,
         )
         self._time_index = TimeIndex(
-            time_index_file(self.directory, self.base_offset),
+            tidx_path,
             self.base_offset,
             self.max_index_size_bytes,
             writable=True,
@@ -557,19 +569,42 @@ class LogSegment:
             self.file.close()
 
     def paths(self) -> list[Path]:
-        return [
-            self.log_path,
-            index_file(self.directory, self.base_offset),
-            time_index_file(self.directory, self.base_offset),
-        ]
+        return [self.log_path, *self._index_paths()]
+
+    def rename_suffix(self, suffix: str) -> None:
+        """Rename the segment's files to ``suffix`` (Kafka's ``changeFileSuffixes``): the
+        ``.log`` first, then the indexes, so an index never carries a suffix its log lacks.
+        Open handles follow the files (a rename keeps the inode)."""
+        old = self.paths()
+        self.suffix = suffix
+        new = [_with_suffix(log_file(self.directory, self.base_offset), suffix),
+               *self._index_paths()]
+        for src, dst in zip(old, new, strict=True):
+            if src.exists():
+                os.replace(src, dst)
+        self.log_path = new[0]
+        for idx, path in ((self._offset_index, new[1]), (self._time_index, new[2])):
+            if idx is not None:
+                idx.path = path
+
+    def first_batch_timestamp(self) -> int:
+        """maxTimestamp of the first batch (Kafka's ``getFirstBatchTimestamp``), -1 if empty."""
+        if self._size == 0:
+            return NO_TIMESTAMP
+        return self.head_at(0).max_timestamp
 
     def mark_deleted(self) -> None:
         """Rename the files to ``*.deleted`` (Kafka's async delete); the file stays open so
         slices already handed out still send. ``delete_files`` finishes the job later."""
+        if self.deleted:
+            return
         self._close_indexes()
         for path in self.paths():
             if path.exists():
                 os.replace(path, path.with_name(path.name + DELETED_SUFFIX))
+        # From now on the segment's names are the .deleted ones: a cleaned segment with the
+        # same base offset may take the live names while these files wait for deletion.
+        self.suffix += DELETED_SUFFIX
         self.log_path = self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)
         self.deleted = True
 
@@ -580,8 +615,9 @@ class LogSegment:
         if not self.file.closed:
             self.file.close()
         for path in self.paths():
-            for candidate in (path, path.with_name(path.name + DELETED_SUFFIX)):
-                candidate.unlink(missing_ok=True)
+            path.unlink(missing_ok=True)
+            if not self.deleted:
+                path.with_name(path.name + DELETED_SUFFIX).unlink(missing_ok=True)
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path}, size={self._size})"
