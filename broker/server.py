@@ -8,8 +8,8 @@ Start-up, in order:
    partition log; ``meta.properties`` keeps the cluster id (created on first start) and
    must name this broker.id;
 3. the replica manager opens a partition for every registered topic partition;
-4. start the network (IO workers, acceptors) and the periodic log work (retention, flush,
-   checkpoints: broker.log_maintenance). A line ``minikafka: started broker N listening on
+4. start the network (IO workers, acceptors), the periodic log work (retention, flush,
+   checkpoints: broker.log_maintenance) and the log cleaner's threads (broker.log_cleaning). A line ``minikafka: started broker N listening on
    NAME://host:port`` goes to stdout (tests and scripts wait for it).
 
 Shutdown (SIGTERM or SIGINT), in order, bounded by ``SHUTDOWN_TIMEOUT_S``:
@@ -18,8 +18,9 @@ Shutdown (SIGTERM or SIGINT), in order, bounded by ``SHUTDOWN_TIMEOUT_S``:
 2. let every connection finish its in-flight request (at most ``DRAIN_TIMEOUT_S``), then
    close them, cancelling what is left;
 3. stop the replica manager (completes parked operations) and the periodic log work;
-4. flush and close every log, write the checkpoints and the clean-shutdown marker,
-   release the lock (LogManager.shutdown); exit 0. A second signal exits at once (1).
+4. stop the log cleaner (a running cleaning stops at its next chunk), flush and close every
+   log, write the checkpoints and the clean-shutdown marker, release the lock
+   (LogManager.shutdown); exit 0. A second signal exits at once (1).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from typing import IO
 
 from broker.config import BrokerConfig, ConfigError, Endpoint
 from broker.group.service import GroupService
+from broker.log_cleaning import cleaner_config, partition_states_from_loop
 from broker.log_maintenance import LogMaintenance
 from broker.metrics.collectors import BrokerView, SingleNodeController
 from broker.metrics.endpoint import BrokerState
@@ -140,6 +142,9 @@ class BrokerServer:
                 print(f"minikafka: started broker {self.broker.broker_id} listening on "
                       f"{endpoints}", file=self._ready_stream, flush=True)
             self._maintenance.start()
+            self.broker.log_manager.start_cleaner(
+                cleaner_config(self.config),
+                partition_states_from_loop(loop, self.broker.replica_manager))
             await self._stop.wait()
             await asyncio.wait_for(self._shutdown(), SHUTDOWN_TIMEOUT_S)
         except BaseException:
