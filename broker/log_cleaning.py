@@ -19,11 +19,12 @@ import concurrent.futures
 import logging
 from collections.abc import Mapping, Sequence
 
-from broker.config import BrokerConfig
+from broker.config import BrokerConfig, ConfigError
 from broker.replica_manager import ReplicaManager
 from storage.cleaner import CleanerConfig, PartitionState, PartitionStates
 from storage.cleaner_filter import LastRecord
 from storage.naming import TopicPartition
+from storage.offset_map import OffsetMap
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,20 @@ def _double(config: BrokerConfig, name: str) -> float:
 
 
 def cleaner_config(config: BrokerConfig) -> CleanerConfig:
+    """The cleaner's settings; ``ConfigError`` (start-up fails, naming the property) when
+    ``log.cleaner.dedupe.buffer.size`` cannot hold one key per cleaner thread."""
+    result = _cleaner_config(config)
+    if result.enable and result.threads > 0:
+        try:
+            OffsetMap(result.dedupe_buffer_size // result.threads,
+                      result.dedupe_buffer_load_factor)
+        except ValueError as exc:
+            raise ConfigError(f"Invalid value {result.dedupe_buffer_size} for configuration "
+                              f"log.cleaner.dedupe.buffer.size: {exc}") from None
+    return result
+
+
+def _cleaner_config(config: BrokerConfig) -> CleanerConfig:
     return CleanerConfig(
         enable=config.get_bool("log.cleaner.enable"),
         threads=config.get_int("log.cleaner.threads"),

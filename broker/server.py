@@ -109,6 +109,7 @@ class BrokerServer:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, self.request_stop, signum)
+        cleaning = cleaner_config(self.config)  # a bad log.cleaner.* value stops start-up here
         try:
             self.metrics.start_endpoint(self._ready_stream)
         except OSError as exc:
@@ -143,7 +144,7 @@ class BrokerServer:
                       f"{endpoints}", file=self._ready_stream, flush=True)
             self._maintenance.start()
             self.broker.log_manager.start_cleaner(
-                cleaner_config(self.config),
+                cleaning,
                 partition_states_from_loop(loop, self.broker.replica_manager))
             await self._stop.wait()
             await asyncio.wait_for(self._shutdown(), SHUTDOWN_TIMEOUT_S)

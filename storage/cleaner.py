@@ -459,7 +459,12 @@ class LogCleaner:
             log.info("Cleaning of log %s stopped: %s", ltc.tp, exc)
             with self._totals_lock:
                 self.totals.aborted += 1
-        except Exception:
+        except Exception as exc:
+            if ltc.log.truncations != ltc.view.truncations:  # read a segment being cut
+                log.info("Cleaning of log %s stopped: the log was truncated (%s)", ltc.tp, exc)
+                with self._totals_lock:
+                    self.totals.aborted += 1
+                return True
             log.warning("Unexpected error cleaning log %s: marking it uncleanable", ltc.tp,
                         exc_info=True)
             self.manager.mark_uncleanable(ltc.tp)

@@ -598,6 +598,11 @@ class Log:
         if self._lowest_truncation is None or offset < self._lowest_truncation:
             self._lowest_truncation = offset
 
+    @property
+    def truncations(self) -> int:
+        """How many truncations the log has seen (a cleaning compares before and after)."""
+        return self._truncations
+
     def take_lowest_truncation(self) -> int | None:
         """The lowest offset the log was truncated to since the last call (the cleaner
         clamps its checkpoint to it, Kafka's ``maybeTruncateCheckpoint``), else None."""

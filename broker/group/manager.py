@@ -174,7 +174,9 @@ class GroupMetadataManager:
         values: dict[str, GroupMetadataValue | None] = {}
         offsets: dict[str, dict[TopicPartition, CommittedOffset | None]] = {}
         skipped = 0
+        read = 0
         for count, (key_bytes, value_bytes) in enumerate(records):
+            read = count + 1
             if count >= MAX_RECORDS_PER_LOAD:
                 log.error("__consumer_offsets-%d: stopped loading after %d records", partition, count)
                 break
@@ -223,8 +225,8 @@ class GroupMetadataManager:
             loaded.append(group)
         self.loading_partitions.discard(partition)
         self.owned_partitions.add(partition)
-        log.info("loaded %d groups from __consumer_offsets-%d (%d records skipped)",
-                 len(loaded), partition, skipped)
+        log.info("loaded %d groups from __consumer_offsets-%d (%d records read, %d skipped)",
+                 len(loaded), partition, read, skipped)
         return loaded
 
     def unload_partition(self, partition: int) -> list[GroupMetadata]:

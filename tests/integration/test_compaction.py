@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from storage.checkpoints import read_offset_checkpoint
 from storage.naming import CLEANER_CHECKPOINT
 from storage.naming import TopicPartition as StorageTP
-from tests.integration.broker_process import BrokerProcess
+from tests.integration.broker_process import BrokerProcess, BrokerStartError
 from tests.integration.test_dump_log_compat import JARS
 
 pytestmark = pytest.mark.timeout(300)
@@ -43,9 +43,10 @@ def kafka_dump(files: list[Path]) -> str:
     return proc.stdout
 
 
-def create_topic(bootstrap: str, topic: str, **configs: str) -> None:
+def create_topic(bootstrap: str, topic: str, partitions: int = 1, **configs: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(topic, 1, 1, config=configs)], operation_timeout=10)
+    futures = admin.create_topics([NewTopic(topic, partitions, 1, config=configs)],
+                                  operation_timeout=10)
     futures[topic].result(timeout=30)
 
 
@@ -234,3 +235,11 @@ def test_kill9_at_each_swap_step_loses_and_repeats_no_live_key(
                     if p.name.endswith((".cleaned", ".swap"))]
     finally:
         broker.kill9()
+
+
+def test_a_dedupe_buffer_too_small_for_one_key_fails_start_up(tmp_path: Path) -> None:
+    broker = BrokerProcess(tmp_path, {"log.cleaner.dedupe.buffer.size": "100"})
+    with pytest.raises(BrokerStartError) as failed:
+        broker.start()
+    assert broker.exit_codes == [1]
+    assert "log.cleaner.dedupe.buffer.size" in str(failed.value)
