@@ -37,7 +37,6 @@ partitions (``PartitionState``); a partition it does not answer for is not clean
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
 import os
@@ -61,7 +60,7 @@ from storage.naming import (
     log_file,
     time_index_file,
 )
-from storage.offset_map import MAX_RAW_KEY_BYTES, OffsetMap
+from storage.offset_map import OffsetMap
 from storage.offsets import INT32_MAX
 from storage.segment import BatchMeta, LogSegment
 from storage.testhooks import pause_point
@@ -276,7 +275,6 @@ class Cleaner:
                      next_base: int, stats: CleanerStats) -> bool:
         """Add the segment's keys at offsets >= ``start``; True when the map filled up."""
         omap = self.offset_map
-        md5 = hashlib.md5
         for chunk in read_chunks(fd, size_bytes, self.io_buffer_bytes):
             self.check_done(tp)
             self.throttler.maybe_throttle(len(chunk))
@@ -289,13 +287,8 @@ class Cleaner:
                 last = base + head.last_offset_delta
                 if last >= start and not head.attributes & ATTR_CONTROL and head.records_count:
                     body = batch_body(chunk[pos : pos + size], head.attributes)
-                    for _, delta, key, _, _, _ in parse_records(body, head.records_count):
-                        if key is None or base + delta < start:
-                            continue
-                        if omap.is_full:
-                            return True
-                        omap.put(key if len(key) <= MAX_RAW_KEY_BYTES
-                                 else md5(key, usedforsecurity=False).digest(), base + delta)
+                    if not omap.put_keys(base, parse_records(body, head.records_count), start):
+                        return True
                     stats.map_messages_read += head.records_count
                 if last >= start:
                     omap.update_latest_offset(last)

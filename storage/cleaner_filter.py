@@ -250,21 +250,21 @@ class BatchFilter:
         latest = self.map.latest_offset
         kept: list[int] = []
         tombstones = False
-        for i, (_, offset_delta, key, has_value, _, _) in enumerate(records):
-            if discard_records:
-                continue
-            if is_control or base_offset + offset_delta > latest:
-                keep = True
-            elif key is None:
-                stats.invalid_messages_read += 1
-                keep = False
-            else:
-                found = self.map.get(OffsetMap.map_key(key))
-                keep = base_offset + offset_delta >= found and (has_value or retain_deletes)
-            if keep:
-                kept.append(i)
-                if not has_value:
-                    tombstones = True
+        if not discard_records:
+            found = self.map.offsets_of([r[2] for r in records]) if not is_control else []
+            for i, (_, offset_delta, key, has_value, _, _) in enumerate(records):
+                offset = base_offset + offset_delta
+                if is_control or offset > latest:
+                    keep = True
+                elif key is None:
+                    stats.invalid_messages_read += 1
+                    keep = False
+                else:
+                    keep = offset >= found[i] and (has_value or retain_deletes)
+                if keep:
+                    kept.append(i)
+                    if not has_value:
+                        tombstones = True
         if kept:
             need_horizon = (tombstones or marker_for_empty_txn) and not has_horizon
             if len(kept) == count and not need_horizon:

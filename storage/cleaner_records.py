@@ -42,40 +42,72 @@ def _varint(data: bytes, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
 
 
 def parse_records(data: bytes, count: int) -> list[ParsedRecord]:
-    """Every record of a batch body (see the module docstring); ``count`` from its header."""
+    """Every record of a batch body (see the module docstring); ``count`` from its header.
+
+    Varints of one or two bytes (values up to 8191 after zigzag: every length, delta and
+    size of a record below 8 KiB) are decoded inline; longer ones go through ``_varint``.
+    """
     size = len(data)
     if count < 0 or count * MIN_RECORD_SIZE_BYTES > size:
         raise CorruptRecordError(f"recordsCount {count} does not fit {size} bytes of records")
+    try:
+        return _parse(data, count, size)
+    except IndexError:
+        raise CorruptRecordError("a record runs past the end of the batch") from None
+
+
+def _parse(data: bytes, count: int, size: int) -> list[ParsedRecord]:
     out: list[ParsedRecord] = []
+    append = out.append
     pos = 0
     for index in range(count):
+        # length
         b = data[pos] if pos < size else 0x80
-        if b < 0x80:  # one-byte length: the common case for small records
+        if b < 0x80:
             length = (b >> 1) ^ -(b & 1)
             pos += 1
+        elif pos + 1 < size and data[pos + 1] < 0x80:
+            raw = (b & 0x7F) | (data[pos + 1] << 7)
+            length = (raw >> 1) ^ -(raw & 1)
+            pos += 2
         else:
             length, pos = _varint(data, pos, size, 5)
         end = pos + length
         if length < MIN_RECORD_SIZE_BYTES - 1 or end > size:
             raise CorruptRecordError(f"record {index} claims {length} bytes, {size - pos} remain")
         pos += 1  # attributes
-        b = data[pos] if pos < end else 0x80
+        # timestampDelta
+        b = data[pos]
         if b < 0x80:
             ts_delta = (b >> 1) ^ -(b & 1)
             pos += 1
+        elif data[pos + 1] < 0x80:
+            raw = (b & 0x7F) | (data[pos + 1] << 7)
+            ts_delta = (raw >> 1) ^ -(raw & 1)
+            pos += 2
         else:
             ts_delta, pos = _varint(data, pos, end, 10)
-        b = data[pos] if pos < end else 0x80
+        # offsetDelta
+        b = data[pos]
         if b < 0x80:
             offset_delta = (b >> 1) ^ -(b & 1)
             pos += 1
+        elif data[pos + 1] < 0x80:
+            raw = (b & 0x7F) | (data[pos + 1] << 7)
+            offset_delta = (raw >> 1) ^ -(raw & 1)
+            pos += 2
         else:
             offset_delta, pos = _varint(data, pos, end, 5)
         tail = pos
-        b = data[pos] if pos < end else 0x80
+        # keyLength, key
+        b = data[pos]
         if b < 0x80:
             key_len = (b >> 1) ^ -(b & 1)
             pos += 1
+        elif data[pos + 1] < 0x80:
+            raw = (b & 0x7F) | (data[pos + 1] << 7)
+            key_len = (raw >> 1) ^ -(raw & 1)
+            pos += 2
         else:
             key_len, pos = _varint(data, pos, end, 5)
         key: bytes | None
@@ -86,14 +118,13 @@ def parse_records(data: bytes, count: int) -> list[ParsedRecord]:
             pos += key_len
         else:
             raise CorruptRecordError(f"record {index}: key length {key_len} does not fit")
-        b = data[pos] if pos < end else 0x80
-        if b < 0x80:
-            value_len = (b >> 1) ^ -(b & 1)
-        else:
-            value_len, _ = _varint(data, pos, end, 5)
-        if value_len < -1:
-            raise CorruptRecordError(f"record {index}: value length {value_len}")
-        out.append((ts_delta, offset_delta, key, value_len != -1, tail, end))
+        # valueLength (only whether it is null: -1 is the one-byte 0x01)
+        if pos >= end:
+            raise CorruptRecordError(f"record {index} ends before its value")
+        has_value = data[pos] != 0x01
+        if pos > end - 1 or tail >= end:
+            raise CorruptRecordError(f"record {index} is cut")
+        append((ts_delta, offset_delta, key, has_value, tail, end))
         pos = end
     if pos != size:
         raise CorruptRecordError(f"{size - pos} bytes left after the {count} records")

@@ -73,6 +73,43 @@ class OffsetMap:
         if offset > self.latest_offset:
             self.latest_offset = offset
 
+    def put_keys(self, base_offset: int, records: list[tuple[int, int, bytes | None, bool, int, int]],
+                 start_offset: int) -> bool:
+        """``put`` every keyed record at or after ``start_offset`` (records as
+        ``storage.cleaner_records.parse_records`` returns them, offsets ``base_offset`` +
+        delta). False, having stopped, when the map filled up (Kafka's ``map.size <
+        maxDesiredMapSize`` check before each put)."""
+        entries = self._map
+        used = self._used_bytes
+        budget = self._budget_bytes - ENTRY_OVERHEAD_BYTES - 16
+        md5 = hashlib.md5
+        latest = self.latest_offset
+        try:
+            for _, delta, key, _, _, _ in records:
+                offset = base_offset + delta
+                if key is None or offset < start_offset:
+                    continue
+                if used > budget:
+                    return False
+                k = key if len(key) <= MAX_RAW_KEY_BYTES else md5(key, usedforsecurity=False).digest()
+                if k not in entries:
+                    used += ENTRY_OVERHEAD_BYTES + len(k)
+                entries[k] = offset
+                if offset > latest:
+                    latest = offset
+            return True
+        finally:
+            self._used_bytes = used
+            self.latest_offset = latest
+
+    def offsets_of(self, keys: list[bytes | None]) -> list[int]:
+        """``get`` for each key (-1 for None or a key not in the map)."""
+        entries = self._map
+        md5 = hashlib.md5
+        return [-1 if key is None else entries.get(
+            key if len(key) <= MAX_RAW_KEY_BYTES else md5(key, usedforsecurity=False).digest(), -1)
+            for key in keys]
+
     def get(self, map_key: bytes) -> int:
         """The latest offset of the key, -1 if the map does not hold it."""
         return self._map.get(map_key, -1)
