@@ -72,8 +72,10 @@ def _cluster_id() -> str:
 class ApacheKafka(SubprocessBroker):
     """A single-node KRaft Apache Kafka in ``work_dir`` (config, logs and data)."""
 
-    def __init__(self, work_dir: Path, *, heap: str = "1g") -> None:
+    def __init__(self, work_dir: Path, *, heap: str = "1g",
+                 settings: dict[str, str] | None = None) -> None:
         self.name = "Kafka"
+        self.settings = dict(settings or {})
         self.work_dir = work_dir
         self.log_dir = work_dir / "data"
         self.heap = heap
@@ -108,6 +110,7 @@ class ApacheKafka(SubprocessBroker):
             "group.initial.rebalance.delay.ms": "0",
             "auto.create.topics.enable": "false",
             **SHARED_SETTINGS,
+            **self.settings,
         }
         self._config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         self._log4j.write_text(LOG4J_TEMPLATE.format(log_file=self.work_dir / "server.log"))
