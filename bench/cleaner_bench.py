@@ -37,8 +37,13 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
 
 from bench.brokers import BrokerUnderTest
 from bench.kafka_broker import ApacheKafka
