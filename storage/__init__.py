@@ -10,11 +10,16 @@ Modules, one job each:
 - ``log``: ``Log``, a partition's log (append, read -> FileSlice, roll, truncate).
 - ``recovery``: crash recovery of a segment; ``loader``: opening a partition directory.
 - ``retention``: which segments retention deletes.
+- ``cleaner``: the log cleaner (compaction) and its threads; ``cleaner_manager``: which log
+  to clean and ``cleaner-offset-checkpoint``; ``cleaner_filter`` / ``cleaner_records``: what
+  a cleaning keeps and the bytes it writes; ``offset_map``: key -> latest offset.
+- ``testhooks``: test-only pause points (environment only, off by default).
 - ``epoch_cache``: the leader epoch cache (``leader-epoch-checkpoint``).
 - ``checkpoints``: Kafka's checkpoint, ``partition.metadata`` and ``meta.properties`` files.
 - ``manager``: ``LogManager``, every log of a log directory.
 - ``dump``: ``minikafka dump-log`` (like ``kafka-dump-log.sh``).
 
 Nothing here imports asyncio: the broker calls cheap methods (append, read) from its
-event loop and blocking ones (flush, retention, recovery, close) from a thread pool.
+event loop and blocking ones (flush, retention, recovery, close) from a thread pool; the
+cleaner runs on threads of its own and takes a log's lock only to swap segments.
 """

@@ -240,6 +240,13 @@ class CleanerManager:
                 self._aborting.add(tp)
             return self._lock.wait_for(lambda: tp not in self._in_progress, timeout_s)
 
+    def abort(self, tp: TopicPartition) -> None:
+        """Make a running cleaning of ``tp`` stop at its next check, without waiting (the
+        log is being deleted: its swap would find the log closed anyway)."""
+        with self._lock:
+            if tp in self._in_progress:
+                self._aborting.add(tp)
+
     def resume(self, tp: TopicPartition) -> None:
         with self._lock:
             count = self._paused.get(tp, 0) - 1

@@ -258,18 +258,17 @@ class LogManager:
         """Close the log and rename its directory ``<tp>.<uuid>-delete`` (removed after
         ``file.delete.delay.ms`` by ``delete_pending``). False if there was no log."""
         cleaner = self.cleaner
-        if cleaner is not None:  # a running cleaning of it stops first (Kafka's abortCleaning)
-            cleaner.manager.abort_and_pause(tp)
-        try:
-            with self._lock:
-                victim = self._logs.pop(tp, None)
-            if victim is None:
-                return False
-            victim.close()
-        finally:
-            if cleaner is not None:
-                cleaner.manager.remove(tp)
-                cleaner.manager.resume(tp)
+        if cleaner is not None:
+            # A running cleaning of it stops at its next chunk; its swap would find the log
+            # closed and give up; its reads use descriptors of their own. No need to wait.
+            cleaner.manager.abort(tp)
+        with self._lock:
+            victim = self._logs.pop(tp, None)
+        if victim is None:
+            return False
+        victim.close()
+        if cleaner is not None:
+            cleaner.manager.remove(tp)
         target = self.log_dir / delete_dir_name(tp)
         os.replace(victim.dir, target)
         fsync_dir(self.log_dir)

@@ -347,3 +347,28 @@ def test_follower_accepts_cleaned_batches(tmp_path: Path) -> None:
         or all(RecordBatch(bytes(b.buffer)).records_count == 1 for b in iter_batches(data))
     leader.close()
     follower.close()
+
+
+def test_a_log_closed_during_a_cleaning_aborts_it_and_leaves_no_cleaned_files(
+        tmp_path: Path) -> None:
+    clock = Clock()
+    lg = open_log(tmp_path, clock)
+    fill(lg, clock, 500, 20)
+    lg.roll()
+    cleaner, worker = make_cleaner(lg, clock)
+    import storage.cleaner as cleaner_module
+
+    def delete_now(name: str) -> None:
+        if name == "cleaner:cleaned-written":
+            cleaner.manager.abort(TP)
+            lg.close()
+
+    original = cleaner_module.pause_point
+    cleaner_module.pause_point = delete_now
+    try:
+        assert cleaner.clean_filthiest(worker)
+    finally:
+        cleaner_module.pause_point = original
+    assert cleaner.totals.aborted == 1 and cleaner.totals.cleanings == 0
+    assert TP not in cleaner.manager.checkpoints()
+    assert not list((tmp_path / "t-0").glob("*.cleaned"))
