@@ -109,7 +109,6 @@ class BrokerServer:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, self.request_stop, signum)
-        cleaning = cleaner_config(self.config)  # a bad log.cleaner.* value stops start-up here
         try:
             self.metrics.start_endpoint(self._ready_stream)
         except OSError as exc:
@@ -121,6 +120,8 @@ class BrokerServer:
             await self.metrics.stop()
 
     async def _run(self) -> int:
+        loop = asyncio.get_running_loop()
+        cleaning = cleaner_config(self.config)  # a bad log.cleaner.* value stops start-up here
         try:
             bound = self.network.bind()
         except OSError as exc:
