@@ -499,7 +499,8 @@ class _MessageGen:
             lines.append(f"{ind}{f.py_name}: {t} = {d}")
         return lines
 
-    def class_text(self) -> str:
+    def class_text(self, response: str | None = None) -> str:
+        """The dataclass; a request names its ``response`` class (same module) for clients."""
         s = self.spec
         flex_start = None if s.flexible.empty else s.flexible.lo
         doc = f"{s.name}: versions {s.valid}, flexible {s.flexible}"
@@ -544,6 +545,15 @@ class _MessageGen:
             "    def encode_parts(self, version: int) -> ResponseParts:",
             f"        return _p.encode_message_parts(_ENCODERS_{n}, {n!r}, self, version)",
         ]
+        if response is not None:
+            # builtins.type: a message may have a field named ``type``
+            out += [
+                "",
+                "    @staticmethod",
+                f"    def response_class() -> builtins.type[{response}]:",
+                '        """The message a broker answers this request with."""',
+                f"        return {response}",
+            ]
         return "\n".join(out)
 
     def tables_text(self) -> str:
@@ -593,6 +603,7 @@ def generate_module(specs: list[MessageSpec]) -> str:
         "",
         "from __future__ import annotations",
         "",
+        "import builtins",
         "import struct",
         "import uuid",
         "from collections.abc import Callable",
@@ -604,14 +615,17 @@ def generate_module(specs: list[MessageSpec]) -> str:
         "",
         "__all__ = [" + ", ".join(repr(s.name) for s in specs) + "]",
         "",
-        "_ = (uuid, field)  # keep imports used in every module",
+        "_ = (builtins, uuid, field)  # keep imports used in every module",
         "",
     ]
     for fmt, name in sorted(mod.structs.items(), key=lambda kv: kv[1]):
         head.append(f"{name} = struct.Struct({fmt!r})")
     parts = ["\n".join(head)]
+    responses = {s.name[: -len("Response")] for s in specs if s.kind == "response"}
     for g in gens:
-        parts.append(g.class_text())
+        base = g.spec.name[: -len("Request")]
+        paired = g.spec.kind == "request" and g.spec.name.endswith("Request") and base in responses
+        parts.append(g.class_text(f"{base}Response" if paired else None))
     for g in gens:
         parts.extend(g.funcs)
         parts.append(_wrap_table(g.tables_text()))

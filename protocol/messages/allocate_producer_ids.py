@@ -6,6 +6,7 @@ See protocol/codegen.py for naming and the wire rules; classes are plain datacla
 
 from __future__ import annotations
 
+import builtins
 import struct
 import uuid
 from collections.abc import Callable
@@ -17,7 +18,7 @@ from protocol.fileslice import ResponseParts
 
 __all__ = ['AllocateProducerIdsRequest', 'AllocateProducerIdsResponse']
 
-_ = (uuid, field)  # keep imports used in every module
+_ = (builtins, uuid, field)  # keep imports used in every module
 
 _S_ihqi = struct.Struct('>ihqi')
 _S_iq = struct.Struct('>iq')
@@ -55,6 +56,11 @@ class AllocateProducerIdsRequest:
 
     def encode_parts(self, version: int) -> ResponseParts:
         return _p.encode_message_parts(_ENCODERS_AllocateProducerIdsRequest, 'AllocateProducerIdsRequest', self, version)
+
+    @staticmethod
+    def response_class() -> builtins.type[AllocateProducerIdsResponse]:
+        """The message a broker answers this request with."""
+        return AllocateProducerIdsResponse
 
 
 @dataclass(slots=True)

@@ -6,6 +6,7 @@ See protocol/codegen.py for naming and the wire rules; classes are plain datacla
 
 from __future__ import annotations
 
+import builtins
 import struct
 import uuid
 from collections.abc import Callable
@@ -17,7 +18,7 @@ from protocol.fileslice import ResponseParts
 
 __all__ = ['AlterUserScramCredentialsRequest', 'AlterUserScramCredentialsResponse']
 
-_ = (uuid, field)  # keep imports used in every module
+_ = (builtins, uuid, field)  # keep imports used in every module
 
 _S_b = struct.Struct('>b')
 _S_bi = struct.Struct('>bi')
@@ -81,6 +82,11 @@ class AlterUserScramCredentialsRequest:
 
     def encode_parts(self, version: int) -> ResponseParts:
         return _p.encode_message_parts(_ENCODERS_AlterUserScramCredentialsRequest, 'AlterUserScramCredentialsRequest', self, version)
+
+    @staticmethod
+    def response_class() -> builtins.type[AlterUserScramCredentialsResponse]:
+        """The message a broker answers this request with."""
+        return AlterUserScramCredentialsResponse
 
 
 @dataclass(slots=True)

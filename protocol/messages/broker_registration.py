@@ -6,6 +6,7 @@ See protocol/codegen.py for naming and the wire rules; classes are plain datacla
 
 from __future__ import annotations
 
+import builtins
 import struct
 import uuid
 from collections.abc import Callable
@@ -17,7 +18,7 @@ from protocol.fileslice import ResponseParts
 
 __all__ = ['BrokerRegistrationRequest', 'BrokerRegistrationResponse']
 
-_ = (uuid, field)  # keep imports used in every module
+_ = (builtins, uuid, field)  # keep imports used in every module
 
 _S_Hh = struct.Struct('>Hh')
 _S_hh = struct.Struct('>hh')
@@ -97,6 +98,11 @@ class BrokerRegistrationRequest:
 
     def encode_parts(self, version: int) -> ResponseParts:
         return _p.encode_message_parts(_ENCODERS_BrokerRegistrationRequest, 'BrokerRegistrationRequest', self, version)
+
+    @staticmethod
+    def response_class() -> builtins.type[BrokerRegistrationResponse]:
+        """The message a broker answers this request with."""
+        return BrokerRegistrationResponse
 
 
 @dataclass(slots=True)

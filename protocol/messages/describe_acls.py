@@ -6,6 +6,7 @@ See protocol/codegen.py for naming and the wire rules; classes are plain datacla
 
 from __future__ import annotations
 
+import builtins
 import struct
 import uuid
 from collections.abc import Callable
@@ -17,7 +18,7 @@ from protocol.fileslice import ResponseParts
 
 __all__ = ['DescribeAclsRequest', 'DescribeAclsResponse']
 
-_ = (uuid, field)  # keep imports used in every module
+_ = (builtins, uuid, field)  # keep imports used in every module
 
 _S_b = struct.Struct('>b')
 _S_bb = struct.Struct('>bb')
@@ -67,6 +68,11 @@ class DescribeAclsRequest:
 
     def encode_parts(self, version: int) -> ResponseParts:
         return _p.encode_message_parts(_ENCODERS_DescribeAclsRequest, 'DescribeAclsRequest', self, version)
+
+    @staticmethod
+    def response_class() -> builtins.type[DescribeAclsResponse]:
+        """The message a broker answers this request with."""
+        return DescribeAclsResponse
 
 
 @dataclass(slots=True)

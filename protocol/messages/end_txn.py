@@ -6,6 +6,7 @@ See protocol/codegen.py for naming and the wire rules; classes are plain datacla
 
 from __future__ import annotations
 
+import builtins
 import struct
 import uuid
 from collections.abc import Callable
@@ -17,7 +18,7 @@ from protocol.fileslice import ResponseParts
 
 __all__ = ['EndTxnRequest', 'EndTxnResponse']
 
-_ = (uuid, field)  # keep imports used in every module
+_ = (builtins, uuid, field)  # keep imports used in every module
 
 _S_ih = struct.Struct('>ih')
 _S_qho = struct.Struct('>qh?')
@@ -59,6 +60,11 @@ class EndTxnRequest:
 
     def encode_parts(self, version: int) -> ResponseParts:
         return _p.encode_message_parts(_ENCODERS_EndTxnRequest, 'EndTxnRequest', self, version)
+
+    @staticmethod
+    def response_class() -> builtins.type[EndTxnResponse]:
+        """The message a broker answers this request with."""
+        return EndTxnResponse
 
 
 @dataclass(slots=True)

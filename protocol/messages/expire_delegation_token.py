@@ -6,6 +6,7 @@ See protocol/codegen.py for naming and the wire rules; classes are plain datacla
 
 from __future__ import annotations
 
+import builtins
 import struct
 import uuid
 from collections.abc import Callable
@@ -17,7 +18,7 @@ from protocol.fileslice import ResponseParts
 
 __all__ = ['ExpireDelegationTokenRequest', 'ExpireDelegationTokenResponse']
 
-_ = (uuid, field)  # keep imports used in every module
+_ = (builtins, uuid, field)  # keep imports used in every module
 
 _S_hqi = struct.Struct('>hqi')
 _S_q = struct.Struct('>q')
@@ -55,6 +56,11 @@ class ExpireDelegationTokenRequest:
 
     def encode_parts(self, version: int) -> ResponseParts:
         return _p.encode_message_parts(_ENCODERS_ExpireDelegationTokenRequest, 'ExpireDelegationTokenRequest', self, version)
+
+    @staticmethod
+    def response_class() -> builtins.type[ExpireDelegationTokenResponse]:
+        """The message a broker answers this request with."""
+        return ExpireDelegationTokenResponse
 
 
 @dataclass(slots=True)

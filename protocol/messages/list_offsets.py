@@ -6,6 +6,7 @@ See protocol/codegen.py for naming and the wire rules; classes are plain datacla
 
 from __future__ import annotations
 
+import builtins
 import struct
 import uuid
 from collections.abc import Callable
@@ -17,7 +18,7 @@ from protocol.fileslice import ResponseParts
 
 __all__ = ['ListOffsetsRequest', 'ListOffsetsResponse']
 
-_ = (uuid, field)  # keep imports used in every module
+_ = (builtins, uuid, field)  # keep imports used in every module
 
 _S_i = struct.Struct('>i')
 _S_ib = struct.Struct('>ib')
@@ -85,6 +86,11 @@ class ListOffsetsRequest:
 
     def encode_parts(self, version: int) -> ResponseParts:
         return _p.encode_message_parts(_ENCODERS_ListOffsetsRequest, 'ListOffsetsRequest', self, version)
+
+    @staticmethod
+    def response_class() -> builtins.type[ListOffsetsResponse]:
+        """The message a broker answers this request with."""
+        return ListOffsetsResponse
 
 
 @dataclass(slots=True)

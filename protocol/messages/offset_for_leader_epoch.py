@@ -6,6 +6,7 @@ See protocol/codegen.py for naming and the wire rules; classes are plain datacla
 
 from __future__ import annotations
 
+import builtins
 import struct
 import uuid
 from collections.abc import Callable
@@ -17,7 +18,7 @@ from protocol.fileslice import ResponseParts
 
 __all__ = ['OffsetForLeaderEpochRequest', 'OffsetForLeaderEpochResponse']
 
-_ = (uuid, field)  # keep imports used in every module
+_ = (builtins, uuid, field)  # keep imports used in every module
 
 _S_hiiq = struct.Struct('>hiiq')
 _S_hiq = struct.Struct('>hiq')
@@ -78,6 +79,11 @@ class OffsetForLeaderEpochRequest:
 
     def encode_parts(self, version: int) -> ResponseParts:
         return _p.encode_message_parts(_ENCODERS_OffsetForLeaderEpochRequest, 'OffsetForLeaderEpochRequest', self, version)
+
+    @staticmethod
+    def response_class() -> builtins.type[OffsetForLeaderEpochResponse]:
+        """The message a broker answers this request with."""
+        return OffsetForLeaderEpochResponse
 
 
 @dataclass(slots=True)

@@ -6,6 +6,7 @@ See protocol/codegen.py for naming and the wire rules; classes are plain datacla
 
 from __future__ import annotations
 
+import builtins
 import struct
 import uuid
 from collections.abc import Callable
@@ -17,7 +18,7 @@ from protocol.fileslice import ResponseParts
 
 __all__ = ['UpdateRaftVoterRequest', 'UpdateRaftVoterResponse']
 
-_ = (uuid, field)  # keep imports used in every module
+_ = (builtins, uuid, field)  # keep imports used in every module
 
 _S_H = struct.Struct('>H')
 _S_hh = struct.Struct('>hh')
@@ -86,6 +87,11 @@ class UpdateRaftVoterRequest:
 
     def encode_parts(self, version: int) -> ResponseParts:
         return _p.encode_message_parts(_ENCODERS_UpdateRaftVoterRequest, 'UpdateRaftVoterRequest', self, version)
+
+    @staticmethod
+    def response_class() -> builtins.type[UpdateRaftVoterResponse]:
+        """The message a broker answers this request with."""
+        return UpdateRaftVoterResponse
 
 
 @dataclass(slots=True)

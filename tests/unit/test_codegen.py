@@ -83,3 +83,10 @@ def test_names() -> None:
     specs = {s.name: s for s in codegen.load_all()}
     assert codegen.module_path(specs["LeaderAndIsrRequest"]) == "leader_and_isr"
     assert codegen.module_path(specs["OffsetCommitKey"]) == "internal/offset_commit_key"
+
+
+def test_each_request_names_its_response() -> None:
+    from protocol.messages import REQUESTS, RESPONSES
+
+    for key, request_cls in REQUESTS.items():
+        assert request_cls.response_class() is RESPONSES[key], request_cls.__name__

@@ -6,6 +6,7 @@ See protocol/codegen.py for naming and the wire rules; classes are plain datacla
 
 from __future__ import annotations
 
+import builtins
 import struct
 import uuid
 from collections.abc import Callable
@@ -17,7 +18,7 @@ from protocol.fileslice import ResponseParts
 
 __all__ = ['OffsetCommitValue']
 
-_ = (uuid, field)  # keep imports used in every module
+_ = (builtins, uuid, field)  # keep imports used in every module
 
 _S_q = struct.Struct('>q')
 _S_qi = struct.Struct('>qi')
