@@ -1,0 +1,37 @@
+"""The project's one Kafka client (asyncio), built on ``protocol``.
+
+- ``KafkaClient`` (``client.kafka_client``): connections per broker, routing to leaders and
+  coordinators, metadata, retries; ``send(node_id, request)`` for any generated request.
+- ``BrokerConnection`` (``client.connection``): one connection: framing, correlation ids,
+  ApiVersions negotiation, request timeouts, bounded requests in flight.
+- ``Admin`` / ``Groups``: the admin calls the tools use; ``list_offsets``, ``fetch``,
+  ``produce``: the data calls; ``FetchSession``: incremental fetch sessions (KIP-227).
+- ``SyncClient`` (``client.sync``): the same client for blocking code.
+- ``ClientConfig``: settings by Kafka's client property names; ``ClientError``: every failure.
+"""
+
+from client.admin import Admin, AlterOp, ConfigSource, ResourceType
+from client.config import ClientConfig, parse_bootstrap
+from client.connection import BrokerConnection, Request
+from client.errors import ClientError, error_name
+from client.fetch import FetchedPartition, fetch
+from client.fetch_session import FetchPosition, FetchSession, response_partitions
+from client.groups import Groups
+from client.kafka_client import KafkaClient
+from client.metadata import BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo
+from client.offsets import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    ListedOffset,
+    list_offsets,
+)
+from client.produce import ProducedBatch, produce
+
+__all__ = [
+    "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP",
+    "Admin", "AlterOp", "BrokerConnection", "BrokerInfo", "ClientConfig", "ClientError",
+    "ClusterMetadata", "ConfigSource", "FetchPosition", "FetchSession", "FetchedPartition", "Groups", "KafkaClient", "ListedOffset",
+    "PartitionInfo", "ProducedBatch", "Request", "ResourceType", "TopicInfo", "error_name", "fetch",
+    "list_offsets", "parse_bootstrap", "produce", "response_partitions",
+]

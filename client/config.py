@@ -1,0 +1,130 @@
+"""Client settings, by the names and defaults of Kafka's Java client (``CommonClientConfigs``).
+
+``ClientConfig.from_properties`` reads a client properties file's keys (what Kafka's tools take
+with ``--command-config``); a bad value raises ``ClientError('INVALID_CONFIG', ...)`` naming
+the property. ``parse_bootstrap`` splits ``bootstrap.servers``.
+
+=======================================  ==========  ===========================================
+property                                 default     meaning
+=======================================  ==========  ===========================================
+client.id                                minikafka   sent in every request header
+request.timeout.ms                       30000       one request's answer; then the connection
+                                                     is closed (its stream can no longer be
+                                                     trusted), as Kafka's NetworkClient does
+default.api.timeout.ms                   60000       a whole call, retries included
+retry.backoff.ms / retry.backoff.max.ms  100 / 1000  exponential backoff between retries (x2,
+                                                     +-20% jitter)
+reconnect.backoff.ms / .max.ms           50 / 1000   the same between connection attempts
+socket.connection.setup.timeout.ms       10000       TCP connect plus the ApiVersions exchange
+metadata.max.age.ms                      300000      refresh metadata at least this often
+max.in.flight.requests.per.connection    5           requests awaiting an answer per connection
+security.protocol                        PLAINTEXT   the only one supported so far
+=======================================  ==========  ===========================================
+
+``max_response_bytes`` (not a Kafka property) bounds one response frame.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from client.errors import ClientError
+
+INVALID_CONFIG: Final = "INVALID_CONFIG"
+
+# property name -> dataclass field
+_PROPERTIES: Final = {
+    "client.id": "client_id",
+    "request.timeout.ms": "request_timeout_ms",
+    "default.api.timeout.ms": "default_api_timeout_ms",
+    "retry.backoff.ms": "retry_backoff_ms",
+    "retry.backoff.max.ms": "retry_backoff_max_ms",
+    "reconnect.backoff.ms": "reconnect_backoff_ms",
+    "reconnect.backoff.max.ms": "reconnect_backoff_max_ms",
+    "socket.connection.setup.timeout.ms": "connection_setup_timeout_ms",
+    "metadata.max.age.ms": "metadata_max_age_ms",
+    "max.in.flight.requests.per.connection": "max_in_flight_requests_per_connection",
+    "security.protocol": "security_protocol",
+}
+SUPPORTED_SECURITY_PROTOCOLS: Final = frozenset({"PLAINTEXT"})
+
+
+@dataclass(frozen=True, slots=True)
+class ClientConfig:
+    client_id: str = "minikafka"
+    request_timeout_ms: int = 30_000
+    default_api_timeout_ms: int = 60_000
+    retry_backoff_ms: int = 100
+    retry_backoff_max_ms: int = 1_000
+    reconnect_backoff_ms: int = 50
+    reconnect_backoff_max_ms: int = 1_000
+    connection_setup_timeout_ms: int = 10_000
+    metadata_max_age_ms: int = 300_000
+    max_in_flight_requests_per_connection: int = 5
+    security_protocol: str = "PLAINTEXT"
+    max_response_bytes: int = 256 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, int) and value < 1 and f.name != "retry_backoff_ms":
+                raise ClientError(INVALID_CONFIG, f"{_property_of(f.name)} must be at least 1, not {value}")
+        if self.retry_backoff_ms < 0:
+            raise ClientError(INVALID_CONFIG, f"retry.backoff.ms must not be negative, not {self.retry_backoff_ms}")
+        if self.security_protocol.upper() not in SUPPORTED_SECURITY_PROTOCOLS:
+            raise ClientError(INVALID_CONFIG,
+                              f"security.protocol={self.security_protocol} is not supported "
+                              f"(supported: {', '.join(sorted(SUPPORTED_SECURITY_PROTOCOLS))})")
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str], base: ClientConfig | None = None) -> ClientConfig:
+        """Settings from Kafka client properties; keys this client does not use are ignored
+        (see ``unused_properties``)."""
+        changes: dict[str, object] = {}
+        defaults = base or cls()
+        for key, raw in props.items():
+            name = _PROPERTIES.get(key.strip())
+            if name is None:
+                continue
+            value = raw.strip()
+            if isinstance(getattr(defaults, name), int):
+                try:
+                    changes[name] = int(value)
+                except ValueError:
+                    raise ClientError(INVALID_CONFIG,
+                                      f"Invalid value {value} for configuration {key.strip()}: "
+                                      "Not a number of type INT") from None
+            else:
+                changes[name] = value
+        return dataclasses.replace(defaults, **changes)  # type: ignore[arg-type]
+
+
+def unused_properties(props: Mapping[str, str]) -> list[str]:
+    """The keys of ``props`` this client does not read (Kafka warns about them)."""
+    return sorted(k for k in props if k.strip() not in _PROPERTIES and k.strip() != "bootstrap.servers")
+
+
+def _property_of(field_name: str) -> str:
+    for prop, name in _PROPERTIES.items():
+        if name == field_name:
+            return prop
+    return field_name
+
+
+def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
+    """``host:port[,host:port...]`` -> addresses; ClientError naming a bad entry."""
+    out: list[tuple[str, int]] = []
+    for item in bootstrap.split(","):
+        entry = item.strip()
+        if not entry:
+            continue
+        host, sep, port = entry.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ClientError(INVALID_CONFIG, f"Invalid url in bootstrap.servers: {entry}")
+        out.append((host.strip("[]"), int(port)))
+    if not out:
+        raise ClientError(INVALID_CONFIG, "No resolvable bootstrap urls given in bootstrap.servers")
+    return out
