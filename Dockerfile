@@ -16,6 +16,8 @@ COPY protocol ./protocol
 COPY storage ./storage
 COPY broker ./broker
 COPY controller ./controller
+COPY client ./client
+COPY cli ./cli
 COPY spark_ingest ./spark_ingest
 RUN pip install --no-cache-dir . \
     && useradd --system --uid 1000 --user-group --home-dir /data --no-create-home minikafka \

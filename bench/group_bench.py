@@ -15,14 +15,13 @@ Apache Kafka 3.9.1 side by side (``bench.kafka_broker``), the same client code f
    with synchronous OffsetCommit requests (commitSync), back to back, for ``--commit-seconds``;
    commits/s and the median and p99 round trip.
 
-Requests go through ``broker.tools.client.KafkaClient`` (blocking socket, versions negotiated
-with ApiVersions), so both brokers see the same bytes. Every wait is bounded.
+Requests go through the project's client (``client.sync.SyncClient``: versions negotiated
+with ApiVersions, TCP_NODELAY), so both brokers see the same bytes. Every wait is bounded.
 """
 
 from __future__ import annotations
 
 import argparse
-import socket
 import statistics
 import tempfile
 import threading
@@ -35,7 +34,8 @@ from bench.admin import create_topic
 from bench.brokers import BrokerUnderTest
 from bench.kafka_broker import ApacheKafka
 from bench.minikafka_broker import MiniKafka
-from broker.tools.client import KafkaClient
+from client import ClientConfig
+from client.sync import SyncClient
 from protocol.errors import ErrorCode
 from protocol.messages.consumer_protocol_assignment import ConsumerProtocolAssignment
 from protocol.messages.consumer_protocol_subscription import ConsumerProtocolSubscription
@@ -65,9 +65,9 @@ class Member:
     """One group member on its own connection."""
 
     def __init__(self, bootstrap: str, group: str, name: str, partitions: int) -> None:
-        self.client = KafkaClient(bootstrap, timeout_ms=int(JOIN_TIMEOUT_S * 1000), client_id=name)
-        # Request/response in lock step: no Nagle delays on our side (Kafka clients set it too).
-        self.client._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        timeout_ms = int(JOIN_TIMEOUT_S * 1000)
+        self.client = SyncClient(bootstrap, ClientConfig(
+            client_id=name, request_timeout_ms=timeout_ms, default_api_timeout_ms=timeout_ms))
         self.group = group
         self.partitions = partitions
         self.member_id = ""

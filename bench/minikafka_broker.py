@@ -1,6 +1,6 @@
 """minikafka, the broker under test, started as its own process the way an operator would.
 
-``.venv/bin/python -m broker.cli broker --override listeners=PLAINTEXT://127.0.0.1:<port>
+``.venv/bin/python -m cli broker --override listeners=PLAINTEXT://127.0.0.1:<port>
 --override log.dirs=<dir> --override <k>=<v> ...`` with ``brokers.SHARED_SETTINGS``; extra
 environment (for instance ``MINIKAFKA_FETCH_COPY=1``, the copying fetch path used for the
 zero-copy comparison) is passed through ``env``.
@@ -71,7 +71,7 @@ class MiniKafka(SubprocessBroker):
             **self.settings,
         }
         overrides = [arg for k, v in props.items() for arg in ("--override", f"{k}={v}")]
-        return [sys.executable, "-m", "broker.cli", "broker", *overrides]
+        return [sys.executable, "-m", "cli", "broker", *overrides]
 
     def launch(self) -> None:
         if self._proc is not None and self._proc.poll() is None:

@@ -2,9 +2,9 @@
 
     minikafka broker [--config server.properties] [--override KEY=VALUE ...]
     minikafka dump-log FILE... [options]        (storage.dump.main)
-    minikafka topics --bootstrap-server H:P ... (broker.tools.topics.main)
+    minikafka topics --bootstrap-server H:P ... (cli.topics.main)
     minikafka spark-ingest --bootstrap-server H:P --topics T --output DIR ... (spark_ingest.bulk_consume.main)
-    minikafka consumer-groups --bootstrap-server H:P ... (broker.tools.consumer_groups.main)
+    minikafka consumer-groups --bootstrap-server H:P ... (cli.consumer_groups.main)
 
 ``broker`` runs one broker in the foreground until SIGTERM/SIGINT (then exits 0 after an
 ordered shutdown). An unknown or invalid property exits 1 with a message naming it.
@@ -63,11 +63,11 @@ def main(argv: list[str] | None = None) -> int:
 
         return int(dump_main(rest))
     if command == "topics":
-        from broker.tools.topics import main as topics_main  # type: ignore[import-not-found,unused-ignore]
+        from cli.topics import main as topics_main
 
         return int(topics_main(rest))
     if command == "consumer-groups":
-        from broker.tools.consumer_groups import main as groups_main
+        from cli.consumer_groups import main as groups_main
 
         return groups_main(rest)
     if command == "spark-ingest":

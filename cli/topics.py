@@ -21,6 +21,7 @@ does, and exit 1; a usage error exits 1 after argparse's message on stderr.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import base64
 import re
 import sys
@@ -28,7 +29,8 @@ import uuid
 from collections.abc import Sequence
 from typing import TextIO
 
-from broker.tools.client import AdminClient, ClientError, TopicMetadata
+from cli.common import tool_config
+from client import Admin, ClientError, KafkaClient, TopicInfo
 
 DEFAULT_TIMEOUT_MS = 30_000
 
@@ -79,11 +81,11 @@ def topic_filter(pattern: str | None) -> re.Pattern[str] | None:
         raise CommandError(f"{cleaned} is an invalid regex: {exc}") from None
 
 
-def _matching(client: AdminClient, args: argparse.Namespace) -> list[str]:
+async def _matching(admin: Admin, args: argparse.Namespace) -> list[str]:
     pattern = topic_filter(args.topic)
     names = [
         t.name
-        for t in client.list_topics()
+        for t in await admin.list_topics()
         if not (args.exclude_internal and t.is_internal)
         and (pattern is None or pattern.fullmatch(t.name))
     ]
@@ -97,14 +99,14 @@ def kafka_uuid(topic_id: uuid.UUID) -> str:
     return base64.urlsafe_b64encode(topic_id.bytes).decode("ascii").rstrip("=")
 
 
-def format_topic(t: TopicMetadata, overrides: dict[str, str]) -> list[str]:
+def format_topic(t: TopicInfo, overrides: dict[str, str]) -> list[str]:
     configs = ",".join(f"{k}={v}" for k, v in overrides.items())
     head = f"Topic: {t.name}"
     if t.topic_id.int != 0:
         head += f"\tTopicId: {kafka_uuid(t.topic_id)}"
     head += f"\tPartitionCount: {len(t.partitions)}\tReplicationFactor: {t.replication_factor}"
     lines = [head + f"\tConfigs: {configs}"]
-    for p in sorted(t.partitions, key=lambda p: p.partition):
+    for p in sorted(t.partitions.values(), key=lambda p: p.partition):
         leader = str(p.leader) if p.leader >= 0 else "none"
         lines.append(
             f"\tTopic: {t.name}\tPartition: {p.partition}\tLeader: {leader}"
@@ -114,7 +116,7 @@ def format_topic(t: TopicMetadata, overrides: dict[str, str]) -> list[str]:
     return lines
 
 
-def _run(client: AdminClient, args: argparse.Namespace, out: TextIO) -> None:
+async def _run(admin: Admin, args: argparse.Namespace, out: TextIO) -> None:
     configs = _parse_configs(args.config)
     if args.create:
         if args.topic is None:
@@ -131,7 +133,7 @@ def _run(client: AdminClient, args: argparse.Namespace, out: TextIO) -> None:
                 file=out,
             )
         try:
-            client.create_topic(
+            await admin.create_topic(
                 args.topic,
                 args.partitions if args.partitions is not None else -1,
                 args.replication_factor if args.replication_factor is not None else -1,
@@ -143,34 +145,39 @@ def _run(client: AdminClient, args: argparse.Namespace, out: TextIO) -> None:
             return
         print(f"Created topic {args.topic}.", file=out)
     elif args.list:
-        for name in _matching(client, args):
+        for name in await _matching(admin, args):
             print(name, file=out)
     elif args.describe:
-        names = _matching(client, args)
+        names = await _matching(admin, args)
         if not names:
             return
-        topics = {t.name: t for t in client.describe_topics(names)}
+        topics = {t.name: t for t in await admin.describe_topics(names)}
         for name in names:
-            overrides = client.topic_config_overrides(name)
+            overrides = await admin.topic_config_overrides(name)
             for line in format_topic(topics[name], overrides):
                 print(line, file=out)
     elif args.delete:
         if args.topic is None:
             raise CommandError("Missing required argument \"[topic]\"")
-        names = _matching(client, args)
+        names = await _matching(admin, args)
         if names:
-            client.delete_topics(names)
+            await admin.delete_topics(names)
     elif args.alter:
         if args.topic is None:
             raise CommandError("Missing required argument \"[topic]\"")
         if args.partitions is None and not configs and not args.delete_config:
             raise CommandError("At least one of --partitions, --config or --delete-config is required with --alter")
-        names = _matching(client, args)
+        names = await _matching(admin, args)
         for name in names:
             if configs or args.delete_config:
-                client.alter_topic_configs(name, configs, list(args.delete_config))
+                await admin.alter_topic_configs(name, configs, list(args.delete_config))
             if args.partitions is not None:
-                client.create_partitions(name, args.partitions)
+                await admin.create_partitions(name, args.partitions)
+
+
+async def _connect_and_run(args: argparse.Namespace, out: TextIO) -> None:
+    async with KafkaClient(args.bootstrap_server, tool_config(args.command_timeout_ms)) as client:
+        await _run(Admin(client), args, out)
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
@@ -184,9 +191,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         print("Error while executing topic command : --command-timeout-ms must be positive", file=stream)
         return 1
     try:
-        with AdminClient(args.bootstrap_server, timeout_ms=args.command_timeout_ms) as client:
-            _run(client, args, stream)
-    except (CommandError, ClientError, OSError) as exc:
+        asyncio.run(_connect_and_run(args, stream))
+    except (CommandError, ClientError) as exc:
         print(f"Error while executing topic command : {exc}", file=stream)
         return 1
     return 0

@@ -18,6 +18,8 @@ import math
 from collections.abc import Mapping
 from typing import Final, NamedTuple, NewType
 
+from storage.naming import TopicPartition as TopicPartition  # the one type, re-exported
+
 Offset = NewType("Offset", int)
 
 EARLIEST: Final = -2
@@ -31,14 +33,6 @@ class SourceError(ValueError):
     The message names the option at fault (``kafka.bootstrap.servers``, ``startingOffsets``,
     ...) or the topic-partition and offsets a read could not serve.
     """
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
 
 
 PartitionOffsets = dict[TopicPartition, int]

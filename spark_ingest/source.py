@@ -143,12 +143,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._cluster
 
     def _call(self, fn: Any, *args: Any) -> Any:
-        """Run ``fn(cluster, ...)``; one reconnect when the driver's connection broke."""
-        try:
-            return fn(self._conn(), *args)
-        except OSError:
-            self.stop()
-            return fn(self._conn(), *args)
+        """Run ``fn(cluster, ...)`` (the client reconnects by itself when a connection broke)."""
+        return fn(self._conn(), *args)
 
     def initialOffset(self) -> dict[str, Any]:
         def first(cluster: Cluster) -> PartitionOffsets:

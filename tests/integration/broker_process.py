@@ -1,6 +1,6 @@
 """A real ``minikafka broker`` subprocess for integration tests.
 
-``BrokerProcess(tmp_dir, overrides).start()`` runs ``python -m broker.cli broker`` on
+``BrokerProcess(tmp_dir, overrides).start()`` runs ``python -m cli broker`` on
 127.0.0.1 with an ephemeral port (``listeners=PLAINTEXT://127.0.0.1:0``) and a log dir
 under ``tmp_dir``; it waits for the broker's ready line on stdout (no polling), which
 names the bound port, so ``.bootstrap`` is "127.0.0.1:PORT". Stderr goes to a file in
@@ -67,7 +67,7 @@ class BrokerProcess:
         return self.proc.pid
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "broker.cli", "broker"]
+        cmd = [sys.executable, "-m", "cli", "broker"]
         for key, value in self.overrides.items():
             cmd += ["--override", f"{key}={value}"]
         return cmd

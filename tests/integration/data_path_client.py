@@ -1,6 +1,6 @@
-"""Raw Produce / Fetch / ListOffsets calls for the data-path tests, over broker.tools.client.
+"""Raw Produce / Fetch / ListOffsets calls for the data-path tests, over client.sync.
 
-Built on the tools' blocking ``KafkaClient`` (our frames + generated messages, bounded
+Built on the project client's blocking ``SyncClient`` (our frames + generated messages, bounded
 timeouts). Record batches are built with protocol.records.build_batch and read back with
 iter_batches / RecordBatch.records, so the tests check the bytes a client would see.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from broker.tools.client import AdminClient, KafkaClient
+from client.sync import SyncClient
 from protocol.fileslice import FileSlice
 from protocol.messages.fetch import FetchRequest, FetchResponse
 from protocol.messages.init_producer_id import InitProducerIdRequest
@@ -25,7 +25,7 @@ MAX_TIMESTAMP = -3
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1,
                  configs: dict[str, str] | None = None) -> uuid.UUID:
-    with AdminClient(bootstrap, timeout_ms=10_000) as admin:
+    with SyncClient(bootstrap, timeout_ms=10_000) as admin:
         admin.create_topic(name, partitions, 1, configs or {})
         (meta,) = admin.describe_topics([name])
         return meta.topic_id
@@ -48,7 +48,7 @@ class ProduceResult:
     record_errors: list[tuple[int, str | None]]
 
 
-def produce(client: KafkaClient, topic: str, partition: int, records: bytes | None, *,
+def produce(client: SyncClient, topic: str, partition: int, records: bytes | None, *,
             acks: int = -1, timeout_ms: int = 5000, version: int | None = None) -> ProduceResult:
     v = client.version_for(ProduceRequest) if version is None else version
     req = ProduceRequest(
@@ -64,7 +64,7 @@ def produce(client: KafkaClient, topic: str, partition: int, records: bytes | No
                          [(e.batch_index, e.batch_index_error_message) for e in p.record_errors])
 
 
-def fetch(client: KafkaClient, topic: str, partition: int, offset: int, *,
+def fetch(client: SyncClient, topic: str, partition: int, offset: int, *,
           max_wait_ms: int = 0, min_bytes: int = 1, max_bytes: int = 50 * 1024 * 1024,
           partition_max_bytes: int = 1024 * 1024, session_id: int = 0, session_epoch: int = -1,
           version: int = 12, isolation_level: int = 0) -> FetchResponse:
@@ -94,7 +94,7 @@ def records_of(data: RecordsField) -> list[Record]:
     return [r for b in iter_batches(raw(data)) for r in b.records()]
 
 
-def list_offset(client: KafkaClient, topic: str, partition: int, timestamp: int,
+def list_offset(client: SyncClient, topic: str, partition: int, timestamp: int,
                 version: int | None = None) -> tuple[int, int, int, int]:
     """(error, timestamp, offset, leader_epoch)."""
     v = client.version_for(ListOffsetsRequest) if version is None else version
@@ -106,7 +106,7 @@ def list_offset(client: KafkaClient, topic: str, partition: int, timestamp: int,
     return p.error_code, p.timestamp, p.offset, p.leader_epoch
 
 
-def init_producer_id(client: KafkaClient) -> tuple[int, int, int]:
+def init_producer_id(client: SyncClient) -> tuple[int, int, int]:
     resp = client.send(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000),
                        client.version_for(InitProducerIdRequest))
     return resp.error_code, resp.producer_id, resp.producer_epoch

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.tools.client import AdminClient, KafkaClient
+from client.sync import SyncClient
 from tests.unit.message_strategies import message_strategy
 
 pytestmark = pytest.mark.timeout(180)
@@ -49,7 +49,7 @@ def admin_requests(draw: st.DrawFn, name: str, versions: tuple[int, int]) -> tup
 @pytest.mark.parametrize(("name", "versions"), APIS, ids=[a[0] for a in APIS])
 def test_random_admin_requests_are_answered(module_broker: Any, name: str,
                                             versions: tuple[int, int]) -> None:
-    with KafkaClient(module_broker.bootstrap, timeout_ms=20_000) as client:
+    with SyncClient(module_broker.bootstrap, timeout_ms=20_000) as client:
 
         @settings(max_examples=15, deadline=None, derandomize=True, database=None,
                   suppress_health_check=list(HealthCheck))
@@ -60,5 +60,5 @@ def test_random_admin_requests_are_answered(module_broker: Any, name: str,
             assert type(response).__name__ == name.replace("Request", "Response")
 
         answered()
-    with AdminClient(module_broker.bootstrap, timeout_ms=10_000) as admin:
+    with SyncClient(module_broker.bootstrap, timeout_ms=10_000) as admin:
         admin.list_topics()  # still serving

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from broker.tools.client import AdminClient, KafkaClient
+from client.sync import SyncClient
 from protocol.errors import ErrorCode
 from protocol.messages.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
 from tests.integration.data_path_client import batch, produce
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.timeout(60)
 def test_max_message_bytes_applies_to_the_live_log(module_broker: Any) -> None:
     bs = module_broker.bootstrap
     big = batch([b"v" * 3000])
-    with AdminClient(bs, timeout_ms=10_000) as admin, KafkaClient(bs, timeout_ms=10_000) as client:
+    with SyncClient(bs, timeout_ms=10_000) as admin, SyncClient(bs, timeout_ms=10_000) as client:
         admin.create_topic("live-cfg", 1, 1, {})
         assert produce(client, "live-cfg", 0, big).error_code == ErrorCode.NO_ERROR
 
@@ -43,7 +43,7 @@ def test_max_message_bytes_applies_to_the_live_log(module_broker: Any) -> None:
 
 def test_deleted_topic_is_unknown_to_produce(module_broker: Any) -> None:
     bs = module_broker.bootstrap
-    with AdminClient(bs, timeout_ms=10_000) as admin, KafkaClient(bs, timeout_ms=10_000) as client:
+    with SyncClient(bs, timeout_ms=10_000) as admin, SyncClient(bs, timeout_ms=10_000) as client:
         admin.create_topic("live-del", 2, 1, {})
         assert produce(client, "live-del", 1, batch([b"x"])).error_code == ErrorCode.NO_ERROR
         admin.delete_topics(["live-del"])

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from broker.tools.client import AdminClient, KafkaClient
+from client.sync import SyncClient
 from protocol.errors import ErrorCode
 from protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
 from protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
@@ -26,7 +26,7 @@ def _metadata(bootstrap: str, names: list[str] | None, *, version: int = 12,
     if ids is not None:
         topics = (topics or []) + [MetadataRequest.MetadataRequestTopic(name=None, topic_id=i)
                                    for i in ids]
-    with KafkaClient(bootstrap, timeout_ms=10_000) as client:
+    with SyncClient(bootstrap, timeout_ms=10_000) as client:
         response: MetadataResponse = client.send(
             MetadataRequest(topics=topics, allow_auto_topic_creation=allow_auto), version)
     return response
@@ -82,7 +82,7 @@ def test_auto_create_disabled(broker_factory: Any) -> None:
 
 def test_lookup_and_delete_by_topic_id_and_old_versions(module_broker: Any) -> None:
     broker = module_broker
-    with AdminClient(broker.bootstrap, timeout_ms=10_000) as admin:
+    with SyncClient(broker.bootstrap, timeout_ms=10_000) as admin:
         admin.create_topic("by-id", 2, 1, {})
         (meta,) = admin.describe_topics(["by-id"])
     missing = uuid.uuid4()
@@ -96,7 +96,7 @@ def test_lookup_and_delete_by_topic_id_and_old_versions(module_broker: Any) -> N
         assert topic.error_code == 0 and len(topic.partitions) == 2, version
 
     state = DeleteTopicsRequest.DeleteTopicState
-    with KafkaClient(broker.bootstrap, timeout_ms=10_000) as client:
+    with SyncClient(broker.bootstrap, timeout_ms=10_000) as client:
         deleted: DeleteTopicsResponse = client.send(DeleteTopicsRequest(topics=[
             state(name=None, topic_id=meta.topic_id), state(name=None, topic_id=missing),
             state(name="by-id", topic_id=meta.topic_id)], timeout_ms=5000), 6)
@@ -109,10 +109,10 @@ def test_lookup_and_delete_by_topic_id_and_old_versions(module_broker: Any) -> N
 
 def test_describe_configs_wire_fields(module_broker: Any) -> None:
     broker = module_broker
-    with AdminClient(broker.bootstrap, timeout_ms=10_000) as admin:
+    with SyncClient(broker.bootstrap, timeout_ms=10_000) as admin:
         admin.create_topic("wire", 1, 1, {"cleanup.policy": "compact"})
     resource = DescribeConfigsRequest.DescribeConfigsResource
-    with KafkaClient(broker.bootstrap, timeout_ms=10_000) as client:
+    with SyncClient(broker.bootstrap, timeout_ms=10_000) as client:
         response: DescribeConfigsResponse = client.send(DescribeConfigsRequest(
             resources=[resource(resource_type=2, resource_name="wire",
                                 configuration_keys=["cleanup.policy", "segment.bytes", "nope"]),
@@ -132,7 +132,7 @@ def test_describe_configs_wire_fields(module_broker: Any) -> None:
 
 
 def test_topics_and_configs_survive_sigterm_and_kill9(broker: Any) -> None:
-    with AdminClient(broker.bootstrap, timeout_ms=10_000) as admin:
+    with SyncClient(broker.bootstrap, timeout_ms=10_000) as admin:
         admin.create_topic("keep-a", 2, 1, {"retention.ms": "120000", "cleanup.policy": "compact"})
         admin.create_topic("keep-b", 1, 1, {})
         admin.create_topic("drop-c", 1, 1, {})
@@ -145,12 +145,12 @@ def test_topics_and_configs_survive_sigterm_and_kill9(broker: Any) -> None:
 
     for restart in (broker.restart, broker.kill9_and_restart):
         restart()
-        with AdminClient(broker.bootstrap, timeout_ms=10_000) as admin:
+        with SyncClient(broker.bootstrap, timeout_ms=10_000) as admin:
             after = {t.name: t for t in admin.list_topics()}
             assert sorted(after) == ["keep-a", "keep-b"], restart
             for name in after:
                 assert after[name].topic_id == before[name].topic_id
                 assert len(after[name].partitions) == len(before[name].partitions)
-                assert all(p.leader == 0 for p in after[name].partitions)
+                assert all(p.leader == 0 for p in after[name].partitions.values())
             assert admin.topic_config_overrides("keep-a") == configs_before
             assert admin.topic_config_overrides("keep-b") == {}

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from broker.tools.client import KafkaClient
+from client.sync import SyncClient
 from protocol.errors import ErrorCode
 from protocol.messages.delete_records import DeleteRecordsRequest
 from protocol.messages.fetch import FetchRequest, FetchResponse
@@ -35,7 +35,7 @@ from tests.integration.data_path_client import (
 pytestmark = pytest.mark.timeout(60)
 
 
-def fill(c: KafkaClient, topic: str, batches: int, per_batch: int = 10, size: int = 100,
+def fill(c: SyncClient, topic: str, batches: int, per_batch: int = 10, size: int = 100,
          ts0: int = 1_000_000) -> None:
     for b in range(batches):
         values: list[bytes | None] = [b"%06d" % (b * per_batch + i) + b"x" * size
@@ -47,13 +47,13 @@ def fill(c: KafkaClient, topic: str, batches: int, per_batch: int = 10, size: in
 @pytest.fixture(scope="module")
 def filled(module_broker: Any) -> str:
     create_topic(module_broker.bootstrap, "fetch-data")
-    with KafkaClient(module_broker.bootstrap, timeout_ms=10_000) as c:
+    with SyncClient(module_broker.bootstrap, timeout_ms=10_000) as c:
         fill(c, "fetch-data", 20)
     return "fetch-data"
 
 
 def test_fetch_from_middle_of_batch_and_hw(module_broker: Any, filled: str) -> None:
-    with KafkaClient(module_broker.bootstrap, timeout_ms=10_000) as c:
+    with SyncClient(module_broker.bootstrap, timeout_ms=10_000) as c:
         resp = fetch(c, filled, 0, 15)
         p = resp.responses[0].partitions[0]
         assert (resp.error_code, resp.session_id, p.error_code) == (0, 0, 0)
@@ -65,7 +65,7 @@ def test_fetch_from_middle_of_batch_and_hw(module_broker: Any, filled: str) -> N
 
 
 def test_partition_max_bytes_returns_one_whole_batch(module_broker: Any, filled: str) -> None:
-    with KafkaClient(module_broker.bootstrap, timeout_ms=10_000) as c:
+    with SyncClient(module_broker.bootstrap, timeout_ms=10_000) as c:
         p = fetch(c, filled, 0, 0, partition_max_bytes=10).responses[0].partitions[0]
         batches = list(iter_batches(raw(p.records)))
         assert len(batches) == 1 and batches[0].base_offset == 0
@@ -77,7 +77,7 @@ def test_partition_max_bytes_returns_one_whole_batch(module_broker: Any, filled:
 
 
 def test_read_committed_has_empty_aborted_list(module_broker: Any, filled: str) -> None:
-    with KafkaClient(module_broker.bootstrap, timeout_ms=10_000) as c:
+    with SyncClient(module_broker.bootstrap, timeout_ms=10_000) as c:
         p = fetch(c, filled, 0, 190, isolation_level=1).responses[0].partitions[0]
         assert p.aborted_transactions == []
         assert records_of(p.records)[-1].offset == 199
@@ -86,7 +86,7 @@ def test_read_committed_has_empty_aborted_list(module_broker: Any, filled: str) 
 
 
 def test_offset_out_of_range_and_unknown(module_broker: Any, filled: str) -> None:
-    with KafkaClient(module_broker.bootstrap, timeout_ms=10_000) as c:
+    with SyncClient(module_broker.bootstrap, timeout_ms=10_000) as c:
         p = fetch(c, filled, 0, 500).responses[0].partitions[0]
         assert (p.error_code, p.log_start_offset) == (ErrorCode.OFFSET_OUT_OF_RANGE, 0)
         start = time.monotonic()
@@ -97,7 +97,7 @@ def test_offset_out_of_range_and_unknown(module_broker: Any, filled: str) -> Non
         assert p.error_code == 0 and records_of(p.records) == []
 
 
-def _session_fetch(c: KafkaClient, session_id: int, epoch: int,
+def _session_fetch(c: SyncClient, session_id: int, epoch: int,
                    parts: list[tuple[str, int, int]],
                    forgotten: tuple[tuple[str, int], ...] = ()) -> FetchResponse:
     by_topic: dict[str, list[FetchRequest.FetchPartition]] = {}
@@ -120,7 +120,7 @@ def _answered(resp: FetchResponse) -> dict[tuple[str, int], Any]:
 
 def test_incremental_fetch_session(module_broker: Any) -> None:
     create_topic(module_broker.bootstrap, "sess", partitions=3)
-    with KafkaClient(module_broker.bootstrap, timeout_ms=10_000) as c:
+    with SyncClient(module_broker.bootstrap, timeout_ms=10_000) as c:
         for index in range(3):
             produce(c, "sess", index, batch([b"first-%d" % index]))
         full = _session_fetch(c, 0, 0, [("sess", i, 0) for i in range(3)])
@@ -156,12 +156,12 @@ def test_long_poll_returns_when_data_arrives(module_broker: Any) -> None:
     result: dict[str, Any] = {}
 
     def poll() -> None:
-        with KafkaClient(module_broker.bootstrap, timeout_ms=10_000) as c:
+        with SyncClient(module_broker.bootstrap, timeout_ms=10_000) as c:
             start = time.monotonic()
             result["resp"] = fetch(c, "longpoll", 0, 0, max_wait_ms=5000, min_bytes=1)
             result["elapsed"] = time.monotonic() - start
 
-    with KafkaClient(module_broker.bootstrap, timeout_ms=10_000) as producer:
+    with SyncClient(module_broker.bootstrap, timeout_ms=10_000) as producer:
         t = threading.Thread(target=poll)
         t.start()
         time.sleep(0.7)
@@ -174,7 +174,7 @@ def test_long_poll_returns_when_data_arrives(module_broker: Any) -> None:
 
 
 def test_long_poll_expires_after_max_wait(module_broker: Any, filled: str) -> None:
-    with KafkaClient(module_broker.bootstrap, timeout_ms=10_000) as c:
+    with SyncClient(module_broker.bootstrap, timeout_ms=10_000) as c:
         start = time.monotonic()
         p = fetch(c, filled, 0, 200, max_wait_ms=400).responses[0].partitions[0]
         elapsed = time.monotonic() - start
@@ -188,7 +188,7 @@ def test_long_poll_expires_after_max_wait(module_broker: Any, filled: str) -> No
 
 
 def test_list_offsets(module_broker: Any, filled: str) -> None:
-    with KafkaClient(module_broker.bootstrap, timeout_ms=10_000) as c:
+    with SyncClient(module_broker.bootstrap, timeout_ms=10_000) as c:
         assert list_offset(c, filled, 0, EARLIEST) == (0, -1, 0, 0)
         assert list_offset(c, filled, 0, LATEST) == (0, -1, 200, 0)
         # batch b has timestamp 1_000_000 + b*1000 for all its records
@@ -201,7 +201,7 @@ def test_list_offsets(module_broker: Any, filled: str) -> None:
 
 
 def test_offset_for_leader_epoch(module_broker: Any, filled: str) -> None:
-    with KafkaClient(module_broker.bootstrap, timeout_ms=10_000) as c:
+    with SyncClient(module_broker.bootstrap, timeout_ms=10_000) as c:
         req = OffsetForLeaderEpochRequest(replica_id=-1, topics=[
             OffsetForLeaderEpochRequest.OffsetForLeaderTopic(filled, [
                 OffsetForLeaderEpochRequest.OffsetForLeaderPartition(0, -1, 0),
@@ -217,7 +217,7 @@ def test_offset_for_leader_epoch(module_broker: Any, filled: str) -> None:
 
 def test_delete_records(module_broker: Any) -> None:
     create_topic(module_broker.bootstrap, "delrec")
-    with KafkaClient(module_broker.bootstrap, timeout_ms=10_000) as c:
+    with SyncClient(module_broker.bootstrap, timeout_ms=10_000) as c:
         fill(c, "delrec", 5)
 
         def delete(offset: int) -> tuple[int, int]:
@@ -237,5 +237,5 @@ def test_delete_records(module_broker: Any) -> None:
         assert delete(10) == (0, 25)  # below the start: no change
         assert delete(-1) == (0, 50)  # -1: up to the high watermark
     module_broker.restart()  # last in the module: restarts the shared broker
-    with KafkaClient(module_broker.bootstrap, timeout_ms=10_000) as c:
+    with SyncClient(module_broker.bootstrap, timeout_ms=10_000) as c:
         assert list_offset(c, "delrec", 0, EARLIEST)[2] == 50

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from broker.group.partitioning import partition_for
-from broker.tools.consumer_groups import main as groups_main
+from cli.consumer_groups import main as groups_main
 from protocol.messages.consumer_protocol_assignment import ConsumerProtocolAssignment
 from protocol.messages.consumer_protocol_subscription import ConsumerProtocolSubscription
 from protocol.messages.heartbeat import HeartbeatRequest

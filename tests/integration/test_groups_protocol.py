@@ -364,7 +364,7 @@ def test_groups_and_offsets_survive_sigterm_and_kill9_restarts(tmp_path: Path) -
 
 
 def test_deleting_a_topic_removes_its_committed_offsets(gbroker: BrokerProcess) -> None:
-    from broker.tools.client import AdminClient
+    from client.sync import SyncClient
 
     create_topic(gbroker.bootstrap, "doomed", 2)
     with RawClient(gbroker.bootstrap) as c:
@@ -373,7 +373,7 @@ def test_deleting_a_topic_removes_its_committed_offsets(gbroker: BrokerProcess) 
                 OffsetCommitRequest.OffsetCommitRequestPartition(partition_index=0, committed_offset=4)])
             for name in ("doomed", TOPIC)]), 9)
         assert [t.partitions[0].error_code for t in resp.topics] == [0, 0]
-        with AdminClient(gbroker.bootstrap) as admin:
+        with SyncClient(gbroker.bootstrap) as admin:
             admin.delete_topics(["doomed"])
         resp = call(c, OffsetFetchRequest(group_id="doomed-group", topics=None), 7)
         assert [(t.name, [p.partition_index for p in t.partitions]) for t in resp.topics] == [(TOPIC, [0])]

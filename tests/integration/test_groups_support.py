@@ -44,9 +44,9 @@ def start_group_broker(tmp_dir: Path, name: str = "groups-broker", **extra: str)
 
 
 def create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    from broker.tools.client import AdminClient
+    from client.sync import SyncClient
 
-    with AdminClient(bootstrap, timeout_ms=15_000) as admin:
+    with SyncClient(bootstrap, timeout_ms=15_000) as admin:
         admin.create_topic(name, partitions, 1, {})
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from broker.tools.client import KafkaClient
+from client.sync import SyncClient
 from protocol.errors import ErrorCode
 from protocol.messages.init_producer_id import InitProducerIdRequest
 from tests.integration.data_path_client import (
@@ -36,7 +36,7 @@ def idem(pid: int, seq: int, n: int = 2, epoch: int = 0) -> bytes:
 
 def test_duplicate_returns_original_offset_and_is_stored_once(module_broker: Any) -> None:
     create_topic(module_broker.bootstrap, "idem-dup")
-    with KafkaClient(module_broker.bootstrap, timeout_ms=10_000) as c:
+    with SyncClient(module_broker.bootstrap, timeout_ms=10_000) as c:
         _, pid, _ = init_producer_id(c)
         first = produce(c, "idem-dup", 0, idem(pid, 0))
         second = produce(c, "idem-dup", 0, idem(pid, 2))
@@ -53,7 +53,7 @@ def test_duplicate_returns_original_offset_and_is_stored_once(module_broker: Any
 
 def test_out_of_order_and_stale_epoch(module_broker: Any) -> None:
     create_topic(module_broker.bootstrap, "idem-order")
-    with KafkaClient(module_broker.bootstrap, timeout_ms=10_000) as c:
+    with SyncClient(module_broker.bootstrap, timeout_ms=10_000) as c:
         _, pid, _ = init_producer_id(c)
         assert produce(c, "idem-order", 0, idem(pid, 0, epoch=1)).error_code == 0
         gap = produce(c, "idem-order", 0, idem(pid, 5, epoch=1))
@@ -67,7 +67,7 @@ def test_out_of_order_and_stale_epoch(module_broker: Any) -> None:
 
 
 def test_init_producer_id(module_broker: Any) -> None:
-    with KafkaClient(module_broker.bootstrap, timeout_ms=10_000) as c:
+    with SyncClient(module_broker.bootstrap, timeout_ms=10_000) as c:
         ids = {init_producer_id(c)[1] for _ in range(5)}
         assert len(ids) == 5
         assert all(init_producer_id(c)[0] == 0 for _ in range(2))
@@ -85,12 +85,12 @@ def test_state_and_ids_survive_sigterm_then_kill9(module_broker: Any) -> None:
     broker = module_broker
     topic = "idem-restart"
     create_topic(broker.bootstrap, topic)
-    with KafkaClient(broker.bootstrap, timeout_ms=10_000) as c:
+    with SyncClient(broker.bootstrap, timeout_ms=10_000) as c:
         _, pid, _ = init_producer_id(c)
         for seq in (0, 2, 4):
             assert produce(c, topic, 0, idem(pid, seq)).error_code == 0
     broker.restart()
-    with KafkaClient(broker.bootstrap, timeout_ms=10_000) as c:
+    with SyncClient(broker.bootstrap, timeout_ms=10_000) as c:
         dup = produce(c, topic, 0, idem(pid, 4))
         assert (dup.error_code, dup.base_offset) == (ErrorCode.NO_ERROR, 4)
         assert produce(c, topic, 0, idem(pid, 9)).error_code == (
@@ -100,7 +100,7 @@ def test_state_and_ids_survive_sigterm_then_kill9(module_broker: Any) -> None:
         after_sigterm = init_producer_id(c)[1]
         assert after_sigterm > pid  # a fresh id block: never handed out twice
     broker.kill9_and_restart()
-    with KafkaClient(broker.bootstrap, timeout_ms=10_000) as c:
+    with SyncClient(broker.bootstrap, timeout_ms=10_000) as c:
         dup = produce(c, topic, 0, idem(pid, 6))  # appended after the snapshot: replayed
         assert (dup.error_code, dup.base_offset) == (ErrorCode.NO_ERROR, 6)
         assert produce(c, topic, 0, idem(pid, 12)).error_code == (

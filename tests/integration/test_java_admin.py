@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from broker.tools.client import AdminClient
+from client.sync import SyncClient
 from tests.integration.broker_process import REPO_ROOT
 
 pytestmark = [pytest.mark.java, pytest.mark.timeout(180)]
@@ -52,7 +52,7 @@ def test_kafka_topics_round_trip(module_broker: Any) -> None:
     described = kafka_topics(bs, "--describe", "--topic", "java-t")
     assert described.returncode == 0, described.stdout + described.stderr
     lines = [line for line in described.stdout.splitlines() if line.strip()]
-    with AdminClient(bs) as admin:
+    with SyncClient(bs) as admin:
         (meta,) = admin.describe_topics(["java-t"])
     assert lines[0].startswith("Topic: java-t\tTopicId: ")
     assert "\tPartitionCount: 3\tReplicationFactor: 1\tConfigs: retention.ms=90000" in lines[0]
@@ -62,13 +62,13 @@ def test_kafka_topics_round_trip(module_broker: Any) -> None:
 
     deleted = kafka_topics(bs, "--delete", "--topic", "java-t")
     assert deleted.returncode == 0, deleted.stdout + deleted.stderr
-    with AdminClient(bs) as admin:
+    with SyncClient(bs) as admin:
         assert "java-t" not in [t.name for t in admin.list_topics()]
 
 
 def test_kafka_configs_alter_and_describe(module_broker: Any) -> None:
     bs = module_broker.bootstrap
-    with AdminClient(bs) as admin:
+    with SyncClient(bs) as admin:
         admin.create_topic("java-cfg", 1, 1, {"retention.ms": "5000"})
     topic = ("--entity-type", "topics", "--entity-name", "java-cfg")
     altered = kafka_configs(bs, *topic, "--alter", "--add-config",
@@ -86,7 +86,7 @@ def test_kafka_configs_alter_and_describe(module_broker: Any) -> None:
         "segment.ms=100000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:segment.ms=100000,"
         " DEFAULT_CONFIG:log.roll.hours=168}",
     ]
-    with AdminClient(bs) as admin:
+    with SyncClient(bs) as admin:
         assert admin.topic_config_overrides("java-cfg") == {
             "cleanup.policy": "compact,delete", "segment.ms": "100000"}
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from broker.tools.client import KafkaClient
+from client.sync import SyncClient
 from protocol import frames
 from protocol.errors import ErrorCode
 from protocol.messages.produce import ProduceRequest
@@ -36,14 +36,14 @@ def topic(module_broker: Any) -> str:
     return "errs"
 
 
-def still_serves(client: KafkaClient, topic: str) -> None:
+def still_serves(client: SyncClient, topic: str) -> None:
     before = list_offset(client, topic, 0, LATEST)[2]
     r = produce(client, topic, 0, batch([b"ok"]))
     assert (r.error_code, r.base_offset) == (ErrorCode.NO_ERROR, before)
 
 
 def test_good_produce_fields(module_broker: Any, topic: str) -> None:
-    with KafkaClient(module_broker.bootstrap, timeout_ms=10_000) as c:
+    with SyncClient(module_broker.bootstrap, timeout_ms=10_000) as c:
         start = list_offset(c, topic, 0, LATEST)[2]
         r = produce(c, topic, 0, batch([b"a", b"b", None]))
         assert r.error_code == ErrorCode.NO_ERROR
@@ -60,7 +60,7 @@ def test_good_produce_fields(module_broker: Any, topic: str) -> None:
 def test_bad_crc_is_corrupt_message(module_broker: Any, topic: str) -> None:
     data = bytearray(batch([b"hello", b"world"]))
     data[-2] ^= 0xFF
-    with KafkaClient(module_broker.bootstrap, timeout_ms=10_000) as c:
+    with SyncClient(module_broker.bootstrap, timeout_ms=10_000) as c:
         end = list_offset(c, topic, 0, LATEST)[2]
         r = produce(c, topic, 0, bytes(data))
         assert r.error_code == ErrorCode.CORRUPT_MESSAGE
@@ -70,14 +70,14 @@ def test_bad_crc_is_corrupt_message(module_broker: Any, topic: str) -> None:
 
 
 def test_oversized_record_is_message_too_large(module_broker: Any, topic: str) -> None:
-    with KafkaClient(module_broker.bootstrap, timeout_ms=10_000) as c:
+    with SyncClient(module_broker.bootstrap, timeout_ms=10_000) as c:
         r = produce(c, topic, 0, batch([b"x" * 5000]))
         assert r.error_code == ErrorCode.MESSAGE_TOO_LARGE
         still_serves(c, topic)
 
 
 def test_unknown_topic_and_partition(module_broker: Any, topic: str) -> None:
-    with KafkaClient(module_broker.bootstrap, timeout_ms=10_000) as c:
+    with SyncClient(module_broker.bootstrap, timeout_ms=10_000) as c:
         assert produce(c, "no-such-topic", 0, batch([b"a"])).error_code == (
             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         assert produce(c, topic, 7, batch([b"a"])).error_code == (
@@ -89,7 +89,7 @@ def test_compacted_topic_record_errors(module_broker: Any) -> None:
     create_topic(module_broker.bootstrap, "compacted", configs={"cleanup.policy": "compact"})
     keyed_and_not = build_batch([NewRecord(b"k", b"a"), NewRecord(None, b"b"),
                                  NewRecord(b"k", b"c")])
-    with KafkaClient(module_broker.bootstrap, timeout_ms=10_000) as c:
+    with SyncClient(module_broker.bootstrap, timeout_ms=10_000) as c:
         r = produce(c, "compacted", 0, keyed_and_not)
         assert r.error_code == ErrorCode.INVALID_RECORD
         assert [i for i, _ in r.record_errors] == [1]
@@ -99,14 +99,14 @@ def test_compacted_topic_record_errors(module_broker: Any) -> None:
 
 
 def test_clients_cannot_write_internal_topics(module_broker: Any, topic: str) -> None:
-    with KafkaClient(module_broker.bootstrap, timeout_ms=10_000) as c:
+    with SyncClient(module_broker.bootstrap, timeout_ms=10_000) as c:
         r = produce(c, "__consumer_offsets", 0, batch([b"a"]))
         assert r.error_code == ErrorCode.INVALID_TOPIC
         still_serves(c, topic)
 
 
 def test_invalid_required_acks(module_broker: Any, topic: str) -> None:
-    with KafkaClient(module_broker.bootstrap, timeout_ms=10_000) as c:
+    with SyncClient(module_broker.bootstrap, timeout_ms=10_000) as c:
         assert produce(c, topic, 0, batch([b"a"]), acks=2).error_code == (
             ErrorCode.INVALID_REQUIRED_ACKS)
         still_serves(c, topic)
@@ -115,7 +115,7 @@ def test_invalid_required_acks(module_broker: Any, topic: str) -> None:
 def test_garbled_records_and_legacy_magic(module_broker: Any, topic: str) -> None:
     legacy = bytearray(batch([b"a"]))
     legacy[16] = 1
-    with KafkaClient(module_broker.bootstrap, timeout_ms=10_000) as c:
+    with SyncClient(module_broker.bootstrap, timeout_ms=10_000) as c:
         assert produce(c, topic, 0, b"\x00" * 30).error_code == ErrorCode.CORRUPT_MESSAGE
         assert produce(c, topic, 0, bytes(legacy)).error_code == ErrorCode.INVALID_RECORD
         assert produce(c, topic, 0, batch([b"a"]) + batch([b"b"])).error_code == (
@@ -128,7 +128,7 @@ def test_zstd_needs_produce_v7(module_broker: Any, topic: str) -> None:
     from protocol.records import CompressionType
 
     data = build_batch([NewRecord(b"k", b"v")], compression=CompressionType.ZSTD)
-    with KafkaClient(module_broker.bootstrap, timeout_ms=10_000) as c:
+    with SyncClient(module_broker.bootstrap, timeout_ms=10_000) as c:
         assert produce(c, topic, 0, data, version=6).error_code == (
             ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
         assert produce(c, topic, 0, data, version=7).error_code == ErrorCode.NO_ERROR
@@ -136,7 +136,7 @@ def test_zstd_needs_produce_v7(module_broker: Any, topic: str) -> None:
 
 def test_log_append_time_topic(module_broker: Any) -> None:
     create_topic(module_broker.bootstrap, "lat", configs={"message.timestamp.type": "LogAppendTime"})
-    with KafkaClient(module_broker.bootstrap, timeout_ms=10_000) as c:
+    with SyncClient(module_broker.bootstrap, timeout_ms=10_000) as c:
         before_ms = int(time.time() * 1000)
         r = produce(c, "lat", 0, batch([b"a", b"b"], timestamp_ms=1000))
         after_ms = int(time.time() * 1000)
@@ -155,7 +155,7 @@ def _raw_produce(sock: socket.socket, topic: str, data: bytes, acks: int, corr: 
 def test_acks_zero_no_response_and_close_on_error(module_broker: Any, topic: str) -> None:
     host, port = module_broker.bootstrap.rsplit(":", 1)
     with (socket.create_connection((host, int(port)), timeout=10) as sock,
-          KafkaClient(module_broker.bootstrap, timeout_ms=10_000) as c):
+          SyncClient(module_broker.bootstrap, timeout_ms=10_000) as c):
         end = list_offset(c, topic, 0, LATEST)[2]
         _raw_produce(sock, topic, batch([b"fire", b"forget"]), 0, 1)
         deadline = time.monotonic() + 5
@@ -172,7 +172,7 @@ def test_acks_zero_no_response_and_close_on_error(module_broker: Any, topic: str
 
 
 def test_client_sees_error_but_connection_survives(module_broker: Any, topic: str) -> None:
-    with KafkaClient(module_broker.bootstrap, timeout_ms=10_000) as c:
+    with SyncClient(module_broker.bootstrap, timeout_ms=10_000) as c:
         for _ in range(3):
             bad = bytearray(batch([b"x"]))
             bad[30] ^= 1

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from broker.tools.client import KafkaClient
+from client.sync import SyncClient
 from protocol.errors import ErrorCode
 from protocol.messages.delete_records import DeleteRecordsRequest
 from protocol.messages.fetch import FetchRequest
@@ -49,14 +49,14 @@ def topic(module_broker: Any) -> tuple[str, uuid.UUID]:
 
 
 def test_advertised_ranges(module_broker: Any) -> None:
-    with KafkaClient(module_broker.bootstrap, timeout_ms=10_000) as c:
+    with SyncClient(module_broker.bootstrap, timeout_ms=10_000) as c:
         for cls, (low, high) in RANGES.items():
-            assert c._versions[cls.API_KEY] == (low, high), cls.__name__
+            assert c.api_versions()[cls.API_KEY] == (low, high), cls.__name__
 
 
 def test_produce_and_fetch_every_version(module_broker: Any, topic: tuple[str, uuid.UUID]) -> None:
     name, topic_id = topic
-    with KafkaClient(module_broker.bootstrap, timeout_ms=10_000) as c:
+    with SyncClient(module_broker.bootstrap, timeout_ms=10_000) as c:
         offsets: list[int] = []
         for v in range(3, 12):
             r = produce(c, name, 0, batch([b"v%d" % v]), version=v)
@@ -83,7 +83,7 @@ def test_produce_and_fetch_every_version(module_broker: Any, topic: tuple[str, u
 
 def test_other_apis_every_version(module_broker: Any, topic: tuple[str, uuid.UUID]) -> None:
     name, _ = topic
-    with KafkaClient(module_broker.bootstrap, timeout_ms=10_000) as c:
+    with SyncClient(module_broker.bootstrap, timeout_ms=10_000) as c:
         end = list_offset(c, name, 0, LATEST)[2]
         for v in range(1, 10):
             err, _ts, offset, epoch = list_offset(c, name, 0, LATEST, version=v)

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.timeout(90)
 
 
 def run_cli(*args: str, timeout_s: float = 30) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "broker.cli", *args], cwd=REPO_ROOT,
+    return subprocess.run([sys.executable, "-m", "cli", *args], cwd=REPO_ROOT,
                           capture_output=True, text=True, timeout=timeout_s)
 
 

@@ -21,7 +21,7 @@ import pyarrow.dataset as ds  # type: ignore[import-untyped]
 import pytest
 from kafka import KafkaProducer
 
-from broker.tools.client import AdminClient
+from client.sync import SyncClient
 from spark_ingest import bulk_consume
 from tests.integration.broker_process import REPO_ROOT, BrokerProcess
 
@@ -46,7 +46,7 @@ def job(bootstrap: str, out: Path, *extra: str) -> subprocess.Popen[str]:
     """The job as a subprocess in its own process group; stderr (Spark's log) to a file."""
     out.parent.mkdir(parents=True, exist_ok=True)
     stderr = open(out.parent / "job-stderr.log", "a")  # noqa: SIM115 - the child keeps it
-    cmd = [sys.executable, "-m", "broker.cli", "spark-ingest", "--bootstrap-server", bootstrap,
+    cmd = [sys.executable, "-m", "cli", "spark-ingest", "--bootstrap-server", bootstrap,
            "--topics", "bulk-a,bulk-b", "--output", str(out), "--max-records-per-batch", "3000",
            "--timeout-s", str(RUN_TIMEOUT_S), *extra]
     try:
@@ -85,7 +85,7 @@ def landed(out: Path) -> list[tuple[str, int, int, bytes]]:
 def test_killed_bulk_job_rerun_lands_every_record_exactly_once(
         broker: BrokerProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bootstrap = broker.bootstrap
-    with AdminClient(bootstrap, timeout_ms=10_000) as admin:
+    with SyncClient(bootstrap, timeout_ms=10_000) as admin:
         admin.create_topic("bulk-a", 3, 1, {})
         admin.create_topic("bulk-b", 1, 1, {})
     produce(bootstrap, "bulk-a", 0, 6_000, 3)

@@ -17,7 +17,7 @@ import pytest
 from kafka import KafkaProducer
 from pyspark.sql import DataFrame, SparkSession
 
-from broker.tools.client import AdminClient, KafkaClient
+from client.sync import SyncClient
 from protocol.messages.delete_records import DeleteRecordsRequest
 from spark_ingest.session import local_session
 from tests.integration.broker_process import BrokerProcess
@@ -41,7 +41,7 @@ def _topic(prefix: str) -> str:
 
 
 def create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    with AdminClient(bootstrap, timeout_ms=10_000) as admin:
+    with SyncClient(bootstrap, timeout_ms=10_000) as admin:
         admin.create_topic(name, partitions, 1, {})
 
 
@@ -211,7 +211,7 @@ def test_stream_processing_time_picks_up_new_partitions_and_topics(
              .start())
     try:
         _wait_for(lambda: len(seen) >= 5, query)
-        with AdminClient(bootstrap, timeout_ms=10_000) as admin:
+        with SyncClient(bootstrap, timeout_ms=10_000) as admin:
             admin.create_partitions(first, 2)
         create_topic(bootstrap, later, 1)
         expected += produce(bootstrap, first, 6, partitions=2, headers=False, tag="p1")
@@ -232,7 +232,7 @@ def _wait_for(condition: Any, query: Any, timeout_s: float = 90) -> None:
 
 
 def _delete_records(bootstrap: str, topic: str, partition: int, before: int) -> None:
-    with KafkaClient(bootstrap, timeout_ms=10_000) as client:
+    with SyncClient(bootstrap, timeout_ms=10_000) as client:
         request = DeleteRecordsRequest(timeout_ms=10_000, topics=[DeleteRecordsRequest.DeleteRecordsTopic(
             topic, [DeleteRecordsRequest.DeleteRecordsPartition(partition, before)])])
         response = client.send(request, client.version_for(DeleteRecordsRequest))

@@ -1,5 +1,5 @@
 """``minikafka topics`` end to end against a real broker: the first call goes through the
-``minikafka topics`` entry point in a subprocess; the rest call ``broker.tools.topics.main``
+``minikafka topics`` entry point in a subprocess; the rest call ``cli.topics.main``
 in-process (same code, same sockets, without paying the interpreter start each time)."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from broker.tools import topics as topics_tool
-from broker.tools.client import AdminClient
+from cli import topics as topics_tool
+from client.sync import SyncClient
 from tests.integration.broker_process import REPO_ROOT
 
 pytestmark = pytest.mark.timeout(90)
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.timeout(90)
 
 def topics_subprocess(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "broker.cli", "topics", "--bootstrap-server", bootstrap, *args],
+        [sys.executable, "-m", "cli", "topics", "--bootstrap-server", bootstrap, *args],
         capture_output=True, text=True, timeout=30, cwd=REPO_ROOT, check=False)
 
 
@@ -47,7 +47,7 @@ def test_create_list_describe_alter_delete(module_broker: Any) -> None:
     assert listed.returncode == 0 and {"cli-a", "cli-b"} <= set(listed.stdout.split())
     assert topics(bs, "--list", "--topic", "cli-a").stdout == "cli-a\n"
 
-    with AdminClient(bs) as admin:
+    with SyncClient(bs) as admin:
         (meta,) = admin.describe_topics(["cli-a"])
     topic_id = base64.urlsafe_b64encode(meta.topic_id.bytes).decode().rstrip("=")
     described = topics(bs, "--describe", "--topic", "cli-a")

@@ -9,8 +9,8 @@ import uuid
 
 import pytest
 
-from broker.tools import topics
-from broker.tools.client import ClientError, PartitionMetadata, TopicMetadata, parse_bootstrap
+from cli import topics
+from client import ClientError, PartitionInfo, TopicInfo, parse_bootstrap
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -32,8 +32,8 @@ def test_kafka_uuid_is_url_safe_base64_without_padding() -> None:
 
 
 def test_describe_lines() -> None:
-    t = TopicMetadata("t", uuid.UUID(int=1), False,
-                      [PartitionMetadata(1, 0, [0], [0]), PartitionMetadata(0, -1, [0], [])])
+    t = TopicInfo("t", uuid.UUID(int=1), False, 0, {
+        1: PartitionInfo(1, 0, 0, (0,), (0,)), 0: PartitionInfo(0, -1, -1, (0,), ())})
     lines = topics.format_topic(t, {"retention.ms": "5"})
     assert lines[0] == ("Topic: t\tTopicId: AAAAAAAAAAAAAAAAAAAAAQ\tPartitionCount: 2"
                         "\tReplicationFactor: 1\tConfigs: retention.ms=5")
@@ -49,4 +49,4 @@ def test_bad_arguments_exit_1_without_a_broker() -> None:
     assert "Invalid url in bootstrap.servers" in out.getvalue()
     with pytest.raises(ClientError):
         parse_bootstrap("host:notaport")
-    assert parse_bootstrap("h1:9092,h2:9093") == ("h1", 9092)
+    assert parse_bootstrap("h1:9092,h2:9093") == [("h1", 9092), ("h2", 9093)]
