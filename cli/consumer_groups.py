@@ -32,7 +32,7 @@ from typing import Final, TextIO
 from cli.common import tool_config
 from client import Admin, ClientError, Groups, KafkaClient, list_offsets
 from client.groups import Member
-from storage.naming import TopicPartition
+from protocol.topic_partition import TopicPartition
 
 EARLIEST_TIMESTAMP: Final = -2
 LATEST_TIMESTAMP: Final = -1

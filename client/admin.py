@@ -27,7 +27,7 @@ from protocol.messages.describe_cluster import DescribeClusterRequest
 from protocol.messages.describe_configs import DescribeConfigsRequest
 from protocol.messages.describe_log_dirs import DescribeLogDirsRequest
 from protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest
-from storage.naming import TopicPartition
+from protocol.topic_partition import TopicPartition
 
 T = TypeVar("T")
 

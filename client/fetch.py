@@ -19,7 +19,7 @@ from protocol.errors import ErrorCode
 from protocol.fileslice import FileSlice
 from protocol.messages.fetch import FetchRequest, FetchResponse
 from protocol.primitives import ZERO_UUID, Records
-from storage.naming import TopicPartition
+from protocol.topic_partition import TopicPartition
 
 CONSUMER_REPLICA_ID: Final = -1
 TOPIC_IDS_SINCE: Final = 13

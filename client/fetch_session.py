@@ -27,7 +27,7 @@ from client.fetch import TOPIC_IDS_SINCE, FetchedPartition, records_bytes, set_r
 from protocol.errors import ErrorCode
 from protocol.messages.fetch import FetchRequest, FetchResponse
 from protocol.primitives import ZERO_UUID
-from storage.naming import TopicPartition
+from protocol.topic_partition import TopicPartition
 
 NO_SESSION: Final = 0
 INITIAL_EPOCH: Final = 0

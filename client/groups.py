@@ -22,7 +22,7 @@ from protocol.messages.list_groups import ListGroupsRequest
 from protocol.messages.offset_commit import OffsetCommitRequest
 from protocol.messages.offset_delete import OffsetDeleteRequest
 from protocol.messages.offset_fetch import OffsetFetchRequest
-from storage.naming import TopicPartition
+from protocol.topic_partition import TopicPartition
 
 T = TypeVar("T")
 

@@ -36,7 +36,7 @@ from client.metadata import ClusterMetadata, parse_metadata
 from protocol.errors import ErrorCode
 from protocol.messages.find_coordinator import FindCoordinatorRequest
 from protocol.messages.metadata import MetadataRequest
-from storage.naming import TopicPartition
+from protocol.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 

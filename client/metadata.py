@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from protocol.messages.metadata import MetadataResponse
-from storage.naming import TopicPartition
+from protocol.topic_partition import TopicPartition
 
 NO_LEADER = -1
 

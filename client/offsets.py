@@ -15,7 +15,7 @@ from typing import Final
 from client.errors import ClientError
 from client.kafka_client import KafkaClient
 from protocol.messages.list_offsets import ListOffsetsRequest
-from storage.naming import TopicPartition
+from protocol.topic_partition import TopicPartition
 
 EARLIEST_TIMESTAMP: Final = -2
 LATEST_TIMESTAMP: Final = -1

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from client.errors import ClientError
 from client.kafka_client import KafkaClient
 from protocol.messages.produce import ProduceRequest
-from storage.naming import TopicPartition
+from protocol.topic_partition import TopicPartition
 
 
 @dataclass(frozen=True, slots=True)

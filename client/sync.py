@@ -29,7 +29,7 @@ from client.kafka_client import KafkaClient
 from client.metadata import ClusterMetadata, TopicInfo
 from client.offsets import ListedOffset, list_offsets
 from client.produce import ProducedBatch, produce
-from storage.naming import TopicPartition
+from protocol.topic_partition import TopicPartition
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -18,7 +18,7 @@ import math
 from collections.abc import Mapping
 from typing import Final, NamedTuple, NewType
 
-from storage.naming import TopicPartition as TopicPartition  # the one type, re-exported
+from protocol.topic_partition import TopicPartition as TopicPartition  # the one type, re-exported
 
 Offset = NewType("Offset", int)
 

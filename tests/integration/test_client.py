@@ -40,7 +40,7 @@ from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsRespon
 from protocol.messages.fetch import FetchRequest
 from protocol.messages.metadata import MetadataRequest
 from protocol.records import NewRecord, build_batch, iter_batches
-from storage.naming import TopicPartition
+from protocol.topic_partition import TopicPartition
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.netclient import RawClient
 
