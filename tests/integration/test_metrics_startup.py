@@ -58,7 +58,7 @@ def test_ready_is_503_while_logs_load_and_200_after(tmp_path: Path) -> None:
     stderr = (tmp_path / "stderr.log").open("wb")
     env = {**os.environ, PAUSE_ENV: str(pause), "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "broker.cli", "broker",
+        [sys.executable, "-m", "cli", "broker",
          "--override", "listeners=PLAINTEXT://127.0.0.1:0",
          "--override", f"log.dirs={tmp_path / 'data'}",
          "--override", "metrics.prometheus.listener=127.0.0.1:0"],
