@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -372,3 +373,27 @@ def test_a_log_closed_during_a_cleaning_aborts_it_and_leaves_no_cleaned_files(
     assert cleaner.totals.aborted == 1 and cleaner.totals.cleanings == 0
     assert TP not in cleaner.manager.checkpoints()
     assert not list((tmp_path / "t-0").glob("*.cleaned"))
+
+
+def test_compact_and_delete_both_apply(tmp_path: Path) -> None:
+    """cleanup.policy=compact,delete: the cleaner dedupes, retention.ms still deletes old
+    segments, and the next cleaning starts from the new log start offset. (Real time: an
+    emptied cleaned segment has no timestamp, so retention reads its mtime.)"""
+    clock = Clock(int(time.time() * 1000))
+    lg = open_log(tmp_path, clock, **{"cleanup.policy": "compact,delete",
+                                      "retention.ms": "60000"})
+    for i in range(600):
+        write(lg, b"old-%d" % (i % 10), b"v%d" % i, clock.now_ms)
+    lg.roll()
+    cleaner, worker = make_cleaner(lg, clock)
+    assert cleaner.clean_filthiest(worker)
+    assert sorted(k for _, k, _, _ in records_of(lg)) == sorted(b"old-%d" % k for k in range(10))
+    clock.now_ms += 120_000  # the old data passes retention.ms
+    for i in range(300):
+        write(lg, b"new-%d" % (i % 5), b"w%d" % i, clock.now_ms)
+    lg.roll()
+    assert lg.delete_old_segments(clock.now_ms) >= 1
+    assert all(k.startswith(b"new-") for _, k, _, _ in records_of(lg))
+    assert cleaner.clean_filthiest(worker)  # checkpoint below the log start: reset, clean
+    assert sorted(k for _, k, _, _ in records_of(lg)) == sorted(b"new-%d" % k for k in range(5))
+    lg.close()
