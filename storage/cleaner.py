@@ -393,6 +393,13 @@ class LogCleaner:
             self._threads.append(thread)
             thread.start()
 
+    @property
+    def dead_thread_count(self) -> int:
+        """Threads that ended while the cleaner runs (Kafka's ``DeadThreadCount``)."""
+        if self._stop.is_set():
+            return 0
+        return sum(not t.is_alive() for t in self._threads)
+
     def wake(self) -> None:
         """Look for work now instead of after the backoff (tests, config changes)."""
         self._wake.set()

@@ -137,6 +137,7 @@ class CleanerManager:
         self._uncleanable: set[TopicPartition] = set()
         self._checkpoints = self._read_checkpoints()
         self.max_dirty_ratio = 0.0  # the dirtiest log's ratio at the last choice (metric)
+        self.last_run_ms = 0  # when a cleaner thread last looked for work (metric)
 
     def _read_checkpoints(self) -> dict[TopicPartition, int]:
         try:
@@ -165,6 +166,7 @@ class CleanerManager:
     ) -> LogToClean | None:
         """Choose the dirtiest cleanable log and mark it in progress (None: nothing to do)."""
         with self._lock:
+            self.last_run_ms = now_ms
             candidates: list[LogToClean] = []
             force_write = False
             for tp, lg in self._logs().items():
@@ -225,6 +227,11 @@ class CleanerManager:
                 self._checkpoints[tp] = end_offset
                 self._write_checkpoints()
             self._lock.notify_all()
+
+    @property
+    def uncleanable_count(self) -> int:
+        with self._lock:
+            return len(self._uncleanable)
 
     def mark_uncleanable(self, tp: TopicPartition) -> None:
         with self._lock:

@@ -15,6 +15,9 @@ and need no locks. Nothing here is updated on the request path.
   Rebalance);
 - logs (``kafka.log`` Log): ``Size``, ``NumLogSegments``, ``LogEndOffset``,
   ``LogStartOffset`` per partition; ``LogFlushRateAndTimeMs`` (storage's flush timer);
+- log cleaner (``LogCleaner``, ``LogCleanerManager``): buffer utilization, recopy percent
+  and time of the last cleaning, dead threads, max dirty percent, time since the last
+  run, uncleanable partitions; totals of cleanings and bytes read and written;
 - controller (``KafkaController``): ``ActiveControllerCount``, ``ControllerState``,
   ``OfflinePartitionsCount``, ``GlobalTopicCount``, ``GlobalPartitionCount``, from a
   ``ControllerView`` (see there);
@@ -30,6 +33,7 @@ cluster work lands, in ``_replicas`` and ``_is_leader`` alone.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -237,6 +241,48 @@ def collect_logs(view: BrokerView) -> Iterator[Metric]:
     yield flush
 
 
+def collect_cleaner(view: BrokerView) -> Iterator[Metric]:
+    """Kafka's LogCleaner and LogCleanerManager gauges (from the last cleaning and the last
+    choice), plus totals of what the cleaner read and wrote since start-up."""
+    cleaner = view.replica_manager.log_manager.cleaner
+    if cleaner is None:
+        return
+    totals = cleaner.totals
+    last = totals.last
+    manager = cleaner.manager
+    yield _gauge("kafka_log_logcleaner_max_buffer_utilization_percent",
+                 "Offset map use in the last cleaning, % (Kafka: LogCleaner "
+                 "max-buffer-utilization-percent)",
+                 100 * last.buffer_utilization if last else 0.0)
+    yield _gauge("kafka_log_logcleaner_cleaner_recopy_percent",
+                 "Bytes written / bytes read by the last cleaning, % (Kafka: LogCleaner "
+                 "cleaner-recopy-percent)",
+                 100 * last.bytes_written / max(last.bytes_read, 1) if last else 0.0)
+    yield _gauge("kafka_log_logcleaner_max_clean_time_secs",
+                 "Duration of the last cleaning, s (Kafka: LogCleaner max-clean-time-secs)",
+                 last.elapsed_s if last else 0.0)
+    yield _gauge("kafka_log_logcleaner_deadthreadcount",
+                 "Cleaner threads that died (Kafka: LogCleaner DeadThreadCount)",
+                 cleaner.dead_thread_count)
+    yield _gauge("kafka_log_logcleanermanager_max_dirty_percent",
+                 "Dirty ratio of the dirtiest log at the last choice, % (Kafka: "
+                 "LogCleanerManager max-dirty-percent)", 100 * manager.max_dirty_ratio)
+    yield _gauge("kafka_log_logcleanermanager_time_since_last_run_ms",
+                 "Since a cleaner thread last looked for work, ms (Kafka: LogCleanerManager "
+                 "time-since-last-run-ms)",
+                 max(0, int(time.time() * 1000) - manager.last_run_ms))
+    yield _gauge("kafka_log_logcleanermanager_uncleanable_partitions_count",
+                 "Partitions a cleaning failed on (Kafka: LogCleanerManager "
+                 "uncleanable-partitions-count)", manager.uncleanable_count)
+    for name, help_text, value in (
+        ("cleanings", "Cleanings completed", totals.cleanings),
+        ("read_bytes", "Bytes of log the cleanings read", totals.bytes_read),
+        ("written_bytes", "Bytes the cleanings wrote", totals.bytes_written),
+    ):
+        yield CounterMetricFamily(f"kafka_log_logcleaner_{name}", help_text + " (minikafka)",
+                                  value=value)
+
+
 def collect_controller(view: BrokerView) -> Iterator[Metric]:
     controller = view.controller
     topics = view.topics.all()
@@ -295,5 +341,6 @@ def collect_groups(view: BrokerView) -> Iterator[Metric]:
 
 
 COLLECTORS: tuple[Callable[[BrokerView], Iterable[Metric]], ...] = (
-    collect_network, collect_replicas, collect_logs, collect_controller, collect_groups,
+    collect_network, collect_replicas, collect_logs, collect_cleaner, collect_controller,
+    collect_groups,
 )

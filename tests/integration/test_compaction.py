@@ -19,6 +19,7 @@ from storage.checkpoints import read_offset_checkpoint
 from storage.naming import CLEANER_CHECKPOINT
 from storage.naming import TopicPartition as StorageTP
 from tests.integration.broker_process import BrokerProcess, BrokerStartError
+from tests.integration.metrics_scrape import base_url, scrape
 from tests.integration.test_dump_log_compat import JARS
 
 pytestmark = pytest.mark.timeout(300)
@@ -141,7 +142,7 @@ def check_compacted(records: list[tuple[int, bytes | None, bytes | None]],
 
 def test_compaction_keeps_the_latest_value_and_drops_old_tombstones(
         broker_factory: Callable[..., BrokerProcess]) -> None:
-    broker = broker_factory(FAST_CLEANER)
+    broker = broker_factory({**FAST_CLEANER, "metrics.prometheus.listener": "127.0.0.1:0"})
     topic = "changelog"
     create_topic(broker.bootstrap, topic, **{
         "cleanup.policy": "compact", "segment.bytes": str(512 * 1024), "segment.ms": "1000",
@@ -169,6 +170,12 @@ def test_compaction_keeps_the_latest_value_and_drops_old_tombstones(
     time.sleep(max(0.0, 3.2 - (time.monotonic() - cleaned_at)))
     roll_and_wait_cleaned(broker, topic, 1000)
     check_compacted(consume_all(broker.bootstrap, topic), live, deleted)
+    # the cleanings show in the metrics
+    metrics = scrape(base_url(broker))
+    assert metrics.value("kafka_log_logcleaner_cleanings_total") >= 2
+    assert metrics.value("kafka_log_logcleaner_read_bytes_total") > 1_000_000
+    assert 0 < metrics.value("kafka_log_logcleaner_cleaner_recopy_percent") <= 100
+    assert metrics.value("kafka_log_logcleaner_deadthreadcount") == 0
     # Kafka's DumpLogSegments reads every cleaned segment and index
     assert broker.stop() == 0
     if not JARS.is_dir():
