@@ -8,7 +8,8 @@ Off by default; ``metrics.prometheus.listener=HOST:PORT`` turns on the HTTP endp
 - ``stages``: where a request's local time ends (handlers parking in a purgatory);
 - ``topics``: bytes and messages in/out per topic (BrokerTopicMetrics);
 - ``network``: connections per listener; ``collectors``: every gauge, read at scrape time
-  (replica manager, logs, purgatories, controller, groups, consumer lag);
+  (replica manager, logs, purgatories, controller, groups, consumer lag, log cleaner);
+- ``loop_idle``: NetworkProcessorAvgIdlePercent / RequestHandlerAvgIdlePercent of the loop;
 - ``histogram``, ``response_errors``: plain bucket counts and error counting for the hot
   path; ``service``: what the server builds; ``endpoint``: the HTTP server and broker state.
 
@@ -24,6 +25,10 @@ find the same series. The rules followed:
   topics), RequestsPerSec -> ``kafka_network_requestmetrics_requests_total{request,
   version}``, ErrorsPerSec -> ``..._errors_total{request,error}``, IsrShrinksPerSec ->
   ``kafka_server_replicamanager_isrshrinks_total``;
+- "Generic gauges for MeanRate Percent": ``kafka.<d><type=T, name=NPercent><>Value`` (or
+  ``MeanRate``) -> ``kafka_<d>_<t>_<n>_percent``:
+  ``kafka_network_socketserver_networkprocessoravgidle_percent``,
+  ``kafka_server_kafkarequesthandlerpool_requesthandleravgidle_percent``;
 - "Generic gauges": ``kafka.<d><type=T, name=N, k=v...><>Value`` -> ``kafka_<d>_<t>_<n>``:
   ``kafka_server_replicamanager_underreplicatedpartitions``,
   ``kafka_controller_kafkacontroller_activecontrollercount``,

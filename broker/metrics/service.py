@@ -19,6 +19,7 @@ from prometheus_client.metrics_core import Metric
 
 from broker.metrics.collectors import COLLECTORS, BrokerView
 from broker.metrics.endpoint import BrokerState, MetricsEndpoint, parse_listener
+from broker.metrics.loop_idle import LoopIdle
 from broker.metrics.requests import REQUEST_LOG, RequestMetrics
 from broker.metrics.topics import BrokerTopicStats
 
@@ -40,6 +41,7 @@ class BrokerMetrics:
         timed = self.endpoint is not None or REQUEST_LOG.isEnabledFor(logging.DEBUG)
         self.requests = RequestMetrics(kafka_api_names()) if timed else None
         self.topic_stats = BrokerTopicStats() if self.endpoint is not None else None
+        self.loop_idle = LoopIdle() if self.endpoint is not None else None
 
     def start_endpoint(self, ready_stream: IO[str] | None) -> None:
         """Serve HTTP (before the logs load, so probes answer during start-up)."""
@@ -65,11 +67,16 @@ class BrokerMetrics:
             [self.requests.collect] if self.requests is not None else [])
         if self.topic_stats is not None:
             sources.append(self.topic_stats.collect)
+        if self.loop_idle is not None:
+            self.loop_idle.start()
+            sources.append(self.loop_idle.collect)
         sources.extend(functools.partial(collect, view) for collect in COLLECTORS)
         self.endpoint.attach(asyncio.get_running_loop(), sources)
         self.endpoint.state = BrokerState.RUNNING
 
     async def stop(self) -> None:
+        if self.loop_idle is not None:
+            self.loop_idle.stop()
         if self.endpoint is not None:
             self.endpoint.state = BrokerState.NOT_RUNNING
             await asyncio.to_thread(self.endpoint.stop)

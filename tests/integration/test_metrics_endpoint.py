@@ -264,6 +264,11 @@ def test_exposition_parses_with_prometheus_client(metrics_broker: tuple[BrokerPr
     assert text_format.value("kafka_log_log_numlogsegments", topic="metrics-parse",
                              partition="0") == 1
     assert text_format.value("process_resident_memory_bytes") > 0
+    # An idle broker's event loop is mostly idle (the measure is its thread's CPU time).
+    idle = text_format.value("kafka_network_socketserver_networkprocessoravgidle_percent")
+    assert 0.2 < idle <= 1
+    assert text_format.value(
+        "kafka_server_kafkarequesthandlerpool_requesthandleravgidle_percent") == idle
 
 
 def test_dashboard_uses_only_exported_metrics(metrics_broker: tuple[BrokerProcess, str]) -> None:
