@@ -233,8 +233,8 @@ _BROKER_PROPS: tuple[PropDef, ...] = (
     PropDef("producer.id.expiration.check.interval.ms", _I, "600000", _at_least(1)),
     # cluster (ZooKeeper mode)
     PropDef("zookeeper.connect", _STR, None),
-    PropDef("zookeeper.session.timeout.ms", _I, "18000"),
-    PropDef("zookeeper.connection.timeout.ms", _I, None),
+    PropDef("zookeeper.session.timeout.ms", _I, "18000", _at_least(1)),
+    PropDef("zookeeper.connection.timeout.ms", _I, None, _at_least(1)),
     PropDef("zookeeper.max.in.flight.requests", _I, "10", _at_least(1)),
     PropDef("zookeeper.set.acl", _B, "false"),
     PropDef("controller.socket.timeout.ms", _I, "30000"),
@@ -496,6 +496,7 @@ class BrokerConfig:
             raise ConfigError(f"Invalid value {log_dirs!r} for configuration log.dirs: "
                               "exactly one log directory is supported")
         if values["zookeeper.connect"] is not None:
+            _check_zookeeper_connect(str(values["zookeeper.connect"]))
             raise ConfigError("Invalid value for configuration zookeeper.connect: cluster mode "
                               "is not available yet; leave it unset for a single node")
         queued_bytes = _num(values["queued.max.request.bytes"])
@@ -621,6 +622,27 @@ class BrokerConfig:
                 out[name[len(prefix):]] = value
         return out
 
+    @property
+    def zookeeper_connect(self) -> str | None:
+        """``zookeeper.connect``: ``host:port[,host:port...][/chroot]``; None on a single node."""
+        value = self.values["zookeeper.connect"]
+        return None if value is None else str(value)
+
+    @property
+    def zookeeper_session_timeout_ms(self) -> int:
+        return self.get_int("zookeeper.session.timeout.ms")
+
+    @property
+    def zookeeper_connection_timeout_ms(self) -> int:
+        """``zookeeper.connection.timeout.ms``; unset means the session timeout, as in Kafka."""
+        value = self.values["zookeeper.connection.timeout.ms"]
+        return value if isinstance(value, int) else self.zookeeper_session_timeout_ms
+
+    @property
+    def broker_rack(self) -> str | None:
+        value = self.values["broker.rack"]
+        return None if value is None else str(value)
+
     def max_connections_for(self, host: str) -> int:
         """``max.connections.per.ip``, or the host's entry in ``max.connections.per.ip.overrides``."""
         return self.ip_connection_overrides.get(host, self.max_connections_per_ip)
@@ -666,6 +688,20 @@ def _inter_broker_listener(props: Mapping[str, str], values: Mapping[str, PropVa
                           "advertised.listeners. The valid options based on currently configured "
                           f"listeners are {','.join(sorted(advertised))}")
     return listener
+
+_ZK_SERVER = re.compile(r"(\[[0-9a-fA-F:.]+\]|[^,/:\s]+):(\d{1,5})")
+
+
+def _check_zookeeper_connect(connect: str) -> None:
+    """``host:port[,host:port...][/chroot]``, as ZooKeeper's ConnectStringParser takes it."""
+    hosts, _, chroot = connect.strip().partition("/")
+    servers = hosts.split(",")
+    bad = [s for s in servers
+           if (m := _ZK_SERVER.fullmatch(s.strip())) is None or not 0 < int(m.group(2)) < 65536]
+    parts = chroot.rstrip("/").split("/") if chroot.rstrip("/") else []
+    if not hosts or bad or any(p in ("", ".", "..") for p in parts):
+        raise ConfigError(f"Invalid value {connect!r} for configuration zookeeper.connect: "
+                          "expected host:port[,host:port...][/chroot]")
 
 
 def _as_list(value: PropValue) -> list[str]:

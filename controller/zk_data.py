@@ -51,7 +51,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from storage.naming import TopicPartition
+from protocol.topic_partition import TopicPartition
 
 # -- paths ----------------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ from kazoo.client import KazooClient
 from controller import zk_data as zd
 from devcluster.apache_kafka import ApacheKafkaZk, kafka_tool
 from devcluster.zookeeper import ZooKeeper
-from storage.naming import TopicPartition
+from protocol.topic_partition import TopicPartition
 from tests.cluster.zk_support import kazoo_client, wait_until
 
 pytestmark = [pytest.mark.java, pytest.mark.timeout(300)]

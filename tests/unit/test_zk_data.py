@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from controller import zk_data as zd
-from storage.naming import TopicPartition
+from protocol.topic_partition import TopicPartition
 
 
 def obj(data: bytes) -> object:
