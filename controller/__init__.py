@@ -45,6 +45,20 @@ Modules
 - ``local``: ``LocalController`` (always active, epoch 1, its broker the only live one)
   and ``InProcessChannel``.
 
+The ZooKeeper side (a cluster; Kafka's znodes, on kazoo):
+
+- ``zk_data``: Kafka 3.9's znode paths and JSON, pure (checked against Kafka itself).
+- ``zk_client.ZkClient``: one kazoo session awaited from the event loop (chroot, timeouts,
+  version-checked writes, transactions fenced on ``/controller_epoch``); watches and session
+  changes come in as events from kazoo's threads.
+- ``zk_registration``, ``zk_election``, ``zk_session.ZkBrokerSession``: cluster id,
+  ``/brokers/ids/<id>`` (broker epoch = czxid), the ``/controller`` race with the controller
+  epoch, re-registration after a session expiry.
+- ``zk_store.ZkTopicStore``: the TopicStore in Kafka's znodes, with its watches.
+- ``zk_core.ZkControllerCore``: ``ControllerCore`` plus broker changes, controlled
+  shutdown, preferred/unclean election and the auto rebalance.
+- ``zk.ZkController``: the ZooKeeper twin of ``LocalController``: a core per tenure.
+
 The broker's side
 -----------------
 

@@ -13,7 +13,9 @@ Kafka's ``ZooKeeperClient``/``KafkaZkClient`` in asyncio form:
   them on its own thread and the result comes back with ``call_soon_threadsafe``. A
   connection loss is retried once the connection is back, as Kafka's
   ``retryRequestsUntilConnected``; each operation is bounded by ``op_timeout_s`` (twice the
-  session timeout by default) and raises ``ZkTimeout`` after it.
+  session timeout by default) and raises ``ZkTimeout`` after it. At most
+  ``max_in_flight`` operations are outstanding (``zookeeper.max.in.flight.requests``);
+  more wait their turn.
 - Version checks: ``set``/``delete`` take the expected znode version (``ZkBadVersion``).
   ``multi(ops, controller_epoch_zk_version=v)`` prepends a check of ``/controller_epoch``'s
   version, Kafka's fencing of a controller that lost its office: ``ControllerMovedError``.
@@ -45,8 +47,10 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from kazoo import exceptions as kz
-from kazoo.client import KazooClient, KazooState
+from kazoo.client import KazooClient, KazooState, _prefix_root
 from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.serialization import Create
+from kazoo.security import OPEN_ACL_UNSAFE
 
 from controller.zk_data import CONTROLLER_EPOCH, MATCH_ANY_VERSION
 
@@ -58,6 +62,7 @@ LOST: Final = "LOST"
 CLOSED: Final = "CLOSED"
 _CONNECT_RE: Final = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[^,/:\s]+):(\d{1,5})$")
 MAX_DELETE_DEPTH: Final = 64
+DEFAULT_MAX_IN_FLIGHT: Final = 10  # zookeeper.max.in.flight.requests
 
 
 # -- events posted from kazoo's threads ----------------------------------------------------
@@ -120,6 +125,10 @@ class ZkNotEmpty(ZkError):
     pass
 
 
+class ZkRolledBack(ZkError):
+    """An op of a failed transaction that was not itself the cause."""
+
+
 class ControllerMovedError(ZkError):
     """A write conditioned on /controller_epoch's version found another controller's epoch."""
 
@@ -140,7 +149,7 @@ def _translate(exc: BaseException, path: str) -> BaseException:
     if isinstance(exc, kz.SessionExpiredError):
         return ZkSessionExpired(f"ZooKeeper session expired{where}")
     if isinstance(exc, kz.RolledBackError):
-        return ZkError(f"rolled back (another operation of the transaction failed){where}")
+        return ZkRolledBack(f"rolled back (another operation of the transaction failed){where}")
     if isinstance(exc, kz.KazooException):
         return ZkError(f"{type(exc).__name__}{where}: {exc}")
     return exc
@@ -157,11 +166,12 @@ class ZnodeStat:
     cversion: int
     ephemeral_owner: int  # the owning session id, 0 for a persistent znode
     num_children: int
+    ctime_ms: int = 0  # creation time, ms since the epoch (the server's clock)
 
     @classmethod
     def of(cls, stat: Any) -> ZnodeStat:
         return cls(stat.czxid, stat.mzxid, stat.version, stat.cversion, stat.ephemeralOwner,
-                   stat.numChildren)
+                   stat.numChildren, stat.ctime)
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,7 +230,8 @@ class ZkClient:
 
     def __init__(self, kazoo: KazooClient, *, connect: str, session_timeout_ms: int,
                  loop: asyncio.AbstractEventLoop, post: Post | None,
-                 op_timeout_s: float | None = None) -> None:
+                 op_timeout_s: float | None = None,
+                 max_in_flight: int = DEFAULT_MAX_IN_FLIGHT) -> None:
         self._kazoo = kazoo
         self.connect_string = connect
         self.session_timeout_ms = session_timeout_ms
@@ -233,13 +244,15 @@ class ZkClient:
         self.sessions_started = 0
         self._closing = False
         self._session_listeners: list[Callable[[], None]] = []
+        self._in_flight = asyncio.Semaphore(max_in_flight)
         self._watchers: dict[tuple[str, str | None], Callable[[Any], None]] = {}
 
     @classmethod
     async def connect(cls, connect: str, *, session_timeout_ms: int = 18000,
                       connection_timeout_ms: int | None = None,
                       post: Post | None = None,
-                      op_timeout_s: float | None = None) -> ZkClient:
+                      op_timeout_s: float | None = None,
+                      max_in_flight: int = DEFAULT_MAX_IN_FLIGHT) -> ZkClient:
         """A connected client (chroot created if missing); ZkConnectionTimeout if no server
         answers within ``connection_timeout_ms`` (default: the session timeout)."""
         hosts, chroot = parse_connect(connect)
@@ -252,7 +265,7 @@ class ZkClient:
         remaining_ms = max(1.0, timeout_ms - (loop.time() - started) * 1000)
         kazoo = KazooClient(hosts=hosts + (chroot or ""), timeout=session_timeout_ms / 1000)
         client = cls(kazoo, connect=connect, session_timeout_ms=session_timeout_ms, loop=loop,
-                     post=post, op_timeout_s=op_timeout_s)
+                     post=post, op_timeout_s=op_timeout_s, max_in_flight=max_in_flight)
         kazoo.add_listener(client._on_state)
         try:
             await asyncio.to_thread(kazoo.start, remaining_ms / 1000)
@@ -320,6 +333,16 @@ class ZkClient:
                 self._post_event(event)
 
             self._watchers[key] = fired
+        return fired
+
+    def loop_watch(self, callback: Callable[[], None]) -> Callable[[Any], None]:
+        """A kazoo watch callback that runs ``callback()`` on the event loop (once per
+        firing; kazoo's thread only schedules it)."""
+
+        def fired(_watched_event: Any) -> None:
+            if not self._closing:
+                self._call_soon(callback)
+
         return fired
 
     def forget_watch(self, kind: str, topic: str | None = None) -> None:
@@ -411,9 +434,14 @@ class ZkClient:
         def start() -> Any:
             tx = self._kazoo.transaction()
             for op in all_ops:
-                if isinstance(op, CreateOp):
-                    tx.create(op.path, op.data or b"", ephemeral=op.ephemeral,
-                              sequence=op.sequence)
+                if isinstance(op, CreateOp) and op.data is None:
+                    # kazoo's tx.create insists on bytes; ZooKeeper takes null data, which
+                    # is what Kafka writes to its parent znodes: add the op as kazoo would.
+                    flags = (1 if op.ephemeral else 0) | (2 if op.sequence else 0)
+                    tx._add(Create(_prefix_root(self._kazoo.chroot, op.path), None,
+                                   OPEN_ACL_UNSAFE, flags), None)
+                elif isinstance(op, CreateOp):
+                    tx.create(op.path, op.data, ephemeral=op.ephemeral, sequence=op.sequence)
                 elif isinstance(op, SetDataOp):
                     tx.set_data(op.path, op.data, op.version)
                 elif isinstance(op, DeleteOp):
@@ -465,7 +493,7 @@ class ZkClient:
             # asyncio.timeout, not wait_for: a cancellation is never lost to a result that
             # lands at the same moment (3.11's wait_for can swallow it).
             try:
-                async with asyncio.timeout_at(deadline):
+                async with asyncio.timeout_at(deadline), self._in_flight:
                     return await self._await_kazoo(start())
             except TimeoutError:
                 raise ZkTimeout(f"no answer from ZooKeeper in {self.op_timeout_s:.0f} s "

@@ -3,13 +3,14 @@
 ``ZkBrokerSession`` puts the pieces together as Kafka's ``KafkaServer`` and the event
 thread of ``KafkaController`` do:
 
-``start()`` (start-up, each step fails start-up with a clear message):
-  1. connect (``zookeeper.connect`` with its chroot, session and connection timeouts);
-  2. the top-level persistent paths; ``/cluster/id`` (created once) checked against the
-     log dir's ``meta.properties``;
-  3. register ``/brokers/ids/<id>`` (a duplicate id fails here); the broker epoch is its
-     czxid;
-  4. start the event task and run the election (Startup).
+Start-up, in Kafka's order (each step fails start-up with a clear message):
+  1. ``connect()``: the session (``zookeeper.connect`` with its chroot, session and
+     connection timeouts), the top-level persistent paths, ``/cluster/id`` (created once)
+     checked against the log dir's ``meta.properties``; the event task starts;
+  2. ``register()``, once the listeners are bound: ``/brokers/ids/<id>`` (a duplicate id
+     fails here); the broker epoch is its czxid;
+  3. ``elect()``: join the controller election (Startup).
+``start()`` does the three in one go.
 
 Events, one at a time from its ``ControllerEventManager`` (kazoo's threads post into it):
   - ``ZkSessionChanged``: when the session that registered the broker is gone (expired),
@@ -82,6 +83,7 @@ class ZkBrokerSession:
         self._zk: ZkClient | None = None
         self._election: ControllerElection | None = None
         self._registered_session = 0
+        self._registering = False
         self._stopped = False
         self.broker_epoch = -1
         self.cluster_id = ""
@@ -108,7 +110,19 @@ class ZkBrokerSession:
 
     async def start(self, stored_cluster_id: str | None, meta_path: str,
                     proposed_cluster_id: str) -> str:
-        """Connect, check the cluster id, register, elect; returns the cluster id."""
+        """``connect``, ``register`` and ``elect`` in one go (tests, tools)."""
+        cluster_id = await self.connect(stored_cluster_id, meta_path, proposed_cluster_id)
+        try:
+            await self.register()
+            await self.elect()
+        except BaseException:
+            await self.stop()
+            raise
+        return cluster_id
+
+    async def connect(self, stored_cluster_id: str | None, meta_path: str,
+                      proposed_cluster_id: str) -> str:
+        """Connect, create the top-level paths, get (or create) and check the cluster id."""
         self.events.start()
         try:
             self._zk = await ZkClient.connect(
@@ -123,15 +137,24 @@ class ZkBrokerSession:
             self.cluster_id = await get_or_create_cluster_id(
                 self._zk, stored_cluster_id or proposed_cluster_id)
             check_cluster_id(self.cluster_id, stored_cluster_id, meta_path)
-            self._election = ControllerElection(self._zk, self._registration().broker_id,
-                                                on_elected=self._on_elected,
-                                                on_resigned=self._on_resigned)
-            await self._register()
-            await self._election.startup()
         except BaseException:
             await self.stop()
             raise
         return self.cluster_id
+
+    async def register(self) -> int:
+        """Register the broker (after its listeners are bound); returns the broker epoch.
+        From now on a new session registers it again by itself."""
+        self._registering = True
+        await self._register()
+        return self.broker_epoch
+
+    async def elect(self) -> None:
+        """Join the controller election (Kafka's controller Startup)."""
+        self._election = ControllerElection(self.zk, self._registration().broker_id,
+                                            on_elected=self._on_elected,
+                                            on_resigned=self._on_resigned)
+        await self._election.startup()
 
     async def stop(self) -> None:
         """Stop the event task (bounded by the manager), then end the session."""
@@ -147,7 +170,8 @@ class ZkBrokerSession:
             if isinstance(event, ZkSessionChanged):
                 await self._on_session_changed()
             elif isinstance(event, ZkWatchFired) and event.kind == "controller":
-                await self.election.on_controller_changed()
+                if self._election is not None:
+                    await self._election.on_controller_changed()
             elif self._handler is not None:
                 await self._handler(event)
         except ZkSessionExpired as exc:
@@ -160,14 +184,19 @@ class ZkBrokerSession:
                                                       ZkSessionChanged())
 
     async def _on_session_changed(self) -> None:
-        zk = self.zk
+        zk = self._zk
+        if zk is None:  # the first connection, still inside connect()
+            return
         if self._registered_session != 0 and zk.session_id != self._registered_session:
             log.info("ZooKeeper session 0x%x expired", self._registered_session)
             self._registered_session = 0
-            await self.election.on_session_expired()
-        if self._registered_session == 0 and zk.state == CONNECTED and zk.session_id != 0:
+            if self._election is not None:
+                await self._election.on_session_expired()
+        if (self._registering and self._registered_session == 0 and zk.state == CONNECTED
+                and zk.session_id != 0):
             await self._register()
-            await self.election.startup()
+            if self._election is not None:
+                await self._election.startup()
 
     async def _register(self) -> None:
         session = self.zk.session_id

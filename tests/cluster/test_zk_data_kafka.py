@@ -22,9 +22,15 @@ from kafka.admin import ConfigResource, ConfigResourceType
 from kazoo.client import KazooClient
 
 from controller import zk_data as zd
+from controller.leader_and_isr import LeaderAndIsr, LeaderIsrAndControllerEpoch
+from controller.topic_store import TopicRecord
+from controller.zk_client import ZkClient
+from controller.zk_registration import create_top_level_paths
+from controller.zk_store import ZkTopicStore
 from devcluster.apache_kafka import ApacheKafkaZk, kafka_tool
 from devcluster.zookeeper import ZooKeeper
 from protocol.topic_partition import TopicPartition
+from tests.cluster.conftest import KazooFactory
 from tests.cluster.zk_support import kazoo_client, wait_until
 
 pytestmark = [pytest.mark.java, pytest.mark.timeout(300)]
@@ -140,6 +146,56 @@ def test_topic_created_by_kafka_tools(kafka_on_zk: KafkaOnZk) -> None:
         zd.topic_config_path(TOPIC))
 
 
+def _tree(zk: KazooClient, path: str) -> dict[str, bytes | None]:
+    """``path`` and everything under it: path (relative to ``path``) -> data."""
+    out: dict[str, bytes | None] = {}
+
+    def walk(p: str) -> None:
+        out[p[len(path):] or "/"] = zk.get(p)[0]
+        for child in zk.get_children(p):
+            walk(f"{p}/{child}")
+
+    walk(path)
+    return out
+
+
+def _versions(zk: KazooClient, path: str) -> dict[str, int]:
+    """Each znode's data version under ``path`` (the state znodes' partition epochs)."""
+    return {p: zk.get(f"{path}{p}" if p != "/" else path)[1].version for p in _tree(zk, path)}
+
+
+async def test_our_topic_store_writes_the_topic_kafka_writes(kafka_on_zk: KafkaOnZk,
+                                                             zk_connect: str,
+                                                             kazoo_factory: KazooFactory) -> None:
+    """The same topic created by Kafka (with its tools) and by our topic store and
+    controller writes, each under its own chroot: the same znodes, field by field."""
+    kafka_zk = kafka_on_zk.zk
+    kafka_assignment = zd.TopicAssignment.decode(TOPIC, kafka_zk.get(zd.topic_path(TOPIC))[0])
+    assert kafka_assignment.topic_id is not None
+    controller_epoch = zd.decode_controller_epoch(kafka_zk.get(zd.CONTROLLER_EPOCH)[0])
+    zk = await ZkClient.connect(zk_connect, session_timeout_ms=6000)
+    try:
+        await create_top_level_paths(zk)
+        store = ZkTopicStore(zk)
+        record = TopicRecord(TOPIC, kafka_assignment.topic_id, {p: (1,) for p in range(3)})
+        await store.create_topic(record, {"retention.ms": "1000"})
+        await store.create_partition_states({
+            TopicPartition(TOPIC, p): LeaderIsrAndControllerEpoch(
+                LeaderAndIsr.initial(1, (1,)), controller_epoch) for p in range(3)})
+    finally:
+        await zk.close()
+    ours = kazoo_factory(zk_connect)
+    for root in (zd.topic_path(TOPIC), zd.topic_config_path(TOPIC)):
+        theirs, mine = _tree(kafka_zk, root), _tree(ours, root)
+        assert set(theirs) == set(mine), root
+        for path, data in theirs.items():
+            if data is None:
+                assert mine[path] is None, f"{root}{path}"
+            else:
+                assert json.loads(mine[path] or b"") == json.loads(data), f"{root}{path}"
+        assert _versions(kafka_zk, root) == _versions(ours, root), root
+
+
 def test_config_change_written_by_kafka(kafka_on_zk: KafkaOnZk) -> None:
     zk = kafka_on_zk.zk
     before = set(zk.get_children(zd.CONFIG_CHANGES))
@@ -250,3 +306,4 @@ def test_kafka_reads_admin_and_notification_znodes_we_write(kafka_on_zk: KafkaOn
     state = zd.PartitionState.decode(raw, stat.version)
     assert (state.leader, state.isr, state.leader_epoch) == (1, (1,), 1)
     assert state.zk_version == 1
+

@@ -1,0 +1,379 @@
+"""The cluster's decisions on top of ``ControllerCore``: brokers come and go, controlled
+shutdown, preferred (and unclean) leader election (Kafka's ``KafkaController``:
+``processBrokerChange``, ``doControlledShutdown``, ``onReplicaElection``,
+``checkAndTriggerAutoLeaderRebalance``).
+
+Events, on the same queue and context as the core's:
+
+- ``BrokerChange``: ``/brokers/ids`` changed. New brokers get UpdateMetadata with every
+  partition and LeaderAndIsr for the replicas they host (they start as what the state says:
+  follower, or leader if they lead), offline partitions get a leader; the others learn of
+  the new broker. A broker that left: the partitions it led get a new leader from the live
+  ISR (offline election: never outside the ISR unless ``unclean.leader.election.enable``),
+  it leaves every ISR (the last ISR member is kept, as Kafka keeps it, so that it may lead
+  again when it returns; a partition left without a live leader has leader -1), and
+  everyone hears of it. A broker whose registration's epoch changed (it restarted within a
+  session timeout) counts as leaving and coming back.
+- ``ControlledShutdown(broker, broker epoch)``: the broker is shutting down. Each partition
+  it leads (with more than one replica) gets a leader from the rest of the ISR; it leaves
+  the ISR of partitions it follows and gets StopReplica (no delete) for them. The answer
+  lists the partitions it still leads (none, when all moved): the broker retries until
+  that is empty, or gives up after ``controlled.shutdown.max.retries``.
+- ``ReplicaLeaderElection(type, partitions)`` (ElectLeaders, ``minikafka
+  leader-election``): preferred (the first replica of the assignment, if live and in the
+  ISR) or unclean (partitions without a live leader, from any live replica); per partition
+  NONE, ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE
+  or UNKNOWN_TOPIC_OR_PARTITION, as Kafka answers.
+- ``AutoPreferredReplicaLeaderElection``: every ``leader.imbalance.check.interval.seconds``
+  (with ``auto.leader.rebalance.enable``), for each broker whose share of partitions it
+  should lead but does not exceeds ``leader.imbalance.per.broker.percentage``, a preferred
+  election of those partitions.
+
+Every event is ignored while ``is_active()`` is false (the session that won the election
+is gone): a controller that lost ZooKeeper does nothing more, and its writes would fail
+the ``/controller_epoch`` check anyway.
+
+Replication (followers fetching, ISR shrink/expand via AlterPartition) is not here: until
+it exists, an ISR only shrinks (brokers leaving) and never grows back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from controller.channel import BrokerRegistration, ControllerChannel
+from controller.core import ControllerCore, DeletionsRequested, SentRequest
+from controller.election import elect_controlled_shutdown, elect_offline, elect_preferred
+from controller.leader_and_isr import NO_LEADER, LeaderAndIsr, LeaderIsrAndControllerEpoch
+from controller.topic_store import TopicStore
+from protocol.errors import ErrorCode
+from protocol.topic_partition import TopicPartition
+
+log = logging.getLogger(__name__)
+
+PREFERRED: Final = 0  # ElectLeaders election types
+UNCLEAN: Final = 1
+
+ElectionOutcome = dict[TopicPartition, tuple[ErrorCode, str | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerChange:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class AutoPreferredReplicaLeaderElection:
+    pass
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ControlledShutdown:
+    broker_id: int
+    broker_epoch: int
+    result: asyncio.Future[tuple[ErrorCode, list[TopicPartition]]]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ReplicaLeaderElection:
+    election_type: int
+    partitions: frozenset[TopicPartition] | None  # None: every partition
+    result: asyncio.Future[ElectionOutcome] | None = None
+
+
+class ZkControllerCore(ControllerCore):
+    def __init__(self, *, controller_id: int, controller_epoch: int, store: TopicStore,
+                 channel: ControllerChannel, inter_broker_listener: str,
+                 unclean_leader_election: bool = False,
+                 read_brokers: Callable[[], Awaitable[dict[int, BrokerRegistration]]],
+                 is_active: Callable[[], bool], imbalance_percentage: int = 10) -> None:
+        super().__init__(controller_id=controller_id, controller_epoch=controller_epoch,
+                         store=store, channel=channel,
+                         inter_broker_listener=inter_broker_listener,
+                         unclean_leader_election=unclean_leader_election)
+        self._read_brokers = read_brokers
+        self._is_active = is_active
+        self.imbalance_percentage = imbalance_percentage
+
+    async def activate(self, live_brokers: Iterable[BrokerRegistration]) -> list[SentRequest]:
+        """The core's failover; every live broker also hears of every live broker when there
+        is no partition to tell it about (Kafka always sends that UpdateMetadata)."""
+        sent = await super().activate(live_brokers)
+        if not self.context.leadership:
+            self._batch.add_update_metadata(self.context.live_brokers)
+            sent += self._send()
+        return sent
+
+    async def process(self, event: object) -> None:
+        if not self._is_active():
+            _refuse(event)
+            return
+        if isinstance(event, BrokerChange):
+            await self._on_broker_change()
+        elif isinstance(event, ControlledShutdown):
+            await self._on_controlled_shutdown(event)
+        elif isinstance(event, ReplicaLeaderElection):
+            outcome = await self._on_leader_election(event.election_type, event.partitions)
+            if event.result is not None and not event.result.done():
+                event.result.set_result(outcome)
+        elif isinstance(event, AutoPreferredReplicaLeaderElection):
+            await self._on_auto_rebalance()
+        else:
+            await super().process(event)
+
+    # ------------------------------------------------------------ brokers
+
+    async def _on_broker_change(self) -> None:
+        ctx = self.context
+        current = await self._read_brokers()
+        live = ctx.live_brokers
+        new = [current[i] for i in sorted(set(current) - set(live))]
+        dead = sorted(set(live) - set(current))
+        bounced = [current[i] for i in sorted(set(current) & set(live))
+                   if current[i].epoch != live[i].epoch]
+        if not (new or dead or bounced):
+            return
+        log.info("[Controller id=%d] Newly added brokers: %s, deleted brokers: %s, bounced "
+                 "brokers: %s, all live brokers: %s", self.controller_id,
+                 [b.broker_id for b in new], dead, [b.broker_id for b in bounced],
+                 sorted(current))
+        for broker in new:
+            self.channel.add_broker(broker)
+        for broker in bounced:
+            self.channel.remove_broker(broker.broker_id)
+            self.channel.add_broker(broker)
+        for broker_id in dead:
+            self.channel.remove_broker(broker_id)
+        if new:
+            for broker in new:
+                live[broker.broker_id] = broker
+            await self._on_broker_startup([b.broker_id for b in new])
+        if bounced:
+            ids = [b.broker_id for b in bounced]
+            for broker_id in ids:
+                del live[broker_id]
+            await self._on_broker_failure(ids)
+            for broker in bounced:
+                live[broker.broker_id] = broker
+            await self._on_broker_startup(ids)
+        if dead:
+            for broker_id in dead:
+                del live[broker_id]
+            await self._on_broker_failure(dead)
+
+    async def _on_broker_startup(self, ids: list[int]) -> None:
+        """Kafka's onBrokerStartup."""
+        ctx = self.context
+        ctx.shutting_down.difference_update(ids)
+        self._batch.add_update_metadata([b for b in ctx.live_brokers if b not in ids])
+        self._send()
+        self._batch.add_update_metadata(ids)  # even with no partitions: the live brokers
+        for tp, state in ctx.leadership.items():
+            self._batch.add_update_metadata(ids, tp, state, ctx.replicas(tp))
+        self._send()
+        for tp, state in ctx.leadership.items():
+            hosts = [b for b in ctx.replicas(tp) if b in ids]
+            if hosts and ctx.is_replica_online(state.leader_and_isr.leader):
+                self._batch.add_leader_and_isr(hosts, tp, state, ctx.replicas(tp))
+        self._send()
+        await self._elect_offline(self._offline_partitions())
+        await self._create_partitions([tp for tp in ctx.all_partitions()
+                                       if tp not in ctx.leadership
+                                       and tp.topic not in ctx.topics_to_delete])
+        if ctx.topics_to_delete:
+            self.events.put(DeletionsRequested())  # deletions that waited for these brokers
+
+    async def _on_broker_failure(self, ids: list[int]) -> None:
+        """Kafka's onBrokerFailure: new leaders, then the brokers leave every ISR."""
+        ctx = self.context
+        ctx.shutting_down.difference_update(ids)
+        await self._elect_offline(self._offline_partitions())
+        await self._remove_from_isr(set(ids), ctx.all_partitions())
+        self._batch.add_update_metadata(ctx.live_brokers)  # at least the broker list changed
+        self._send()
+
+    def _offline_partitions(self) -> list[TopicPartition]:
+        ctx = self.context
+        return [tp for tp, s in ctx.leadership.items()
+                if not ctx.is_replica_online(s.leader_and_isr.leader)
+                and tp.topic not in ctx.topics_to_delete]
+
+    async def _remove_from_isr(self, brokers: set[int],
+                               partitions: Iterable[TopicPartition]) -> None:
+        """Kafka's removeReplicasFromIsr (OfflineReplica): a broker that leads loses the
+        leadership (NO_LEADER); the last member of an ISR stays in it."""
+        ctx = self.context
+        updates: dict[TopicPartition, LeaderAndIsr] = {}
+        for tp in partitions:
+            state = ctx.leadership.get(tp)
+            if state is None or tp.topic in ctx.topics_to_delete:
+                continue
+            lai = state.leader_and_isr
+            if not brokers.intersection(lai.isr) and lai.leader not in brokers:
+                continue
+            isr = lai.isr if len(lai.isr) == 1 else tuple(b for b in lai.isr if b not in brokers)
+            if not isr:
+                isr = lai.isr
+            leader = NO_LEADER if lai.leader in brokers else lai.leader
+            if leader == lai.leader and isr == lai.isr:
+                continue
+            updates[tp] = lai.new_leader_and_isr(leader, isr)
+        await self._write_and_send(updates, exclude=brokers)
+
+    async def _write_and_send(self, updates: Mapping[TopicPartition, LeaderAndIsr], *,
+                              exclude: Iterable[int] = ()) -> set[TopicPartition]:
+        """Write the states (version-checked), then LeaderAndIsr to the live replicas (but
+        ``exclude``) and UpdateMetadata to everyone. Returns the partitions written."""
+        if not updates:
+            return set()
+        ctx = self.context
+        skip = set(exclude)
+        written = await self.store.update_partition_states(
+            {tp: LeaderIsrAndControllerEpoch(lai, self.controller_epoch)
+             for tp, lai in updates.items()})
+        for tp in written.failed:
+            log.error("[Controller id=%d] the state of %s changed under us; not updated",
+                      self.controller_id, tp)
+        for tp, state in written.written.items():
+            ctx.leadership[tp] = state
+            self._batch.add_leader_and_isr([b for b in ctx.live_replicas(tp) if b not in skip],
+                                           tp, state, ctx.replicas(tp))
+        self._send()
+        return set(written.written)
+
+    # ------------------------------------------------------------ controlled shutdown
+
+    async def _on_controlled_shutdown(self, event: ControlledShutdown) -> None:
+        outcome = await self._controlled_shutdown(event.broker_id, event.broker_epoch)
+        if not event.result.done():
+            event.result.set_result(outcome)
+
+    async def _controlled_shutdown(self, broker_id: int,
+                                   broker_epoch: int) -> tuple[ErrorCode, list[TopicPartition]]:
+        ctx = self.context
+        log.info("[Controller id=%d] Shutting down broker %d", self.controller_id, broker_id)
+        registration = ctx.live_brokers.get(broker_id)
+        if registration is None:
+            return ErrorCode.BROKER_NOT_AVAILABLE, []
+        if broker_epoch != -1 and broker_epoch < registration.epoch:
+            return ErrorCode.STALE_BROKER_EPOCH, []
+        ctx.shutting_down.add(broker_id)
+        led: list[TopicPartition] = []
+        followed: list[TopicPartition] = []
+        for tp in ctx.partitions_on_broker(broker_id):
+            state = ctx.leadership.get(tp)
+            if state is None or len(ctx.replicas(tp)) < 2 or tp.topic in ctx.topics_to_delete:
+                continue
+            (led if state.leader_and_isr.leader == broker_id else followed).append(tp)
+        updates: dict[TopicPartition, LeaderAndIsr] = {}
+        for tp in led:
+            result = elect_controlled_shutdown(ctx.replicas(tp),
+                                               ctx.leadership[tp].leader_and_isr,
+                                               ctx.live_brokers, ctx.shutting_down)
+            if result.leader_and_isr is not None:
+                updates[tp] = result.leader_and_isr
+        await self._write_and_send(updates)
+        for tp in followed:
+            self._batch.add_stop_replica([broker_id], tp, delete=False,
+                                         leader_epoch=ctx.leadership[tp].leader_and_isr.leader_epoch)
+        self._send()
+        await self._remove_from_isr({broker_id}, followed)
+        remaining = sorted(tp for tp in ctx.partitions_on_broker(broker_id)
+                           if (s := ctx.leadership.get(tp)) is not None
+                           and s.leader_and_isr.leader == broker_id)
+        log.info("[Controller id=%d] Broker %d still leads %d partitions", self.controller_id,
+                 broker_id, len(remaining))
+        return ErrorCode.NO_ERROR, remaining
+
+    # ------------------------------------------------------------ leader election
+
+    async def _on_leader_election(self, election_type: int,
+                                  partitions: frozenset[TopicPartition] | None) -> ElectionOutcome:
+        ctx = self.context
+        wanted = (frozenset(tp for tp in ctx.leadership if tp.topic not in ctx.topics_to_delete)
+                  if partitions is None else partitions)
+        outcome: ElectionOutcome = {}
+        updates: dict[TopicPartition, LeaderAndIsr] = {}
+        online = {b for b in ctx.live_brokers if b not in ctx.shutting_down}
+        for tp in sorted(wanted):
+            state = ctx.leadership.get(tp)
+            if state is None or tp.topic in ctx.topics_to_delete:
+                outcome[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                               "The partition does not exist.")
+                continue
+            lai, replicas = state.leader_and_isr, ctx.replicas(tp)
+            if election_type == PREFERRED:
+                if replicas and lai.leader == replicas[0]:
+                    outcome[tp] = (ErrorCode.ELECTION_NOT_NEEDED,
+                                   "Leader election not needed for topic partition.")
+                    continue
+                result = elect_preferred(replicas, lai, online)
+                error = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+                message = (f"Failed to elect leader for partition {tp} under strategy "
+                           "PreferredReplicaPartitionLeaderElectionStrategy")
+            else:
+                if ctx.is_replica_online(lai.leader):
+                    outcome[tp] = (ErrorCode.ELECTION_NOT_NEEDED,
+                                   "Leader election not needed for topic partition.")
+                    continue
+                result = elect_offline(replicas, lai, online, True)
+                error = ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+                message = (f"Failed to elect leader for partition {tp} under strategy "
+                           "OfflinePartitionLeaderElectionStrategy(true)")
+            if result.leader_and_isr is None:
+                outcome[tp] = (error, message)
+            else:
+                updates[tp] = result.leader_and_isr
+        written = await self._write_and_send(updates)
+        for tp in updates:
+            outcome[tp] = ((ErrorCode.NO_ERROR, None) if tp in written else
+                           (ErrorCode.UNKNOWN_SERVER_ERROR, "the partition state changed"))
+        if updates:
+            log.info("[Controller id=%d] %s leader election for %d partitions: %d elected",
+                     self.controller_id, "Preferred" if election_type == PREFERRED else "Unclean",
+                     len(updates), len(written))
+        return outcome
+
+    async def _on_auto_rebalance(self) -> None:
+        """Kafka's checkAndTriggerAutoLeaderRebalance."""
+        ctx = self.context
+        by_preferred: dict[int, list[TopicPartition]] = defaultdict(list)
+        for tp in ctx.leadership:
+            replicas = ctx.replicas(tp)
+            if replicas and tp.topic not in ctx.topics_to_delete:
+                by_preferred[replicas[0]].append(tp)
+        candidates: set[TopicPartition] = set()
+        for broker, partitions in sorted(by_preferred.items()):
+            if not ctx.is_replica_online(broker):
+                continue
+            not_led = [tp for tp in partitions
+                       if ctx.leadership[tp].leader_and_isr.leader != broker]
+            ratio = len(not_led) / len(partitions)
+            log.debug("[Controller id=%d] Leader imbalance ratio for broker %d is %.3f",
+                      self.controller_id, broker, ratio)
+            if ratio > self.imbalance_percentage / 100:
+                candidates.update(tp for tp in not_led
+                                  if broker in ctx.leadership[tp].leader_and_isr.isr)
+        if candidates:
+            log.info("[Controller id=%d] Starting replica leader election (PREFERRED) for "
+                     "partitions %s triggered by AutoTriggered", self.controller_id,
+                     ",".join(str(tp) for tp in sorted(candidates)))
+            await self._on_leader_election(PREFERRED, frozenset(candidates))
+
+
+def _refuse(event: object) -> None:
+    """An inactive controller answers what waits for an answer: NOT_CONTROLLER."""
+    if isinstance(event, ControlledShutdown) and not event.result.done():
+        event.result.set_result((ErrorCode.NOT_CONTROLLER, []))
+    elif (isinstance(event, ReplicaLeaderElection) and event.result is not None
+          and not event.result.done()):
+        event.result.set_exception(NotControllerError("this broker is not the controller"))
+
+
+class NotControllerError(Exception):
+    """The request reached a broker that is not (or no longer) the controller."""
