@@ -38,6 +38,7 @@ from controller.channel import BrokerEndpoint, BrokerRegistration, ControllerCha
 from controller.core import DeletionsRequested, PartitionsChanged, TopicsChanged
 from controller.zk_client import ZkClient, ZkWatchFired
 from controller.zk_core import (
+    AlterPartitionReceived,
     AutoPreferredReplicaLeaderElection,
     BrokerChange,
     ControlledShutdown,
@@ -50,6 +51,7 @@ from controller.zk_election import ControllerEpoch
 from controller.zk_session import ZkBrokerSession, ZkSettings
 from controller.zk_store import ZkTopicStore
 from protocol.errors import ErrorCode
+from protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
 from protocol.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -179,6 +181,16 @@ class ZkController:
             raise NotControllerError("this broker is not the controller")
         future: asyncio.Future[ElectionOutcome] = asyncio.get_running_loop().create_future()
         core.events.put(ReplicaLeaderElection(election_type, partitions, future))
+        return await future
+
+    async def alter_partition(self, request: AlterPartitionRequest,
+                              version: int) -> AlterPartitionResponse:
+        core = self._core
+        if core is None or not self.is_active:
+            return AlterPartitionResponse(error_code=ErrorCode.NOT_CONTROLLER)
+        future: asyncio.Future[AlterPartitionResponse] = (
+            asyncio.get_running_loop().create_future())
+        core.events.put(AlterPartitionReceived(request, version, future))
         return await future
 
     # ------------------------------------------------------------ election

@@ -24,6 +24,10 @@ Events, on the same queue and context as the core's:
   ISR) or unclean (partitions without a live leader, from any live replica); per partition
   NONE, ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE
   or UNKNOWN_TOPIC_OR_PARTITION, as Kafka answers.
+- ``AlterPartitionReceived`` (a leader's AlterPartition, Kafka's ``processAlterPartition``):
+  the ISR it asks for is written if its leader epoch and partition epoch are current and
+  every new member is live; per partition FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION,
+  INELIGIBLE_REPLICA, ... as Kafka answers; everyone gets UpdateMetadata.
 - ``AutoPreferredReplicaLeaderElection``: every ``leader.imbalance.check.interval.seconds``
   (with ``auto.leader.rebalance.enable``), for each broker whose share of partitions it
   should lead but does not exceeds ``leader.imbalance.per.broker.percentage``, a preferred
@@ -33,14 +37,15 @@ Every event is ignored while ``is_active()`` is false (the session that won the 
 is gone): a controller that lost ZooKeeper does nothing more, and its writes would fail
 the ``/controller_epoch`` check anyway.
 
-Replication (followers fetching, ISR shrink/expand via AlterPartition) is not here: until
-it exists, an ISR only shrinks (brokers leaving) and never grows back.
+Replication (followers fetching, a leader deciding its ISR and sending AlterPartition) is
+the brokers' part: until it exists, nothing asks for an ISR to grow back.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -49,13 +54,20 @@ from typing import Final
 from controller.channel import BrokerRegistration, ControllerChannel
 from controller.core import ControllerCore, DeletionsRequested, SentRequest
 from controller.election import elect_controlled_shutdown, elect_offline, elect_preferred
-from controller.leader_and_isr import NO_LEADER, LeaderAndIsr, LeaderIsrAndControllerEpoch
+from controller.leader_and_isr import (
+    NO_LEADER,
+    LeaderAndIsr,
+    LeaderIsrAndControllerEpoch,
+    LeaderRecoveryState,
+)
 from controller.topic_store import TopicStore
 from protocol.errors import ErrorCode
+from protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
 from protocol.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 
+ZERO_UUID: Final = uuid.UUID(int=0)
 PREFERRED: Final = 0  # ElectLeaders election types
 UNCLEAN: Final = 1
 
@@ -77,6 +89,13 @@ class ControlledShutdown:
     broker_id: int
     broker_epoch: int
     result: asyncio.Future[tuple[ErrorCode, list[TopicPartition]]]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class AlterPartitionReceived:
+    request: AlterPartitionRequest
+    version: int
+    result: asyncio.Future[AlterPartitionResponse]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -123,6 +142,10 @@ class ZkControllerCore(ControllerCore):
                 event.result.set_result(outcome)
         elif isinstance(event, AutoPreferredReplicaLeaderElection):
             await self._on_auto_rebalance()
+        elif isinstance(event, AlterPartitionReceived):
+            response = await self._on_alter_partition(event.request, event.version)
+            if not event.result.done():
+                event.result.set_result(response)
         else:
             await super().process(event)
 
@@ -290,6 +313,78 @@ class ZkControllerCore(ControllerCore):
                  broker_id, len(remaining))
         return ErrorCode.NO_ERROR, remaining
 
+    # ------------------------------------------------------------ AlterPartition
+
+    async def _on_alter_partition(self, request: AlterPartitionRequest,
+                                  version: int) -> AlterPartitionResponse:
+        """Kafka's tryProcessAlterPartition: a leader changes its partition's ISR."""
+        ctx = self.context
+        registration = ctx.live_brokers.get(request.broker_id)
+        if registration is None or registration.epoch != request.broker_epoch:
+            log.info("[Controller id=%d] Ignoring AlterPartition from broker %d: stale or "
+                     "unknown broker epoch %d", self.controller_id, request.broker_id,
+                     request.broker_epoch)
+            return AlterPartitionResponse(error_code=ErrorCode.STALE_BROKER_EPOCH)
+        by_id = {record.topic_id: name for name, record in ctx.topics.items()}
+        errors: dict[TopicPartition, ErrorCode] = {}
+        unknown_ids: list[AlterPartitionRequest.TopicData] = []
+        proposed: dict[TopicPartition, LeaderAndIsr] = {}
+        for topic in request.topics:
+            name = by_id.get(topic.topic_id) if version > 1 else topic.topic_name
+            if name is None:
+                unknown_ids.append(topic)
+                continue
+            for p in topic.partitions:
+                isr = ([b.broker_id for b in p.new_isr_with_epochs] if version >= 3
+                       else list(p.new_isr))
+                proposed[TopicPartition(name, p.partition_index)] = LeaderAndIsr(
+                    request.broker_id, p.leader_epoch, tuple(isr),
+                    LeaderRecoveryState(p.leader_recovery_state), p.partition_epoch)
+        accepted: dict[TopicPartition, LeaderAndIsr] = {}
+        current_states: dict[TopicPartition, LeaderAndIsr] = {}
+        for tp, new in proposed.items():
+            state = ctx.leadership.get(tp)
+            if state is None:
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            current = state.leader_and_isr
+            if (new.partition_epoch > current.partition_epoch
+                    or new.leader_epoch > current.leader_epoch):
+                errors[tp] = ErrorCode.NOT_CONTROLLER  # it knows a newer state than we do
+            elif new.leader_epoch < current.leader_epoch:
+                errors[tp] = ErrorCode.FENCED_LEADER_EPOCH
+            elif (new.leader, new.leader_epoch, new.isr, new.leader_recovery_state) == (
+                    current.leader, current.leader_epoch, current.isr,
+                    current.leader_recovery_state):
+                current_states[tp] = current  # already so: answer the current state
+            elif new.partition_epoch < current.partition_epoch:
+                errors[tp] = ErrorCode.INVALID_UPDATE_VERSION
+            elif (new.leader_recovery_state == LeaderRecoveryState.RECOVERING and len(new.isr) > 1) or (current.leader_recovery_state == LeaderRecoveryState.RECOVERED
+                  and new.leader_recovery_state == LeaderRecoveryState.RECOVERING):
+                errors[tp] = ErrorCode.INVALID_REQUEST
+            elif set(new.isr) - set(ctx.live_brokers):
+                errors[tp] = (ErrorCode.INELIGIBLE_REPLICA if version > 1
+                              else ErrorCode.OPERATION_NOT_ATTEMPTED)
+            else:
+                accepted[tp] = new
+        written = await self.store.update_partition_states(
+            {tp: LeaderIsrAndControllerEpoch(lai, self.controller_epoch)
+             for tp, lai in accepted.items()})
+        for tp in written.failed:
+            errors[tp] = ErrorCode.INVALID_UPDATE_VERSION
+        for tp, state in written.written.items():
+            ctx.leadership[tp] = state
+            current_states[tp] = state.leader_and_isr
+            self._batch.add_update_metadata(ctx.live_brokers, tp, state, ctx.replicas(tp))
+        self._send()
+        if written.written:
+            log.info("[Controller id=%d] ISR of %s changed by broker %d", self.controller_id,
+                     ", ".join(f"{tp}: {list(s.leader_and_isr.isr)}"
+                               for tp, s in sorted(written.written.items())),
+                     request.broker_id)
+        return _alter_partition_response(version, errors, current_states, ctx.topic_id,
+                                         unknown_ids)
+
     # ------------------------------------------------------------ leader election
 
     async def _on_leader_election(self, election_type: int,
@@ -366,10 +461,37 @@ class ZkControllerCore(ControllerCore):
             await self._on_leader_election(PREFERRED, frozenset(candidates))
 
 
+def _alter_partition_response(version: int, errors: Mapping[TopicPartition, ErrorCode],
+                              states: Mapping[TopicPartition, LeaderAndIsr],
+                              topic_id: Callable[[str], uuid.UUID],
+                              unknown_ids: list[AlterPartitionRequest.TopicData],
+                              ) -> AlterPartitionResponse:
+    _R = AlterPartitionResponse
+    by_topic: dict[str, list[AlterPartitionResponse.PartitionData]] = defaultdict(list)
+    for tp, error in errors.items():
+        by_topic[tp.topic].append(_R.PartitionData(partition_index=tp.partition,
+                                                   error_code=error))
+    for tp, lai in states.items():
+        by_topic[tp.topic].append(_R.PartitionData(
+            partition_index=tp.partition, leader_id=lai.leader, leader_epoch=lai.leader_epoch,
+            isr=list(lai.isr), leader_recovery_state=int(lai.leader_recovery_state),
+            partition_epoch=lai.partition_epoch))
+    topics = [_R.TopicData(topic_name="" if version > 1 else name,
+                           topic_id=topic_id(name) if version > 1 else ZERO_UUID,
+                           partitions=sorted(parts, key=lambda p: p.partition_index))
+              for name, parts in sorted(by_topic.items())]
+    topics += [_R.TopicData(topic_id=t.topic_id, partitions=[
+        _R.PartitionData(partition_index=p.partition_index, error_code=ErrorCode.UNKNOWN_TOPIC_ID)
+        for p in t.partitions]) for t in unknown_ids]
+    return AlterPartitionResponse(topics=topics)
+
+
 def _refuse(event: object) -> None:
     """An inactive controller answers what waits for an answer: NOT_CONTROLLER."""
     if isinstance(event, ControlledShutdown) and not event.result.done():
         event.result.set_result((ErrorCode.NOT_CONTROLLER, []))
+    elif isinstance(event, AlterPartitionReceived) and not event.result.done():
+        event.result.set_result(AlterPartitionResponse(error_code=ErrorCode.NOT_CONTROLLER))
     elif (isinstance(event, ReplicaLeaderElection) and event.result is not None
           and not event.result.done()):
         event.result.set_exception(NotControllerError("this broker is not the controller"))

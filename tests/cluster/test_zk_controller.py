@@ -25,6 +25,7 @@ from controller.zk import ZkController, ZkControllerSettings
 from controller.zk_core import PREFERRED, UNCLEAN
 from controller.zk_session import ZkSettings
 from protocol.errors import ErrorCode
+from protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
 from protocol.messages.leader_and_isr import LeaderAndIsrRequest, LeaderAndIsrResponse
 from protocol.messages.stop_replica import StopReplicaResponse
 from protocol.messages.update_metadata import UpdateMetadataRequest, UpdateMetadataResponse
@@ -197,6 +198,43 @@ async def test_broker_loss_return_and_elections(cluster: Cluster) -> None:
     assert outcome[TopicPartition(TOPIC, p_moved)][0] == ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
     assert {outcome[TopicPartition(TOPIC, p)][0] for p in PARTITIONS if p != p_moved} == {
         ErrorCode.ELECTION_NOT_NEEDED}
+    # What replication will do once the returning broker has caught up: its leader asks
+    # for it to rejoin the ISR (AlterPartition). Then the preferred election moves back.
+    tp = TopicPartition(TOPIC, p_moved)
+    state = (await controller.store.partition_states([tp]))[tp].leader_and_isr
+    leader_id = moved[p_moved]
+    leader_epoch = cluster.controllers[leader_id].broker_epoch
+    grown = sorted({*state.isr, lost})
+
+    def alter(isr: list[int], *, broker_epoch: int = leader_epoch, epoch: int = state.leader_epoch,
+              partition_epoch: int = state.partition_epoch) -> AlterPartitionRequest:
+        return AlterPartitionRequest(broker_id=leader_id, broker_epoch=broker_epoch, topics=[
+            AlterPartitionRequest.TopicData(topic_name=TOPIC, partitions=[
+                AlterPartitionRequest.PartitionData(
+                    partition_index=p_moved, leader_epoch=epoch, new_isr=isr,
+                    partition_epoch=partition_epoch)])])
+
+    def result(response: AlterPartitionResponse) -> tuple[int, int, list[int]]:
+        (topic,) = response.topics
+        (part,) = topic.partitions
+        return part.error_code, part.partition_epoch, part.isr
+
+    stale = await controller.alter_partition(alter(grown, broker_epoch=leader_epoch - 1), 1)
+    assert stale.error_code == ErrorCode.STALE_BROKER_EPOCH
+    fenced = await controller.alter_partition(alter(grown, epoch=state.leader_epoch - 1), 1)
+    assert result(fenced)[0] == ErrorCode.FENCED_LEADER_EPOCH
+    ineligible = await controller.alter_partition(alter([*grown, 99]), 1)
+    assert result(ineligible)[0] == ErrorCode.OPERATION_NOT_ATTEMPTED
+    ok = await controller.alter_partition(alter(grown), 1)
+    assert result(ok) == (ErrorCode.NO_ERROR, state.partition_epoch + 1, grown)
+    again = await controller.alter_partition(alter(grown), 1)  # a retry: the current state
+    assert result(again) == (ErrorCode.NO_ERROR, state.partition_epoch + 1, grown)
+    conflict = await controller.alter_partition(alter(list(state.isr)), 1)  # stale version
+    assert result(conflict)[0] == ErrorCode.INVALID_UPDATE_VERSION
+    back = await controller.elect_leaders(PREFERRED, frozenset({tp}))
+    assert back == {tp: (ErrorCode.NO_ERROR, None)}
+    await wait_for(lambda: leaders_everywhere(cluster, {p: r[0] for p, r in PARTITIONS.items()}),
+                   "the preferred leaders back")
     unclean = await controller.elect_leaders(UNCLEAN, frozenset({TopicPartition(TOPIC, 0)}))
     assert unclean[TopicPartition(TOPIC, 0)][0] == ErrorCode.ELECTION_NOT_NEEDED
     missing = await controller.elect_leaders(PREFERRED, frozenset({TopicPartition("nope", 0)}))
