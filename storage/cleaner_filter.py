@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import enum
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -178,6 +178,7 @@ class BatchFilter:
         active_producers: Mapping[int, LastRecord],
         upper_bound_offset: int,
         stats: CleanerStats,
+        yield_gil: Callable[[], None] = lambda: None,
     ) -> None:
         self.map = offset_map
         self.now_ms = now_ms
@@ -185,6 +186,7 @@ class BatchFilter:
         self.active_producers = active_producers
         self.upper_bound_offset = upper_bound_offset
         self.stats = stats
+        self.yield_gil = yield_gil
         self.txn = TxnTracker()
 
     def _is_last_batch_of_producer(self, producer_id: int, last_offset: int, is_control: bool,
@@ -211,6 +213,7 @@ class BatchFilter:
             written = self._filter_batch(buf, head, out)
             if written is not None:
                 metas.append(written)
+            self.yield_gil()
         return metas
 
     def _filter_batch(self, buf: bytes | memoryview, head: BatchHeader,
