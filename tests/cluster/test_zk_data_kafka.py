@@ -11,6 +11,8 @@ ZooKeeper. Both directions are checked:
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import json
 import uuid
 from collections.abc import Iterator
@@ -22,18 +24,24 @@ from kafka.admin import ConfigResource, ConfigResourceType
 from kazoo.client import KazooClient
 
 from controller import zk_data as zd
+from controller.channel import ControlRequestBatch
 from controller.leader_and_isr import LeaderAndIsr, LeaderIsrAndControllerEpoch
+from controller.network_channel import NetworkChannel
 from controller.topic_store import TopicRecord
+from controller.zk import to_channel_registration
 from controller.zk_client import ZkClient
 from controller.zk_registration import create_top_level_paths
 from controller.zk_store import ZkTopicStore
 from devcluster.apache_kafka import ApacheKafkaZk, kafka_tool
 from devcluster.zookeeper import ZooKeeper
+from protocol.errors import ErrorCode
+from protocol.messages.update_metadata import UpdateMetadataRequest, UpdateMetadataResponse
 from protocol.topic_partition import TopicPartition
 from tests.cluster.conftest import KazooFactory
 from tests.cluster.zk_support import kazoo_client, wait_until
 
 pytestmark = [pytest.mark.java, pytest.mark.timeout(300)]
+ZERO_UUID = uuid.UUID(int=0)
 
 TOPIC = "orders"
 
@@ -307,3 +315,46 @@ def test_kafka_reads_admin_and_notification_znodes_we_write(kafka_on_zk: KafkaOn
     assert (state.leader, state.isr, state.leader_epoch) == (1, (1,), 1)
     assert state.zk_version == 1
 
+
+
+async def test_network_channel_speaks_to_a_kafka_broker(kafka_on_zk: KafkaOnZk) -> None:
+    """Our controller channel's UpdateMetadata reaches Apache Kafka over the wire and is
+    applied or fenced by Kafka's own checks (last in this module: it changes what Kafka
+    thinks the controller is, and puts it back)."""
+    zk = kafka_on_zk.zk
+    data, stat = zk.get(zd.broker_path(1))
+    kafka_broker = to_channel_registration(zd.BrokerRegistration.decode(1, data), stat.czxid)
+    epoch = zd.decode_controller_epoch(zk.get(zd.CONTROLLER_EPOCH)[0])
+    channel = NetworkChannel(99, "PLAINTEXT")
+    channel.add_broker(kafka_broker)
+
+    async def update_metadata(controller_id: int, controller_epoch: int,
+                              broker_epoch: int) -> int:
+        batch = ControlRequestBatch(controller_id, controller_epoch, "PLAINTEXT")
+        batch.add_update_metadata([1])
+        target = dataclasses.replace(kafka_broker, epoch=broker_epoch)
+        ((_, request, future),) = batch.send_all(channel, {1: target}, lambda _t: ZERO_UUID)
+        assert isinstance(request, UpdateMetadataRequest)
+        response = await asyncio.wait_for(future, 60)
+        assert isinstance(response, UpdateMetadataResponse)
+        return response.error_code
+
+    try:
+        assert await update_metadata(99, epoch - 1, stat.czxid) == ErrorCode.STALE_CONTROLLER_EPOCH
+        assert await update_metadata(99, epoch, stat.czxid - 1) == ErrorCode.STALE_BROKER_EPOCH
+        assert _controller_id(kafka_on_zk) == 1
+        assert await update_metadata(99, epoch, stat.czxid) == ErrorCode.NO_ERROR
+        # Kafka applied it: it names no controller now (99 is not among the live brokers).
+        assert _controller_id(kafka_on_zk) == -1
+        assert await update_metadata(1, epoch, stat.czxid) == ErrorCode.NO_ERROR
+        assert _controller_id(kafka_on_zk) == 1
+    finally:
+        await channel.close()
+
+
+def _controller_id(kafka_on_zk: KafkaOnZk) -> int:
+    admin = kafka_on_zk.admin()
+    try:
+        return int(admin.describe_cluster()["controller_id"])
+    finally:
+        admin.close()
