@@ -46,6 +46,8 @@ from broker.metrics.service import LISTENER_PROPERTY, BrokerMetrics
 from broker.network.socket_server import SocketServer
 from broker.producer_ids import ProducerIdManager
 from broker.replica_manager import ReplicaManager
+from broker.security.credentials import CredentialStore
+from broker.security.entity_store import EntityStoreError, LocalEntityConfigStore
 from broker.services import Broker
 from broker.topics import TopicRegistry, log_config_for, log_config_resolver
 from storage.checkpoints import read_properties
@@ -195,6 +197,11 @@ class BrokerServer:
                 replica_manager.ensure_partition(info.name, partition, info.topic_id, log_config)
         self._maintenance = LogMaintenance(config, log_manager, replica_manager.high_watermarks)
         producer_ids = ProducerIdManager(log_dir)
+        try:
+            entity_configs = LocalEntityConfigStore.load(log_dir)
+        except EntityStoreError as exc:
+            log_manager.abandon()
+            raise StartupError(str(exc)) from None
         # Bound ports replace port 0 when advertised.listeners is not set.
         # A listener missing from advertised.listeners is advertised as bound.
         advertised = list(config.advertised_listeners if "advertised.listeners" in config.explicit
@@ -204,7 +211,8 @@ class BrokerServer:
         return Broker(
             config=config, cluster_id=cluster_id, log_manager=log_manager, topics=topics,
             replica_manager=replica_manager, producer_ids=producer_ids,
-            started_at_ms=int(time.time() * 1000), advertised_listeners=advertised,
+            started_at_ms=int(time.time() * 1000), credentials=CredentialStore(entity_configs),
+            advertised_listeners=advertised,
         )
 
     async def _shutdown(self) -> None:

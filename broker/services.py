@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from broker.config import BrokerConfig, Endpoint
 from broker.producer_ids import ProducerIdManager
 from broker.replica_manager import ReplicaManager
+from broker.security.credentials import CredentialStore
 from broker.topics import TopicRegistry
 from storage.manager import LogManager
 
@@ -30,6 +31,8 @@ class Broker:
     replica_manager: ReplicaManager
     producer_ids: ProducerIdManager
     started_at_ms: int
+    # SCRAM credentials (user entity configs: a file in the log dir on a single node).
+    credentials: CredentialStore
     # The endpoints clients are told to use (advertised.listeners, else the bound
     # listeners with the ports actually bound: port 0 in listeners binds an ephemeral one).
     advertised_listeners: list[Endpoint] = field(default_factory=list)

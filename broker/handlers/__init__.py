@@ -44,6 +44,11 @@ HANDLER_MODULES: tuple[str, ...] = (
     "describe_groups",
     "delete_groups",
     "offset_delete",
+    # security
+    "sasl_handshake",
+    "sasl_authenticate",
+    "describe_user_scram_credentials",
+    "alter_user_scram_credentials",
 )
 
 

@@ -51,14 +51,27 @@ def unsupported_version_response() -> ApiVersionsResponse:
     )
 
 
-@api(ApiVersionsRequest.API_KEY, min_version=0, max_version=MAX_VERSION, request=ApiVersionsRequest)
-async def handle_api_versions(ctx: RequestContext, request: ApiVersionsRequest) -> HandlerResult:
-    if ctx.api_version >= 3:
+def api_versions_response(api_version: int, request: ApiVersionsRequest,
+                          connection_id: str) -> ApiVersionsResponse:
+    if api_version >= 3:
         name, version = request.client_software_name, request.client_software_version
         if not (_SOFTWARE.fullmatch(name) and _SOFTWARE.fullmatch(version)):
             log.info("ApiVersions v%d from %s: invalid client software name/version %r/%r",
-                     ctx.api_version, ctx.connection_id, name, version)
-            return Respond(ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST))
-        log.debug("Connection %s: client software %s %s", ctx.connection_id, name, version)
-    return Respond(ApiVersionsResponse(error_code=ErrorCode.NO_ERROR,
-                                       api_keys=advertised_api_keys()))
+                     api_version, connection_id, name, version)
+            return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST)
+        log.debug("Connection %s: client software %s %s", connection_id, name, version)
+    return ApiVersionsResponse(error_code=ErrorCode.NO_ERROR, api_keys=advertised_api_keys())
+
+
+def answer_before_authentication(api_version: int, request: ApiVersionsRequest | None,
+                                 connection_id: str) -> tuple[int, ApiVersionsResponse]:
+    """ApiVersions on a SASL listener before authentication (answered by the
+    authenticator, as Kafka's SaslServerAuthenticator does): (answer version, body)."""
+    if request is None or not 0 <= api_version <= MAX_VERSION:
+        return 0, unsupported_version_response()
+    return api_version, api_versions_response(api_version, request, connection_id)
+
+
+@api(ApiVersionsRequest.API_KEY, min_version=0, max_version=MAX_VERSION, request=ApiVersionsRequest)
+async def handle_api_versions(ctx: RequestContext, request: ApiVersionsRequest) -> HandlerResult:
+    return Respond(api_versions_response(ctx.api_version, request, ctx.connection_id))

@@ -33,6 +33,12 @@ response over 1 MiB). The connection's principal (``User:ANONYMOUS``, or the cli
 certificate's DN mapped by ``ssl.principal.mapping.rules``) is set when the connection is
 made and travels with every request.
 
+On a SASL listener every frame goes to the connection's ``SaslAuthenticator`` until it
+authenticates (answered here, never queued; frames limited to ``sasl.server.max.receive.size``);
+a failure closes the connection after ``connection.failed.authentication.delay.ms``, muted
+meanwhile. Once authenticated, a SaslHandshake may start re-authentication, and any other
+request after the session's lifetime (``connections.max.reauth.ms``) closes the connection.
+
 Idle connections (no request for ``connections.max.idle.ms``) are closed by the socket
 server's sweeper. Errors are caught here, per connection: they are logged and the
 connection closes; the broker keeps serving everyone else.
@@ -58,6 +64,7 @@ from broker.network.sendfile import (
 )
 from broker.security.listener import ListenerSecurity
 from broker.security.principal import ANONYMOUS, KafkaPrincipal, user
+from broker.security.sasl.authenticator import Failure, SaslAuthenticator
 from broker.security.ssl_principal import NoMatchingRule
 from broker.security.tls import peer_dn
 from protocol.errors import ProtocolError
@@ -78,9 +85,11 @@ JOIN_MAX_BYTES = 1 << 20
 class Connection(asyncio.Protocol):
     def __init__(self, channel: RequestChannel, *, max_frame_bytes: int, copy_fetch_data: bool,
                  memory_pool: MemoryPool, read_limit_bytes: int,
-                 security: ListenerSecurity) -> None:
+                 security: ListenerSecurity,
+                 authenticator: SaslAuthenticator | None = None) -> None:
         self._channel = channel
         self.security = security
+        self._authenticator = authenticator
         self.principal: KafkaPrincipal = ANONYMOUS
         self._max_frame_bytes = max_frame_bytes
         self._copy = copy_fetch_data
@@ -268,7 +277,7 @@ class Connection(asyncio.Protocol):
                             log.warning("Connection %s closed inside a frame size prefix", self.id)
                         self.close()
                     break
-                size = decode_frame_size(buf, self._max_frame_bytes)  # ProtocolError -> close
+                size = decode_frame_size(buf, self._frame_limit())  # ProtocolError -> close
                 if not self._pool.try_reserve(size):
                     # queued.max.request.bytes: wait, muted, for memory.
                     self._pause_reading()
@@ -300,7 +309,7 @@ class Connection(asyncio.Protocol):
             self._start_request(frame)
         if self.in_flight and len(self._buf) >= self._pause_at_bytes:
             self._pause_reading()
-        elif not self.in_flight and self._frame_size != -2:
+        elif not self.in_flight and self._frame_size != -2 and not self._stopping:
             self._resume_reading()
 
     async def _reserve(self, size: int) -> None:
@@ -315,7 +324,25 @@ class Connection(asyncio.Protocol):
         self._resume_reading()
         self._process()
 
+    def _frame_limit(self) -> int:
+        """socket.request.max.bytes; sasl.server.max.receive.size before authentication."""
+        auth = self._authenticator
+        if auth is not None and not auth.complete:
+            return min(self._max_frame_bytes, auth.max_receive_bytes)
+        return self._max_frame_bytes
+
     def _start_request(self, frame: bytes) -> None:
+        auth = self._authenticator
+        if auth is not None:
+            if not auth.complete or auth.begins_reauthentication(frame):
+                self._authenticate(auth, frame)
+                return
+            if auth.session_expired():
+                log.info("Closing connection %s (client %s:%d, %s): its SASL session expired "
+                         "(connections.max.reauth.ms)", self.id, self.host, self.port, self.principal)
+                self._release()
+                self.close()
+                return
         header, body_offset = decode_request_header(frame)
         spec = REGISTRY.get(header.api_key)
         if spec is None:
@@ -334,6 +361,41 @@ class Connection(asyncio.Protocol):
             request.start_ns = time.monotonic_ns()
             self._request = request
         self._channel.submit(request)
+
+    # -- SASL ----------------------------------------------------------------------------
+
+    def _authenticate(self, auth: SaslAuthenticator, frame: bytes) -> None:
+        """A frame of the SASL exchange: answered here, never reaches the request channel."""
+        step = auth.receive(frame)
+        self._release()
+        if step.failure is not None:
+            self._fail_authentication(step.failure, auth.failed_delay_ms)
+            return
+        if step.reply is not None:
+            self.transport.write(step.reply)
+        if step.authenticated is not None:
+            self.principal = step.authenticated
+            log.debug("Connection %s authenticated as %s (%s)", self.id, self.principal,
+                      auth.mechanism)
+
+    def _fail_authentication(self, failure: Failure, delay_ms: int) -> None:
+        log.warning("Failed authentication with %s (connection %s, listener %s): %s",
+                    self.host, self.id, self.security.name, failure.reason)
+        # Muted for good: nothing more is read or processed on this connection.
+        self._stopping = True
+        self._pause_reading()
+
+        def send_and_close() -> None:
+            if failure.reply is not None and not self._closing:
+                self.transport.write(failure.reply)
+            self.close()
+
+        if failure.delayed and delay_ms > 0:
+            # Kafka delays the answer and the close (connection.failed.authentication.delay.ms)
+            # so that a client retrying bad credentials cannot spin.
+            asyncio.get_running_loop().call_later(delay_ms / 1000, send_and_close)
+        else:
+            send_and_close()
 
     # -- responses out -------------------------------------------------------------------
 

@@ -20,12 +20,14 @@ README's measurement of one loop against threads.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import socket
 import time
 from typing import TYPE_CHECKING
 
 from broker.config import BrokerConfig, Endpoint
+from broker.handlers.api_versions import answer_before_authentication
 from broker.metrics.network import ListenerStats
 from broker.network.connection import Connection
 from broker.network.memory_pool import MemoryPool
@@ -37,6 +39,7 @@ from broker.network.quotas import (
 from broker.network.request_channel import RequestChannel
 from broker.network.sendfile import copy_mode_from_env
 from broker.security.listener import ListenerSecurity, build_listeners
+from broker.security.sasl.authenticator import SaslAuthenticator
 from broker.security.tls import describe_handshake_error
 
 if TYPE_CHECKING:
@@ -65,6 +68,8 @@ class SocketServer:
             e.listener_name: ListenerStats() for e in config.listeners}
         self._sockets: list[tuple[Endpoint, socket.socket]] = []
         self._security: dict[str, ListenerSecurity] = {}
+        self._broker: Broker | None = None
+        self._auth_ids = itertools.count()
         self._channel: RequestChannel | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._connections: set[Connection] = set()
@@ -105,6 +110,7 @@ class SocketServer:
         return bound
 
     def start(self, broker: Broker) -> None:
+        self._broker = broker
         self._channel = RequestChannel(broker, queued_max_requests=self._config.queued_max_requests,
                                        num_workers=self._config.num_io_threads,
                                        metrics=self._request_metrics)
@@ -189,7 +195,8 @@ class SocketServer:
                                 max_frame_bytes=self._config.socket_request_max_bytes,
                                 copy_fetch_data=self._copy or security.uses_tls,
                                 memory_pool=self.memory_pool,
-                                read_limit_bytes=READ_LIMIT_BYTES, security=security)
+                                read_limit_bytes=READ_LIMIT_BYTES, security=security,
+                                authenticator=self._authenticator(security))
         self._connections.add(connection)
         stats = self.listener_stats[security.name]
         stats.created += 1
@@ -221,6 +228,15 @@ class SocketServer:
         finally:
             self._connections.discard(connection)
             stats.closed += 1
+
+    def _authenticator(self, security: ListenerSecurity) -> SaslAuthenticator | None:
+        if security.sasl is None:
+            return None
+        assert self._broker is not None
+        connection_id = f"{security.name}-{next(self._auth_ids)}"
+        return SaslAuthenticator(
+            security.sasl, self._broker.credentials,
+            lambda version, request: answer_before_authentication(version, request, connection_id))
 
     async def _idle_sweeper(self) -> None:
         idle_ms = self._config.connections_max_idle_ms

@@ -1,0 +1,50 @@
+"""AlterUserScramCredentials: v0.
+
+Behavior:
+- Upsertions carry the salted password (the client ran PBKDF2); the broker derives and
+  stores the stored and server keys (Kafka's credential string) as the user's config.
+  Deletions remove a mechanism's credential. Per-user checks and error codes as Kafka's
+  (broker.security.scram_admin); the valid users' changes are written in one atomic update
+  of the store (a thread: it fsyncs).
+- Connections already authenticated keep their session; new authentications use the new
+  credentials at once.
+
+Version notes:
+- v0 only (flexible).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from broker.handlers.base import HandlerResult, RequestContext, Respond, api
+from broker.security import scram_admin
+from protocol.errors import ErrorCode
+from protocol.messages.alter_user_scram_credentials import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+)
+
+Result = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
+
+
+@api(AlterUserScramCredentialsRequest.API_KEY, min_version=0, max_version=0,
+     request=AlterUserScramCredentialsRequest)
+async def handle_alter_user_scram_credentials(
+        ctx: RequestContext, request: AlterUserScramCredentialsRequest) -> HandlerResult:
+    store = ctx.broker.credentials
+    async with store.alter_lock:  # each plan is made against the state it writes over
+        failed, changes, altered = scram_admin.plan_alter(store, request.deletions,
+                                                          request.upsertions)
+        results = [Result(user=f.user, error_code=f.error_code, error_message=f.error_message)
+                   for f in failed]
+        if changes:
+            try:
+                await asyncio.to_thread(store.entities.alter, changes)
+            except OSError as exc:
+                results += [Result(user=u, error_code=ErrorCode.UNKNOWN_SERVER_ERROR,
+                                   error_message=f"cannot store the credentials: {exc}")
+                            for u in altered]
+                return Respond(AlterUserScramCredentialsResponse(results=results))
+        results += [Result(user=u, error_code=0, error_message=None) for u in altered]
+    return Respond(AlterUserScramCredentialsResponse(results=results))
