@@ -46,6 +46,8 @@ from broker.metrics.service import LISTENER_PROPERTY, BrokerMetrics
 from broker.network.socket_server import SocketServer
 from broker.producer_ids import ProducerIdManager
 from broker.replica_manager import ReplicaManager
+from broker.security.acl_store import AclStoreError, LocalAclStore
+from broker.security.authorizer import AclAuthorizer, parse_super_users
 from broker.security.credentials import CredentialStore
 from broker.security.entity_store import EntityStoreError, LocalEntityConfigStore
 from broker.services import Broker
@@ -199,7 +201,8 @@ class BrokerServer:
         producer_ids = ProducerIdManager(log_dir)
         try:
             entity_configs = LocalEntityConfigStore.load(log_dir)
-        except EntityStoreError as exc:
+            authorizer = build_authorizer(config, log_dir)
+        except (EntityStoreError, AclStoreError, ConfigError) as exc:
             log_manager.abandon()
             raise StartupError(str(exc)) from None
         # Bound ports replace port 0 when advertised.listeners is not set.
@@ -212,6 +215,7 @@ class BrokerServer:
             config=config, cluster_id=cluster_id, log_manager=log_manager, topics=topics,
             replica_manager=replica_manager, producer_ids=producer_ids,
             started_at_ms=int(time.time() * 1000), credentials=CredentialStore(entity_configs),
+            authorizer=authorizer,
             advertised_listeners=advertised,
         )
 
@@ -255,6 +259,20 @@ def _test_pause() -> None:
     deadline = time.monotonic() + PAUSE_MAX_S
     while os.path.exists(path) and time.monotonic() < deadline:
         time.sleep(0.02)
+
+
+def build_authorizer(config: BrokerConfig, log_dir: Path) -> AclAuthorizer | None:
+    """``authorizer.class.name`` (Kafka's AclAuthorizer) over the single node's ACL file, with
+    ``super.users`` and ``allow.everyone.if.no.acl.found``; None when unset."""
+    if not config.values["authorizer.class.name"]:
+        return None
+    raw = config.values["super.users"]
+    try:
+        super_users = parse_super_users(None if raw is None else str(raw))
+    except ValueError as exc:
+        raise ConfigError(f"Invalid value {raw!r} for configuration super.users: {exc}") from None
+    return AclAuthorizer(LocalAclStore.in_log_dir(log_dir), super_users=super_users,
+                         allow_everyone_if_no_acl_found=config.get_bool("allow.everyone.if.no.acl.found"))
 
 
 def configure_logging(stream: IO[str] = sys.stderr) -> None:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from broker.config import BrokerConfig, Endpoint
 from broker.producer_ids import ProducerIdManager
 from broker.replica_manager import ReplicaManager
+from broker.security.authorizer import AclAuthorizer
 from broker.security.credentials import CredentialStore
 from broker.topics import TopicRegistry
 from storage.manager import LogManager
@@ -33,6 +34,9 @@ class Broker:
     started_at_ms: int
     # SCRAM credentials (user entity configs: a file in the log dir on a single node).
     credentials: CredentialStore
+    # authorizer.class.name set: ACLs (a file in the log dir on a single node); else None
+    # and every request is allowed (the ACL APIs answer SECURITY_DISABLED).
+    authorizer: AclAuthorizer | None
     # The endpoints clients are told to use (advertised.listeners, else the bound
     # listeners with the ports actually bound: port 0 in listeners binds an ephemeral one).
     advertised_listeners: list[Endpoint] = field(default_factory=list)

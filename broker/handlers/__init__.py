@@ -49,6 +49,9 @@ HANDLER_MODULES: tuple[str, ...] = (
     "sasl_authenticate",
     "describe_user_scram_credentials",
     "alter_user_scram_credentials",
+    "describe_acls",
+    "create_acls",
+    "delete_acls",
 )
 
 

@@ -1,6 +1,7 @@
 """AlterUserScramCredentials: v0.
 
 Behavior:
+- Needs ALTER on the cluster (else every user answers CLUSTER_AUTHORIZATION_FAILED).
 - Upsertions carry the salted password (the client ran PBKDF2); the broker derives and
   stores the stored and server keys (Kafka's credential string) as the user's config.
   Deletions remove a mechanism's credential. Per-user checks and error codes as Kafka's
@@ -17,8 +18,10 @@ from __future__ import annotations
 
 import asyncio
 
+from broker.handlers.authz import authorize_cluster
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
 from broker.security import scram_admin
+from broker.security.acl import AclOperation
 from protocol.errors import ErrorCode
 from protocol.messages.alter_user_scram_credentials import (
     AlterUserScramCredentialsRequest,
@@ -32,6 +35,11 @@ Result = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
      request=AlterUserScramCredentialsRequest)
 async def handle_alter_user_scram_credentials(
         ctx: RequestContext, request: AlterUserScramCredentialsRequest) -> HandlerResult:
+    if not authorize_cluster(ctx, AclOperation.ALTER):
+        users = dict.fromkeys([d.name for d in request.deletions] + [u.name for u in request.upsertions])
+        return Respond(AlterUserScramCredentialsResponse(results=[
+            Result(user=u, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                   error_message="Cluster authorization failed.") for u in users]))
     store = ctx.broker.credentials
     async with store.alter_lock:  # each plan is made against the state it writes over
         failed, changes, altered = scram_admin.plan_alter(store, request.deletions,

@@ -7,5 +7,7 @@
 - ``sasl``: the SASL mechanisms' servers and the per-connection exchange (authenticator);
 - ``jaas``: ``sasl.jaas.config`` text;
 - ``entity_store``: user / client-id configs (``EntityConfigStore``; a file on one node);
-- ``credentials``, ``scram_admin``: SCRAM credentials and their admin APIs' rules.
+- ``credentials``, ``scram_admin``: SCRAM credentials and their admin APIs' rules;
+- ``acl``, ``authorizer``, ``acl_store``: ACLs, Kafka's AclAuthorizer semantics, and where
+  ACLs live (``AclStore``; a file on one node).
 """

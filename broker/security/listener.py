@@ -126,3 +126,4 @@ def build_listeners(config: BrokerConfig) -> dict[str, ListenerSecurity]:
                               "sasl.enabled.mechanisms when SASL is used for inter-broker "
                               "communication")
     return listeners
+
