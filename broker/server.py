@@ -45,6 +45,7 @@ from broker.metrics.endpoint import BrokerState
 from broker.metrics.service import LISTENER_PROPERTY, BrokerMetrics
 from broker.network.socket_server import SocketServer
 from broker.producer_ids import ProducerIdManager
+from broker.quota.manager import ClientQuotas
 from broker.replica_manager import ReplicaManager
 from broker.security.acl_store import AclStoreError, LocalAclStore
 from broker.security.authorizer import AclAuthorizer, parse_super_users
@@ -216,6 +217,8 @@ class BrokerServer:
             replica_manager=replica_manager, producer_ids=producer_ids,
             started_at_ms=int(time.time() * 1000), credentials=CredentialStore(entity_configs),
             authorizer=authorizer,
+            quotas=ClientQuotas.create(entity_configs, config.get_int("quota.window.num"),
+                                       config.get_int("quota.window.size.seconds")),
             advertised_listeners=advertised,
         )
 

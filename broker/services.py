@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from broker.config import BrokerConfig, Endpoint
 from broker.producer_ids import ProducerIdManager
+from broker.quota.manager import ClientQuotas
 from broker.replica_manager import ReplicaManager
 from broker.security.authorizer import AclAuthorizer
 from broker.security.credentials import CredentialStore
@@ -37,6 +38,8 @@ class Broker:
     # authorizer.class.name set: ACLs (a file in the log dir on a single node); else None
     # and every request is allowed (the ACL APIs answer SECURITY_DISABLED).
     authorizer: AclAuthorizer | None
+    # Client quotas (produce / fetch byte rates, request percentage) from the entity configs.
+    quotas: ClientQuotas
     # The endpoints clients are told to use (advertised.listeners, else the bound
     # listeners with the ports actually bound: port 0 in listeners binds an ephemeral one).
     advertised_listeners: list[Endpoint] = field(default_factory=list)

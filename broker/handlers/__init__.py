@@ -52,6 +52,8 @@ HANDLER_MODULES: tuple[str, ...] = (
     "describe_acls",
     "create_acls",
     "delete_acls",
+    "describe_client_quotas",
+    "alter_client_quotas",
 )
 
 

@@ -9,7 +9,8 @@ The IO worker decodes the body with ``spec.request.decode(body, version)`` and a
 handler, which returns one of a small closed set (Kafka's RequestChannel: Send, NoOp, Close):
 
 - ``Respond(body)``: a generated response message, encoded for the request's version;
-- ``NO_RESPONSE``: nothing is written (Produce with acks=0), the connection is unmuted;
+- ``NO_RESPONSE``: nothing is written (Produce with acks=0), the connection is unmuted
+  (``no_response(throttle_ms)``: after the throttle time);
 - ``CloseConnection(reason)``: the connection is closed and the reason logged.
 
 A handler whose answer must wait (acks=all, long-poll fetch, join) awaits a delayed
@@ -45,11 +46,15 @@ class RequestContext:
     principal: KafkaPrincipal = ANONYMOUS  # who sent it (the connection's authenticated principal)
     listener_name: str = "PLAINTEXT"  # the listener it came in on
     security_protocol: str = "PLAINTEXT"
+    request_size_bytes: int = 0  # the request's frame (client quotas count produce bytes)
 
 
 @dataclass(frozen=True, slots=True)
 class Respond:
     body: Any  # a generated response message class instance (protocol.messages)
+    # A client quota was exceeded: the connection reads no further request for this long
+    # (the response carries throttle_time_ms; see broker.quota.throttling).
+    throttle_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,14 +62,19 @@ class CloseConnection:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
 class _NoResponse:
-    __slots__ = ()
+    throttle_ms: int = 0  # acks=0 produce over its quota: mute the connection this long
 
     def __repr__(self) -> str:
-        return "NO_RESPONSE"
+        return "NO_RESPONSE" if not self.throttle_ms else f"NO_RESPONSE(throttle_ms={self.throttle_ms})"
 
 
 NO_RESPONSE: Final = _NoResponse()
+
+
+def no_response(throttle_ms: int = 0) -> _NoResponse:
+    return _NoResponse(throttle_ms) if throttle_ms else NO_RESPONSE
 
 HandlerResult: TypeAlias = "Respond | _NoResponse | CloseConnection"
 Handler: TypeAlias = Callable[[RequestContext, Any], Awaitable["Respond | _NoResponse | CloseConnection"]]

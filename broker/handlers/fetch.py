@@ -23,6 +23,9 @@ Behavior:
   INVALID_FETCH_SESSION_EPOCH, FETCH_SESSION_TOPIC_ID_ERROR (ids used differently than
   when the session was made).
 - preferred_read_replica -1; aborted_transactions empty for READ_COMMITTED, null otherwise.
+- Client quotas (consumers, not followers): max_bytes is capped at what the client's
+  ``consumer_byte_rate`` window holds; the response's record bytes count against it, and
+  over it the answer is empty with throttle_time_ms (the bytes not counted), as Kafka does.
 
 Version notes:
 - v4 adds isolation_level and last_stable_offset; v5 log_start_offset; v7 sessions;
@@ -102,6 +105,14 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> HandlerRes
     # Kafka: the response limit is also capped by the broker's fetch.max.bytes, and
     # min_bytes by that limit.
     max_bytes = max(0, min(request.max_bytes, ctx.broker.config.get_int("fetch.max.bytes")))
+    quotas = ctx.broker.quotas.fetch
+    user, client_id = ctx.principal.name, ctx.client_id or ""
+    consumer = replica_id < 0  # followers are not subject to client quotas
+    if consumer:
+        # consumer_byte_rate: one response may not exceed what the quota window holds.
+        window_bytes = quotas.max_value_in_window(user, client_id)
+        if window_bytes is not None:
+            max_bytes = min(max_bytes, int(window_bytes))
     # An unknown partition is an error read: Kafka answers at once instead of waiting.
     any_unknown = any(isinstance(slot, ErrorCode) for slot in slots)
     params = FetchParams(
@@ -112,6 +123,16 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> HandlerRes
         isolation=isolation,
     )
     results = await rm.fetch_messages(params, statuses)
+    if consumer and quotas.enabled:
+        response_bytes = sum(r.size_bytes for r in results)
+        throttle_ms = quotas.record(user, client_id, response_bytes)
+        if throttle_ms > 0:
+            # Over the quota: answered empty (the bytes are not counted), as Kafka does.
+            quotas.unrecord(user, client_id, response_bytes)
+            session = context.session.id if context.session is not None else INVALID_SESSION_ID
+            return Respond(FetchResponse(throttle_time_ms=throttle_ms, error_code=ErrorCode.NO_ERROR,
+                                         session_id=session, responses=[]),
+                           throttle_ms=throttle_ms)
 
     aborted_empty = isolation is IsolationLevel.READ_COMMITTED
     answered: list[tuple[PartitionKey, CachedPartition, FetchResponse.PartitionData]] = []

@@ -15,6 +15,8 @@ Behavior:
   does, so the producer notices and refreshes its metadata.
 - log_append_time_ms is the broker time for LogAppendTime topics, else -1; log_start_offset
   is the partition's log start offset.
+- Client quotas: the request's size counts against ``producer_byte_rate``; over it, the
+  response carries throttle_time_ms and the connection is muted that long (acks=0: muted).
 - transactional batches are refused with INVALID_TXN_STATE (no transaction support).
 - clients may not write to internal topics (__consumer_offsets): INVALID_TOPIC_EXCEPTION.
 
@@ -30,12 +32,12 @@ from __future__ import annotations
 import logging
 
 from broker.handlers.base import (
-    NO_RESPONSE,
     CloseConnection,
     HandlerResult,
     RequestContext,
     Respond,
     api,
+    no_response,
 )
 from protocol.errors import ErrorCode
 from protocol.messages.produce import ProduceRequest, ProduceResponse
@@ -61,6 +63,9 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Handle
         entries=entries.items(),
         internal_topics_allowed=False,
     )
+    # producer_byte_rate: the request's bytes count against the client's quota.
+    throttle_ms = ctx.broker.quotas.produce.record(ctx.principal.name, ctx.client_id or "",
+                                                   ctx.request_size_bytes)
     if request.acks == 0:
         failed = [(tp, r.error) for tp, r in results.items() if r.error is not ErrorCode.NO_ERROR]
         if failed:
@@ -69,7 +74,7 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Handle
                 f"acks=0 produce failed for {len(failed)} partition(s), e.g. "
                 f"{name}-{index}: {error.name}"
             )
-        return NO_RESPONSE
+        return no_response(throttle_ms)
     by_topic: dict[str, list[ProduceResponse.PartitionProduceResponse]] = {}
     for (name, index), r in results.items():
         by_topic.setdefault(name, []).append(_Resp.PartitionProduceResponse(
@@ -83,5 +88,5 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Handle
         ))
     return Respond(ProduceResponse(
         responses=[_Resp.TopicProduceResponse(name, parts) for name, parts in by_topic.items()],
-        throttle_time_ms=0,
-    ))
+        throttle_time_ms=throttle_ms,
+    ), throttle_ms=throttle_ms)

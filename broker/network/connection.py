@@ -39,6 +39,10 @@ a failure closes the connection after ``connection.failed.authentication.delay.m
 meanwhile. Once authenticated, a SaslHandshake may start re-authentication, and any other
 request after the session's lifetime (``connections.max.reauth.ms``) closes the connection.
 
+A response to a client over its quota carries ``throttle_ms``: the connection stays muted
+that long after writing it (for an old client version the response itself waits), so the
+client's next request is read only once the throttle has passed, as Kafka throttles channels.
+
 Idle connections (no request for ``connections.max.idle.ms``) are closed by the socket
 server's sweeper. Errors are caught here, per connection: they are logged and the
 connection closes; the broker keeps serving everyone else.
@@ -117,6 +121,7 @@ class Connection(asyncio.Protocol):
         self._sendfile_fd = -1  # a duplicate of the socket's descriptor, for os.sendfile
         self._metrics = channel.metrics  # None: requests are not timed
         self._request: Request | None = None  # the request in flight
+        self._throttle_ms = 0  # muted this long once the response in flight is out
 
     # -- asyncio.Protocol ---------------------------------------------------------------
 
@@ -405,6 +410,16 @@ class Connection(asyncio.Protocol):
             if self._closing:
                 self._finish_request()
                 return
+            if not isinstance(outcome, CloseConnection) and outcome.throttle_ms > 0:
+                # A client quota was exceeded: stay muted for the throttle time after the
+                # response (Kafka's channel throttling); an old client's response waits too.
+                self._throttle_ms = outcome.throttle_ms
+                if isinstance(outcome, SendResponse) and outcome.hold:
+                    held = SendResponse(outcome.parts)
+                    self._throttle_ms = 0
+                    asyncio.get_running_loop().call_later(outcome.throttle_ms / 1000,
+                                                          self._on_outcome, held)
+                    return
             if isinstance(outcome, SendResponse):
                 data = _joined(outcome.parts)
                 if data is None:
@@ -451,11 +466,16 @@ class Connection(asyncio.Protocol):
         self._finish_request()
 
     def _finish_request(self) -> None:
-        """The response is out (or dropped): release its bytes, unmute, take the next."""
+        """The response is out (or dropped): release its bytes, unmute (after the throttle
+        time, if any), take the next."""
         request, self._request = self._request, None
         if request is not None and self._metrics is not None:
             self._metrics.record(request)
         self._release()
+        throttle_ms, self._throttle_ms = self._throttle_ms, 0
+        if throttle_ms > 0 and not self._closing:
+            asyncio.get_running_loop().call_later(throttle_ms / 1000, self._finish_request)
+            return
         self.in_flight = False
         self.last_active_ns = time.monotonic_ns()
         if self._closing:

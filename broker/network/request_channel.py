@@ -31,12 +31,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+import types
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from broker.handlers.base import REGISTRY, CloseConnection, RequestContext, Respond
 from broker.metrics.stages import CURRENT_REQUEST
+from broker.quota.manager import NANOS_TO_PERCENTAGE, ClientQuotaManager
+from broker.quota.throttling import REQUEST_QUOTA_EXEMPT, client_throttles
 from broker.security.principal import ANONYMOUS, KafkaPrincipal
 from protocol.errors import ProtocolError
 from protocol.fileslice import ResponseParts
@@ -52,11 +55,13 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True, slots=True)
 class SendResponse:
     parts: ResponseParts
+    throttle_ms: int = 0  # client quota: the connection stays muted this long after the write
+    hold: bool = False  # an old client version: the response itself waits out the throttle
 
 
 @dataclass(frozen=True, slots=True)
 class NoOp:
-    pass
+    throttle_ms: int = 0
 
 
 Outcome: TypeAlias = "SendResponse | NoOp | CloseConnection"
@@ -97,9 +102,11 @@ class Request:
 
 class RequestChannel:
     def __init__(self, broker: Broker, *, queued_max_requests: int, num_workers: int,
-                 metrics: RequestMetrics | None = None) -> None:
+                 metrics: RequestMetrics | None = None,
+                 request_quotas: ClientQuotaManager | None = None) -> None:
         self._broker = broker
         self.metrics = metrics  # None: requests are not timed (connections read this)
+        self._request_quotas = request_quotas  # request_percentage (None: not enforced)
         self.queue: asyncio.Queue[Request] = asyncio.Queue(maxsize=queued_max_requests)
         self._num_workers = num_workers
         self._workers: list[asyncio.Task[None]] = []
@@ -204,6 +211,7 @@ class RequestChannel:
             client_host=request.client_host, client_port=request.client_port,
             connection_id=request.connection_id, principal=request.principal,
             listener_name=request.listener_name, security_protocol=request.security_protocol,
+            request_size_bytes=len(request.frame) + 4,
         )
         task = asyncio.create_task(self._run_handler(ctx, body, request))
         self._handler_tasks.add(task)
@@ -213,8 +221,13 @@ class RequestChannel:
         spec = REGISTRY[ctx.api_key]
         if request.start_ns:
             CURRENT_REQUEST.set(request)  # this task's own context: never reset
+        quotas = self._request_quotas
+        measure = (quotas is not None and quotas.enabled
+                   and ctx.api_key not in REQUEST_QUOTA_EXEMPT)
+        spent_ns = [0]
         try:
-            result = await spec.handler(ctx, body)
+            handling = spec.handler(ctx, body)
+            result = await (timed(handling, spent_ns) if measure else handling)
         except asyncio.CancelledError:
             request.finish(CloseConnection("handler cancelled (broker shutting down)"))
             raise
@@ -224,14 +237,48 @@ class RequestChannel:
                           ctx.correlation_id, ctx.client_id, ctx.connection_id)
             request.finish(CloseConnection("handler error"))
             return
-        if isinstance(result, Respond):
-            if request.stats and self.metrics is not None:
-                self.metrics.count_errors(request.stats[0], result.body)
-            request.finish(_encode(ctx.correlation_id, ctx.api_key, ctx.api_version, result.body))
-        elif isinstance(result, CloseConnection):
+        if isinstance(result, CloseConnection):
             request.finish(result)
+            return
+        throttle_ms = result.throttle_ms
+        if measure and quotas is not None:
+            # request_percentage: this request's handler time, as a percentage of a second.
+            throttle_ms = max(throttle_ms, quotas.record(ctx.principal.name, ctx.client_id or "",
+                                                         spent_ns[0] * NANOS_TO_PERCENTAGE))
+        if isinstance(result, Respond):
+            response = result.body
+            if request.stats and self.metrics is not None:
+                self.metrics.count_errors(request.stats[0], response)
+            if throttle_ms and hasattr(response, "throttle_time_ms"):
+                response.throttle_time_ms = max(response.throttle_time_ms, throttle_ms)
+            outcome = _encode(ctx.correlation_id, ctx.api_key, ctx.api_version, response)
+            if throttle_ms and isinstance(outcome, SendResponse):
+                outcome = SendResponse(outcome.parts, throttle_ms,
+                                       hold=not client_throttles(ctx.api_key, ctx.api_version))
+            request.finish(outcome)
         else:
-            request.finish(NoOp())
+            request.finish(NoOp(throttle_ms))
+
+
+@types.coroutine
+def timed(awaitable: Awaitable[Any], spent_ns: list[int]) -> Generator[Any, Any, Any]:
+    """Await ``awaitable``, adding to ``spent_ns[0]`` the time spent running its steps (not
+    the time it waits, e.g. parked in the purgatory): Kafka's request handler thread time."""
+    steps = awaitable.__await__()
+    to_send: Any = None
+    to_throw: BaseException | None = None
+    while True:
+        started = time.perf_counter_ns()
+        try:
+            awaited = steps.throw(to_throw) if to_throw is not None else steps.send(to_send)
+        except StopIteration as stop:
+            spent_ns[0] += time.perf_counter_ns() - started
+            return stop.value
+        spent_ns[0] += time.perf_counter_ns() - started
+        try:
+            to_send, to_throw = (yield awaited), None
+        except BaseException as exc:  # delivered into the coroutine (cancellation included)
+            to_send, to_throw = None, exc
 
 
 def _encode(correlation_id: int, api_key: int, api_version: int, body: object) -> Outcome:

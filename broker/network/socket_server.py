@@ -111,9 +111,10 @@ class SocketServer:
 
     def start(self, broker: Broker) -> None:
         self._broker = broker
-        self._channel = RequestChannel(broker, queued_max_requests=self._config.queued_max_requests,
-                                       num_workers=self._config.num_io_threads,
-                                       metrics=self._request_metrics)
+        self._channel = RequestChannel(
+            broker, queued_max_requests=self._config.queued_max_requests,
+            num_workers=self._config.num_io_threads, metrics=self._request_metrics,
+            request_quotas=None if broker is None else broker.quotas.request)
         self._channel.start()
         self._accepting = True
         for endpoint, sock in self._sockets:
