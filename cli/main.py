@@ -5,6 +5,8 @@
     minikafka topics --bootstrap-server H:P ... (cli.topics.main)
     minikafka spark-ingest --bootstrap-server H:P --topics T --output DIR ... (spark_ingest.bulk_consume.main)
     minikafka consumer-groups --bootstrap-server H:P ... (cli.consumer_groups.main)
+    minikafka configs --bootstrap-server H:P ... (cli.configs.main)
+    minikafka acls --bootstrap-server H:P ... (cli.acls.main)
 
 ``broker`` runs one broker in the foreground until SIGTERM/SIGINT (then exits 0 after an
 ordered shutdown). An unknown or invalid property exits 1 with a message naming it.
@@ -17,13 +19,15 @@ import argparse
 import sys
 from pathlib import Path
 
-USAGE = """usage: minikafka {broker,dump-log,topics,consumer-groups,spark-ingest} ...
+USAGE = """usage: minikafka {broker,dump-log,topics,consumer-groups,configs,acls,spark-ingest} ...
 
   broker     run a broker: [--config server.properties] [--override KEY=VALUE ...]
   dump-log   print log segments and indexes (like kafka-dump-log.sh)
   topics     create, list, describe, alter, delete topics (like kafka-topics.sh)
   spark-ingest  land topics in Parquet with Spark, exactly once (needs the spark extra)
   consumer-groups  list, describe, reset offsets of, delete groups (like kafka-consumer-groups.sh)
+  configs    SCRAM credentials and quotas of users and client ids (like kafka-configs.sh)
+  acls       add, remove, list ACLs (like kafka-acls.sh)
 """
 
 
@@ -70,6 +74,14 @@ def main(argv: list[str] | None = None) -> int:
         from cli.consumer_groups import main as groups_main
 
         return groups_main(rest)
+    if command == "configs":
+        from cli.configs import main as configs_main
+
+        return configs_main(rest)
+    if command == "acls":
+        from cli.acls import main as acls_main
+
+        return acls_main(rest)
     if command == "spark-ingest":
         from spark_ingest.bulk_consume import main as ingest_main
 
