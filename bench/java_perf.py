@@ -92,11 +92,15 @@ def producer_perf(
     record_bytes: int,
     work_dir: Path,
     timeout_s: float = 600.0,
+    client_config: Path | None = None,
 ) -> JavaPerfResult:
-    """ProducerPerformance with the P1 settings: acks=1, linger.ms=5, batch.size=1 MiB."""
+    """ProducerPerformance with the P1 settings: acks=1, linger.ms=5, batch.size=1 MiB
+    (``client_config``: a properties file for the producer, e.g. security settings)."""
+    config = ["--producer.config", str(client_config)] if client_config is not None else []
     text, cpu_s, elapsed_s = _run_tool(
         [
             "org.apache.kafka.tools.ProducerPerformance",
+            *config,
             "--topic",
             topic,
             "--num-records",
@@ -132,12 +136,15 @@ def producer_perf(
 
 
 def consumer_perf(
-    bootstrap: str, topic: str, *, records: int, work_dir: Path, timeout_s: float = 600.0
+    bootstrap: str, topic: str, *, records: int, work_dir: Path, timeout_s: float = 600.0,
+    client_config: Path | None = None,
 ) -> JavaPerfResult:
     """ConsumerPerformance from the earliest offset with a fresh group, ``records`` records."""
+    config = ["--consumer.config", str(client_config)] if client_config is not None else []
     text, cpu_s, elapsed_s = _run_tool(
         [
             "org.apache.kafka.tools.ConsumerPerformance",
+            *config,
             "--bootstrap-server",
             bootstrap,
             "--topic",
