@@ -280,7 +280,7 @@ def oracle(acls: list[tuple[str, PatternType, str, str, AclOperation, AclPermiss
     return any(a[5] == Perm.ALLOW and (a[4] in implied or a[4] == Op.ALL) for a in matching)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(st.lists(acl_strategy, max_size=8), st.booleans())
 def test_matches_the_rules_on_random_acl_sets(acls: list[tuple[str, PatternType, str, str, AclOperation, AclPermissionType]],
                                               allow_if_none: bool) -> None:
