@@ -70,6 +70,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench.security_bench")
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--record-bytes", type=int, default=1000)
+    parser.add_argument("--minikafka-only", action="store_true")
+    parser.add_argument("--fetch-copy", action="store_true",
+                        help="minikafka with MINIKAFKA_FETCH_COPY=1 (copies record data on "
+                             "PLAINTEXT too: separates the copy's cost from TLS's)")
     args = parser.parse_args(argv)
     print(f"load before: {os.getloadavg()}", flush=True)
     with tempfile.TemporaryDirectory(prefix="security-bench-") as tmp:
@@ -78,7 +82,9 @@ def main(argv: list[str] | None = None) -> int:
         sasl_config = client_config(work / "sasl-ssl.properties", pki.ca_cert)
         # minikafka
         mk_plain, mk_sasl = free_port(), free_port()
-        mini = MiniKafka(work / "minikafka", settings={
+        env = {"MINIKAFKA_FETCH_COPY": "1"} if args.fetch_copy else {}
+        mini = MiniKafka(work / "minikafka", name="mk-copy" if args.fetch_copy else "minikafka",
+                         env=env, settings={
             "listeners": f"PLAINTEXT://127.0.0.1:{mk_plain},SASL_SSL://127.0.0.1:{mk_sasl}",
             **security_settings(pki.server_keystore)})
         mini.port = mk_plain
@@ -89,6 +95,9 @@ def main(argv: list[str] | None = None) -> int:
                 work, args.records, args.record_bytes, sasl_config)
         finally:
             mini.stop()
+        if args.minikafka_only:
+            print(f"load after: {os.getloadavg()}", flush=True)
+            return 0
         # Apache Kafka (KRaft combined mode)
         kafka = ApacheKafka(work / "kafka")
         k_sasl = free_port()
