@@ -1,12 +1,13 @@
 """A minimal blocking Kafka-protocol client over a raw socket, for network-layer tests.
 
 Frames are built with ``protocol.frames`` (or given as raw bytes, for bad input); every
-receive is bounded by the socket timeout.
+receive is bounded by the socket timeout. With ``ssl_context`` the socket speaks TLS.
 """
 
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 from typing import Any
 
@@ -20,10 +21,13 @@ class ConnectionClosed(Exception):
 
 
 class RawClient:
-    def __init__(self, bootstrap: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(self, bootstrap: str, timeout_s: float = DEFAULT_TIMEOUT_S, *,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout_s)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock = socket.create_connection((host, int(port)), timeout=timeout_s)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        # ssl_context: TLS to a SSL / SASL_SSL listener (the broker's name is its address).
+        self.sock = sock if ssl_context is None else ssl_context.wrap_socket(sock, server_hostname=host)
         self._correlation_id = 0
 
     def close(self) -> None:

@@ -159,3 +159,40 @@ def test_without_an_authorizer_the_acl_apis_answer_security_disabled(broker: Bro
         body = describe_all(client)
         assert (body.error_code, body.error_message) == (
             ErrorCode.SECURITY_DISABLED, "No Authorizer is configured on the broker")
+
+
+def test_mtls_principal_from_mapping_rules_is_what_acls_see(tmp_path: Any) -> None:
+    """Client certificates map to principals by ssl.principal.mapping.rules; the authorizer
+    decides on that principal: alice (allowed DESCRIBE on the cluster) lists ACLs, bob does not."""
+    import ssl
+
+    from tests.tls_certs import make_pki
+
+    pki = make_pki(tmp_path / "pki")
+    proc = BrokerProcess(tmp_path, {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki.server_keystore),
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca_cert),
+        "ssl.client.auth": "required",
+        "ssl.principal.mapping.rules": "RULE:^CN=(.*?),OU=clients,.*$/$1/U,DEFAULT",
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": "User:ANONYMOUS",
+    })
+
+    def context(name: str) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=str(pki.ca_cert))
+        ctx.load_cert_chain(str(pki.client(name).cert), str(pki.client(name).key))
+        return ctx
+
+    with proc:
+        with RawClient(proc.endpoints["PLAINTEXT"]) as admin:
+            _cid, created = admin.request(30, 3, CreateAclsRequest(creations=[CreateAclsRequest.AclCreation(
+                resource_type=ResourceType.CLUSTER, resource_name="kafka-cluster",
+                resource_pattern_type=PatternType.LITERAL, principal="User:ALICE", host="*",
+                operation=AclOperation.DESCRIBE, permission_type=AclPermissionType.ALLOW)]))
+            assert isinstance(created, CreateAclsResponse) and created.results[0].error_code == 0
+        with RawClient(proc.endpoints["SSL"], ssl_context=context("alice")) as alice:
+            assert describe_all(alice).error_code == 0
+        with RawClient(proc.endpoints["SSL"], ssl_context=context("bob")) as bob:
+            assert describe_all(bob).error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert "Principal = User:BOB is Denied Operation = Describe" in proc.stderr_text()
