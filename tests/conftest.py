@@ -1,11 +1,128 @@
-"""Shared pytest configuration: run asyncio tests on uvloop, as the broker does."""
+"""Shared pytest configuration.
+
+- asyncio tests run on uvloop, as the broker does;
+- broker health: after every test, each broker it started (or shared with it) must have
+  exited with 0 and logged no ERROR line and no traceback, and the project's loggers in the
+  test process must have logged no ERROR record, unless the test declares what it expects
+  with ``@pytest.mark.broker_errors(...)`` (``tests/broker_checks.py``). A problem fails the
+  test at teardown, naming the broker and quoting the log entry;
+- in CI (``CI`` set to true/1/yes) a skipped test is a failed test: every check must run.
+"""
 
 from __future__ import annotations
 
+import logging
+import os
+from collections.abc import Generator, Iterator
 from typing import Any
 
+import pytest
 import uvloop
+
+from tests.broker_checks import (
+    MARKER,
+    MARKER_HELP,
+    Expectations,
+    ProjectErrorHandler,
+    format_record,
+    report,
+)
+from tests.integration.broker_process import BrokerProcess
+
+_HANDLER = pytest.StashKey[ProjectErrorHandler]()
 
 
 def pytest_asyncio_loop_factories(config: Any, item: Any) -> dict[str, Any]:
     return {"uvloop": uvloop.new_event_loop}
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", MARKER_HELP)
+    handler = ProjectErrorHandler()
+    logging.getLogger().addHandler(handler)
+    config.stash[_HANDLER] = handler
+
+
+# -- broker health -------------------------------------------------------------------------
+
+
+class BrokerHealthError(AssertionError):
+    """A broker exited with an unexpected code or logged an undeclared error."""
+
+
+def _problems(item: pytest.Item) -> list[str]:
+    expected = Expectations.from_markers(item.iter_markers(MARKER))
+    problems: list[str] = []
+    for proc in list(BrokerProcess.started):
+        problems += proc.take_problems(expected)
+        if not proc.is_running():
+            BrokerProcess.started.remove(proc)
+    records, dropped = item.config.stash[_HANDLER].take()
+    entries = (format_record(r) for r in records)  # each an ERROR of a project logger
+    problems += [f"in-process broker logged:\n{entry}" for entry in entries
+                 if not expected.allows(entry)]
+    if dropped:
+        problems.append(f"in-process broker: {dropped} more ERROR records not kept")
+    problems += [f"declared by @pytest.mark.{MARKER} but never logged: {pattern!r}"
+                 for pattern in expected.unmatched()]
+    return problems
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, Any, Any]:
+    # After every fixture due here is torn down (brokers of a module fixture at the end of
+    # their module): what the brokers logged and how they exited belongs to this test.
+    __tracebackhide__ = True
+    try:
+        result = yield
+    except BaseException as exc:
+        problems = _problems(item)
+        if problems:
+            exc.add_note("broker health:\n" + report(problems))
+        raise
+    problems = _problems(item)
+    if problems:
+        raise BrokerHealthError(f"{len(problems)} broker problem(s) the test did not declare "
+                                f"(@pytest.mark.{MARKER}):\n" + report(problems))
+    return result
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_broker_outlives_the_session() -> Iterator[None]:
+    yield
+    leaked = [proc for proc in BrokerProcess.started if proc.is_running()]
+    for proc in leaked:
+        proc.stop()
+    if leaked:
+        raise BrokerHealthError("brokers still running at the end of the session (a test "
+                                f"started them and did not stop them): {[p.name for p in leaked]}")
+
+
+# -- no skip in CI -------------------------------------------------------------------------
+
+
+def _skip_is_failure(report: pytest.TestReport | pytest.CollectReport) -> None:
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    report.outcome = "failed"
+    report.longrepr = (f"SKIPPED IN CI: {reason}\n(CI is set: a skipped test fails the run; "
+                       "install what it needs, see .ci/run)")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    rep = yield
+    if in_ci() and rep.skipped and not hasattr(rep, "wasxfail"):
+        _skip_is_failure(rep)
+    return rep
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, Any, Any]:
+    rep = yield
+    if in_ci() and rep.skipped:
+        _skip_is_failure(rep)
+    return rep

@@ -9,7 +9,9 @@
   Kafka's names. ``env=`` sets environment variables for the process.
 
 Every broker started is stopped with SIGTERM at teardown; when the test failed, its
-stderr (the broker's log) is printed so the failure can be read.
+stderr (the broker's log) is printed so the failure can be read. After the teardown,
+tests/conftest.py checks every broker's exit code and log (``@pytest.mark.broker_errors``
+declares the errors a test provokes on purpose).
 """
 
 from __future__ import annotations

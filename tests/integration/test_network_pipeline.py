@@ -117,6 +117,8 @@ async def call(port: int, requests: list[tuple[int, int]],
         writer.close()
 
 
+@pytest.mark.broker_errors(rf"Handler for api key {RAISES_KEY} v0 .*failed; closing connection"
+                           r"(.|\n)*RuntimeError: deliberate handler bug")
 async def test_handler_exception_closes_only_that_connection(
         server: tuple[SocketServer, int], caplog: pytest.LogCaptureFixture) -> None:
     _server, port = server

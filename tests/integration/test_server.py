@@ -138,6 +138,7 @@ def test_sigint_shuts_down_with_exit_0(broker: BrokerProcess) -> None:
     assert "Received SIGINT" in broker.stderr_text()
 
 
+@pytest.mark.broker_errors(r"Start-up failed: Failed to acquire lock on file \.lock", exit_codes=(1,))
 def test_second_broker_on_same_log_dir_fails(broker: BrokerProcess, tmp_path: Path) -> None:
     other = BrokerProcess(tmp_path / "other", {"log.dirs": str(broker.log_dir)}, name="other")
     with pytest.raises(BrokerStartError, match=r"Failed to acquire lock on file \.lock"):

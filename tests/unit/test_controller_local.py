@@ -133,6 +133,7 @@ async def test_partition_increase_and_deletion(tmp_path: Path) -> None:
     await controller.shutdown()
 
 
+@pytest.mark.broker_errors(r"broker 3 refused StopReplica for t: STALE_CONTROLLER_EPOCH")
 async def test_failed_stop_replica_keeps_the_topic_marked(tmp_path: Path) -> None:
     controller, store, receiver = await start(tmp_path)
     await store.create_topic(TopicRecord("t", uuid.uuid4(), {0: (3,)}), {})
