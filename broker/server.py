@@ -304,13 +304,20 @@ def run_broker(config: BrokerConfig) -> int:
     import uvloop
 
     server = BrokerServer(config, ready_stream=sys.stdout)
+
+    async def main() -> int:
+        try:
+            return await server.run()
+        except TimeoutError:
+            log.error("Shutdown did not finish within %.0f s; the next start recovers the logs",
+                      SHUTDOWN_TIMEOUT_S)
+            # Exit here, on the loop: something is stuck (a disk that stopped answering), and
+            # uvloop.run's teardown and the interpreter's exit would both wait for its thread.
+            os._exit(1)
+
     try:
-        return uvloop.run(server.run())
+        return uvloop.run(main())
     except (StartupError, ConfigError) as exc:
         log.error("Start-up failed: %s", exc)
         print(f"minikafka: error: {exc}", file=sys.stderr)
-        return 1
-    except TimeoutError:
-        log.error("Shutdown did not finish within %.0f s; the next start recovers the logs",
-                  SHUTDOWN_TIMEOUT_S)
         return 1
