@@ -134,24 +134,34 @@ class BrokerProcess:
         return self
 
     def _read_ready_line(self, timeout_s: float) -> str:
+        """Read stdout until the ready line. Raw reads of the pipe's descriptor: a buffered
+        readline() could take two lines at once (the metrics line, then the ready line) and
+        leave select() waiting for bytes already read."""
         assert self.proc is not None and self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
         deadline = time.monotonic() + timeout_s
+        pending = b""
         with selectors.DefaultSelector() as sel:
-            sel.register(self.proc.stdout, selectors.EVENT_READ)
+            sel.register(fd, selectors.EVENT_READ)
             while True:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     self._kill("killed: not ready in time")
                     raise BrokerStartError(f"broker not ready after {timeout_s} s\n{self.stderr_text()}")
-                if sel.select(remaining):
-                    line = self.proc.stdout.readline()
-                    if not line:  # EOF: the process exited
-                        code = self.proc.wait(timeout=STOP_TIMEOUT_S)
-                        self._reap(code, "start-up")
-                        raise BrokerStartError(f"broker exited with {code} before it was ready\n"
-                                               f"{self.stderr_text()}")
-                    if _READY.search(line):
-                        return line
+                if not sel.select(remaining):
+                    continue
+                chunk = os.read(fd, 65536)
+                if not chunk:  # EOF: the process exited
+                    code = self.proc.wait(timeout=STOP_TIMEOUT_S)
+                    self._reap(code, "start-up")
+                    raise BrokerStartError(f"broker exited with {code} before it was ready\n"
+                                           f"{self.stderr_text()}")
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    text = line.decode(errors="replace")
+                    if _READY.search(text):
+                        return text
 
     def signal(self, signum: int) -> None:
         assert self.proc is not None
