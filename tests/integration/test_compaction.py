@@ -244,6 +244,8 @@ def test_kill9_at_each_swap_step_loses_and_repeats_no_live_key(
         broker.kill9()
 
 
+@pytest.mark.broker_errors(r"Start-up failed: Invalid value 100 for configuration "
+                           r"log\.cleaner\.dedupe\.buffer\.size", exit_codes=(1,))
 def test_a_dedupe_buffer_too_small_for_one_key_fails_start_up(tmp_path: Path) -> None:
     broker = BrokerProcess(tmp_path, {"log.cleaner.dedupe.buffer.size": "100"})
     with pytest.raises(BrokerStartError) as failed:
