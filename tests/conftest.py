@@ -6,7 +6,9 @@
   test process must have logged no ERROR record, unless the test declares what it expects
   with ``@pytest.mark.broker_errors(...)`` (``tests/broker_checks.py``). A problem fails the
   test at teardown, naming the broker and quoting the log entry;
-- in CI (``CI`` set to true/1/yes) a skipped test is a failed test: every check must run.
+- in CI (``CI`` set to true/1/yes) a skipped test is a failed test: every check must run;
+- Hypothesis has no deadline and no "too slow" health check: on a shared, loaded machine an
+  example's wall time says nothing about the code (a test that bounds work measures work).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 import pytest
 import uvloop
+from hypothesis import HealthCheck, settings
 
 from tests.broker_checks import (
     MARKER,
@@ -30,6 +33,9 @@ from tests.broker_checks import (
 from tests.integration.broker_process import BrokerProcess
 
 _HANDLER = pytest.StashKey[ProjectErrorHandler]()
+
+settings.register_profile("minikafka", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("minikafka")
 
 
 def pytest_asyncio_loop_factories(config: Any, item: Any) -> dict[str, Any]:

@@ -64,18 +64,44 @@ def produce(client: SyncClient, topic: str, partition: int, records: bytes | Non
                          [(e.batch_index, e.batch_index_error_message) for e in p.record_errors])
 
 
-def fetch(client: SyncClient, topic: str, partition: int, offset: int, *,
-          max_wait_ms: int = 0, min_bytes: int = 1, max_bytes: int = 50 * 1024 * 1024,
-          partition_max_bytes: int = 1024 * 1024, session_id: int = 0, session_epoch: int = -1,
-          version: int = 12, isolation_level: int = 0) -> FetchResponse:
-    req = FetchRequest(
+def fetch_request(topic: str, partition: int, offset: int, *,
+                  max_wait_ms: int = 0, min_bytes: int = 1, max_bytes: int = 50 * 1024 * 1024,
+                  partition_max_bytes: int = 1024 * 1024, session_id: int = 0,
+                  session_epoch: int = -1, isolation_level: int = 0) -> FetchRequest:
+    return FetchRequest(
         replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
         isolation_level=isolation_level, session_id=session_id, session_epoch=session_epoch,
         topics=[FetchRequest.FetchTopic(topic=topic, partitions=[FetchRequest.FetchPartition(
             partition=partition, fetch_offset=offset, partition_max_bytes=partition_max_bytes)])],
     )
+
+
+def fetch(client: SyncClient, topic: str, partition: int, offset: int, *,
+          max_wait_ms: int = 0, min_bytes: int = 1, max_bytes: int = 50 * 1024 * 1024,
+          partition_max_bytes: int = 1024 * 1024, session_id: int = 0, session_epoch: int = -1,
+          version: int = 12, isolation_level: int = 0) -> FetchResponse:
+    req = fetch_request(topic, partition, offset, max_wait_ms=max_wait_ms, min_bytes=min_bytes,
+                        max_bytes=max_bytes, partition_max_bytes=partition_max_bytes,
+                        session_id=session_id, session_epoch=session_epoch,
+                        isolation_level=isolation_level)
     resp: FetchResponse = client.send(req, version)
     return resp
+
+
+def broker_read_what_was_sent(bootstrap: str, idle_topic: str, witness_wait_ms: int = 300) -> None:
+    """Return once the broker has read and dispatched every request already written to its
+    sockets (e.g. a long poll that should be parked before the test appends).
+
+    An ordering, not a guess at timing: a witness long poll at the log end of ``idle_topic``
+    (partition 0; nothing may be produced to it meanwhile), sent now on a new connection,
+    comes back only after the broker's event loop has turned for ``witness_wait_ms``, and
+    every turn serves every socket with data to read; requests are dispatched in the order
+    they were read."""
+    with SyncClient(bootstrap, timeout_ms=60_000) as client:
+        error, _, end, _ = list_offset(client, idle_topic, 0, LATEST)
+        assert error == 0
+        witness = fetch(client, idle_topic, 0, end, max_wait_ms=witness_wait_ms).responses[0]
+    assert witness.partitions[0].error_code == 0 and not raw(witness.partitions[0].records)
 
 
 RecordsField = bytes | bytearray | memoryview | FileSlice | None

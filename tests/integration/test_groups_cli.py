@@ -9,7 +9,6 @@ import datetime
 import io
 import json
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,9 @@ pytestmark = pytest.mark.timeout(180)
 CLASSPATH = str(REPO_ROOT / "tools" / "kafka-jars" / "libs" / "*")
 JVM_TIMEOUT_S = 90
 TOPIC = "cli-topic"
+# An active member must outlive the Java tool runs between its heartbeats (each up to
+# JVM_TIMEOUT_S on a loaded machine): a session longer than any of them.
+SESSION_TIMEOUT_MS = 300_000
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +78,7 @@ class ActiveMember:
         self.client = RawClient(bootstrap)
         self.group = group
         sub = (1).to_bytes(2, "big") + ConsumerProtocolSubscription([TOPIC]).encode(1)
-        join = JoinGroupRequest(group_id=group, session_timeout_ms=30_000, rebalance_timeout_ms=30_000,
+        join = JoinGroupRequest(group_id=group, session_timeout_ms=SESSION_TIMEOUT_MS, rebalance_timeout_ms=30_000,
                                 member_id="", protocol_type="consumer",
                                 protocols=[JoinGroupRequest.JoinGroupRequestProtocol("range", sub)])
         resp = self.client.request(JoinGroupRequest.API_KEY, 3, join)[1]  # v3: no MEMBER_ID_REQUIRED round
@@ -170,10 +172,8 @@ def test_kafka_consumer_groups_lists_and_describes_with_lag(gbroker: BrokerProce
         assert listed.returncode == 0, listed.stdout + listed.stderr
         assert {"java-idle", "java-active"} <= set(listed.stdout.split())
         assert member.heartbeat() == 0
-        started = time.monotonic()
         described = consumer_groups_java(bs, "--describe", "--group", "java-active", "--group", "java-idle")
         assert described.returncode == 0, described.stdout + described.stderr
-        assert time.monotonic() - started < JVM_TIMEOUT_S
         by_group: dict[str, list[list[str]]] = {}
         for line in described.stdout.splitlines():
             cols = line.split()

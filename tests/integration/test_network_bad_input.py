@@ -18,7 +18,7 @@ from tests.integration.netclient import RawClient
 
 pytestmark = pytest.mark.timeout(60)
 
-LOG_WAIT_S = 5.0
+LOG_WAIT_S = 30.0  # bound on waiting for a log line (milliseconds on a quiet machine)
 
 
 def api_versions_ok(client: RawClient) -> bool:

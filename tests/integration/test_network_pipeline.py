@@ -25,6 +25,7 @@ from broker.handlers.base import (
 from broker.network.socket_server import SocketServer
 from protocol.frames import RequestHeader, decode_response, encode_request
 from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from tests.waiting import async_wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -174,5 +175,6 @@ async def test_queued_max_request_bytes_bounds_frames_held(
     for c, (answered, closed) in enumerate(results):
         assert answered == [c * 100 + i for i in range(3)] and not closed
     assert test_handlers["max_running"] == 1
-    await asyncio.sleep(0.05)  # releases notify waiters through a task
-    assert socket_server.memory_pool.available_bytes == 3000
+    # Every frame's bytes go back to the pool (releases notify waiters through a task).
+    await async_wait_for(lambda: socket_server.memory_pool.available_bytes == 3000, 30,
+                         "all pool bytes released")
