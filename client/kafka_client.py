@@ -136,6 +136,9 @@ class KafkaClient:
 
     async def _open(self, node_id: int) -> BrokerConnection:
         address = self.address(node_id)
+        if address is None and node_id >= 0:
+            await self.refresh_metadata([])  # a broker named by DescribeCluster, say
+            address = self.address(node_id)
         if address is None:
             raise ClientError(ErrorCode.BROKER_NOT_AVAILABLE.name, f"Node {node_id} is not a known broker")
         loop = asyncio.get_running_loop()

@@ -123,7 +123,8 @@ def test_list_describe_with_lag_reset_and_delete(gbroker: BrokerProcess) -> None
         assert code == 0 and rows(out, "GROUP") == [
             ["cli-active", member.member_id, "-", "/127.0.0.1", "test-client", "2"]]
         code, out = tool(bs, "--describe", "--group", "cli-active", "--state")
-        assert code == 0 and rows(out, "GROUP") == [["cli-active", "range", "Stable", "1"]]
+        assert code == 0 and rows(out, "GROUP") == [
+            ["cli-active", f"127.0.0.1:{gbroker.port}", "(0)", "range", "Stable", "1"]]
 
         # resets: refused for an active group; dry run changes nothing; execute commits
         code, _ = tool(bs, "--reset-offsets", "--group", "cli-active", "--all-topics", "--to-earliest", "--execute")
@@ -150,6 +151,60 @@ def test_list_describe_with_lag_reset_and_delete(gbroker: BrokerProcess) -> None
         assert code == 0 and "Deletion of requested consumer groups ('cli-idle') was successful." in out
         assert "cli-idle" not in tool(bs, "--list")[1].split()
         assert member.heartbeat() == 0  # the active group never noticed
+    finally:
+        member.close()
+
+
+def test_list_states_all_groups_and_more_resets(gbroker: BrokerProcess, tmp_path: Path) -> None:
+    bs = gbroker.bootstrap
+    commit(bs, "more-a", {0: 4, 1: 6})
+    commit(bs, "more-b", {0: 2})
+    member = ActiveMember(bs, "more-active")
+    try:
+        code, out = tool(bs, "--list", "--state")
+        listed = {r[0]: r[1] for r in rows(out, "GROUP")}
+        assert code == 0 and listed["more-a"] == "Empty" and listed["more-active"] == "Stable"
+        code, out = tool(bs, "--list", "--state", "stable")
+        stable = rows(out, "GROUP")
+        assert code == 0 and "more-active" in [r[0] for r in stable] and {r[1] for r in stable} == {"Stable"}
+        assert tool(bs, "--list", "--state", "Sleepy")[0] == 1
+
+        code, out = tool(bs, "--describe", "--all-groups")
+        described = {r[0] for r in rows(out, "GROUP") if r[0] != "GROUP"}
+        assert code == 0 and {"more-a", "more-b", "more-active"} <= described
+
+        code, out = tool(bs, "--reset-offsets", "--group", "more-a", "--topic", TOPIC, "--shift-by", "-5")
+        assert code == 0 and rows(out, "GROUP") == [["more-a", TOPIC, "0", "0"], ["more-a", TOPIC, "1", "1"]]
+        code, out = tool(bs, "--reset-offsets", "--group", "more-b", "--topic", TOPIC, "--to-current")
+        assert code == 0 and rows(out, "GROUP") == [["more-b", TOPIC, "0", "2"], ["more-b", TOPIC, "1", "10"]]
+        code, out = tool(bs, "--reset-offsets", "--group", "more-a", "--all-topics", "--by-duration", "PT1H")
+        assert code == 0 and [r[3] for r in rows(out, "GROUP")] == ["0", "0"]  # produced within the hour
+        # shifting a partition without a committed offset is an error, as in Kafka
+        code, _ = tool(bs, "--reset-offsets", "--group", "more-b", "--topic", TOPIC, "--shift-by", "1")
+        assert code == 1
+
+        code, plan = tool(bs, "--reset-offsets", "--group", "more-a", "--group", "more-b", "--topic", TOPIC,
+                          "--to-offset", "7", "--export")
+        assert code == 0 and sorted(plan.split()) == sorted(
+            f"{g},{TOPIC},{p},7" for g in ("more-a", "more-b") for p in (0, 1))
+        code, one = tool(bs, "--reset-offsets", "--group", "more-a", "--topic", f"{TOPIC}:1", "--to-latest",
+                         "--export")
+        assert code == 0 and one.split() == [f"{TOPIC},1,10"]
+        (tmp_path / "plan.csv").write_text(plan)
+        code, _ = tool(bs, "--reset-offsets", "--group", "more-a", "--group", "more-b", "--from-file",
+                       str(tmp_path / "plan.csv"), "--execute")
+        assert code == 0
+        assert [r[3] for r in rows(tool(bs, "--describe", "--group", "more-b")[1], "GROUP")] == ["7", "7"]
+
+        code, out = tool(bs, "--delete-offsets", "--group", "more-b", "--topic", f"{TOPIC}:0")
+        assert code == 0 and f"Request succeed for deleting offsets with topic {TOPIC}:0 group more-b" in out
+        assert rows(out, "TOPIC") == [[TOPIC, "0", "Successful"]]
+        assert [r[2:4] for r in rows(tool(bs, "--describe", "--group", "more-b")[1], "GROUP")] == [["1", "7"]]
+
+        code, _ = tool(bs, "--reset-offsets", "--all-groups", "--all-topics", "--to-earliest", "--execute")
+        assert code == 1  # the active group is refused; the others are reset
+        assert [r[3] for r in rows(tool(bs, "--describe", "--group", "more-a")[1], "GROUP")] == ["0", "0"]
+        assert member.heartbeat() == 0
     finally:
         member.close()
 
