@@ -279,10 +279,12 @@ def build_authorizer(config: BrokerConfig, log_dir: Path) -> AclAuthorizer | Non
 
 
 def configure_logging(stream: IO[str] = sys.stderr) -> None:
-    """``MINIKAFKA_LOG_LEVEL`` (default INFO) for every logger; ``MINIKAFKA_LOG_LEVELS``
+    """Kafka's line format and level names (WARN, not WARNING).
+    ``MINIKAFKA_LOG_LEVEL`` (default INFO) for every logger; ``MINIKAFKA_LOG_LEVELS``
     (``name=LEVEL,name=LEVEL``) per logger. As in Kafka's log4j.properties, the request
     log ``kafka.request.logger`` stays at WARNING unless named there (DEBUG turns it on)."""
     level = os.environ.get("MINIKAFKA_LOG_LEVEL", "INFO").upper()
+    logging.addLevelName(logging.WARNING, "WARN")  # Kafka's (log4j's) name for the level
     logging.basicConfig(
         stream=stream, level=getattr(logging, level, logging.INFO),
         format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)",

@@ -198,6 +198,10 @@ def _starting(opts: Mapping[str, str], streaming: bool) -> OffsetSpec:
         if not streaming:
             raise SourceError("startingOffsets: 'latest' is not allowed for batch queries")
         return OffsetSpec("latest", "startingOffsets")
+    if not value.startswith("{"):
+        allowed = "earliest, latest" if streaming else "earliest"
+        raise SourceError(f"startingOffsets: expected {allowed} or a JSON object like "
+                          f'{{"topic": {{"0": 23, "1": -2}}}}, got {value!r}')
     offsets = offsets_from_json(value, "startingOffsets")
     if not streaming and LATEST in offsets.values():
         raise SourceError("startingOffsets: -1 (latest) is not allowed for batch queries")
@@ -216,6 +220,9 @@ def _ending(opts: Mapping[str, str], streaming: bool) -> OffsetSpec:
         return OffsetSpec("latest", "endingOffsets")
     if raw.lower() == "earliest":
         raise SourceError("endingOffsets: 'earliest' is not allowed for batch queries")
+    if not raw.startswith("{"):
+        raise SourceError('endingOffsets: expected latest or a JSON object like {"topic": {"0": 23, "1": -1}}, '
+                          f"got {raw!r}")
     offsets = offsets_from_json(raw, "endingOffsets")
     if EARLIEST in offsets.values():
         raise SourceError("endingOffsets: -2 (earliest) is not allowed for batch queries")

@@ -12,8 +12,9 @@ with the same id and the same offsets, when it restarts. ``write_batch`` makes t
 harmless: it first deletes whatever an earlier attempt of the same batch id left (staging
 files and published files both carry the id), then writes the batch to staging and
 publishes each file with an atomic ``rename``. So after any rerun that completes, the
-output holds each record exactly once. Directories starting with ``_`` are ignored by
-Spark and by pyarrow's dataset readers.
+output holds each record exactly once. A batch whose ``_batches`` record an earlier attempt
+had written is marked ``rewritten`` (its records had landed already: they are not new).
+Directories starting with ``_`` are ignored by Spark and by pyarrow's dataset readers.
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ from typing import Any, Final
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
+from spark_ingest.checkpoint import BATCHES
+
 STAGING: Final = "_staging"
-BATCHES: Final = "_batches"
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +42,7 @@ class BatchResult:
     payload_bytes: int  # key + value bytes
     files: int
     seconds: float
+    rewritten: bool = False  # an interrupted run had landed this batch already
 
 
 def _name(batch_id: int) -> str:
@@ -64,6 +67,7 @@ class ParquetBatchSink:
 
     def write_batch(self, df: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
+        rewritten = (self.output / BATCHES / f"{batch_id:010d}.json").exists()
         self._forget(batch_id)
         staging = self.output / STAGING / _name(batch_id)
         observation = Observation(f"batch{batch_id}")
@@ -75,12 +79,13 @@ class ParquetBatchSink:
         stats = observation.get
         files = self._publish(batch_id, staging)
         result = BatchResult(batch_id, int(stats.get("records", 0)), int(stats.get("payload_bytes", 0)),
-                             files, round(time.monotonic() - started, 3))
+                             files, round(time.monotonic() - started, 3), rewritten)
         self._record(result)
         self.results.append(result)
         mb = result.payload_bytes / 1e6
+        again = " (landed before by an interrupted run: rewritten)" if rewritten else ""
         self.log(f"batch {batch_id}: {result.records} records, {mb:.2f} MB in {result.seconds:.1f} s "
-                 f"({result.records / max(result.seconds, 1e-3):,.0f} records/s), {files} files")
+                 f"({result.records / max(result.seconds, 1e-3):,.0f} records/s), {files} files{again}")
 
     def _publish(self, batch_id: int, staging: Path) -> int:
         count = 0

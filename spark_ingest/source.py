@@ -41,6 +41,7 @@ from spark_ingest.kafka_client import Cluster
 from spark_ingest.offsets import (
     OffsetRange,
     PartitionOffsets,
+    SourceError,
     TopicPartition,
     offsets_from_json,
     offsets_to_json,
@@ -89,6 +90,14 @@ def _parse(offsets: dict[str, Any] | None) -> PartitionOffsets:
     return offsets_from_json(topics, "offset", allow_special=False) if topics else {}
 
 
+def check_start_before_end(option: str, start: PartitionOffsets, end: PartitionOffsets) -> None:
+    """A starting offset past a partition's end is the user's mistake, not data loss."""
+    for tp in sorted(start):
+        if tp in end and start[tp] > end[tp]:
+            raise SourceError(f"{option}: start offset {start[tp]} of {tp} is greater than "
+                              f"its end offset {end[tp]}")
+
+
 class MinikafkaDataSource(DataSource):
     """The ``minikafka`` format; options are checked when a reader is made."""
 
@@ -118,6 +127,7 @@ class BatchReader(DataSourceReader):
             tps = discover(cluster, self.opts)
             start = resolve(cluster, self.opts.starting, tps, self.opts)
             end = resolve(cluster, self.opts.ending, tps, self.opts)
+            check_start_before_end(self.opts.starting.option, start, end)
             ranges = plan_ranges(cluster, self.opts, start, end)
         return [RangePartition(r) for r in ranges]
 
@@ -149,7 +159,9 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def initialOffset(self) -> dict[str, Any]:
         def first(cluster: Cluster) -> PartitionOffsets:
             tps = discover(cluster, self.opts)
-            return resolve(cluster, self.opts.starting, tps, self.opts)
+            start = resolve(cluster, self.opts.starting, tps, self.opts)
+            check_start_before_end(self.opts.starting.option, start, cluster.latest(tps))
+            return start
 
         initial: dict[str, Any] = {INITIAL_MARK: {"0": 0}}
         initial.update(offsets_to_json(self._call(first)))

@@ -225,8 +225,10 @@ class GroupMetadataManager:
             loaded.append(group)
         self.loading_partitions.discard(partition)
         self.owned_partitions.add(partition)
-        log.info("loaded %d groups from __consumer_offsets-%d (%d records read, %d skipped)",
-                 len(loaded), partition, read, skipped)
+        # One line per partition that held something; 50 empty partitions stay quiet at start-up.
+        log.log(logging.INFO if loaded or read else logging.DEBUG,
+                "loaded %d groups from __consumer_offsets-%d (%d records read, %d skipped)",
+                len(loaded), partition, read, skipped)
         return loaded
 
     def unload_partition(self, partition: int) -> list[GroupMetadata]:

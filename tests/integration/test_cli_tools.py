@@ -240,3 +240,16 @@ def test_broker_properties_from_minikafka_variables(tmp_path: Path) -> None:
                          env={**os.environ, "MINIKAFKA_NUM_PARTITONS": "3"})
     assert bad.returncode == 1
     assert "Unknown configuration 'num.partitons' (from environment variable MINIKAFKA_NUM_PARTITONS)" in bad.stderr
+
+
+def test_broker_log_lines_as_kafka_writes_them(broker_factory: Any) -> None:
+    """WARN (not WARNING); no line per empty __consumer_offsets partition at coordinator start."""
+    broker = broker_factory(env={"MINIKAFKA_LOG_LEVELS": "broker.server=LOUD"})
+    with SyncClient(broker.bootstrap) as c:
+        assert c.run(c.client.coordinator_for("some-group")) == 0
+        c.run(c.groups.list_groups())
+    text = broker.stderr_text()
+    assert "] WARN MINIKAFKA_LOG_LEVELS: unknown level 'LOUD'" in text
+    assert "WARNING" not in text
+    assert (Path(broker.log_dir) / "__consumer_offsets-49").is_dir()  # all 50 partitions were loaded
+    assert "loaded 0 groups" not in text

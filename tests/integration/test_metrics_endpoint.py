@@ -304,7 +304,7 @@ def test_monitoring_profile_is_valid_and_points_at_the_broker() -> None:
     config = subprocess.run([*args, "config"], capture_output=True, text=True, timeout=30,
                             cwd=REPO_ROOT)
     assert config.returncode == 0, config.stderr
-    for service in ("prometheus:", "grafana:", "metrics.prometheus.listener=0.0.0.0:9404",
+    for service in ("prometheus:", "grafana:", "MINIKAFKA_METRICS_PROMETHEUS_LISTENER: 0.0.0.0:9404",
                     "9404/ready"):
         assert service in config.stdout
     # Every file the profile mounts from the repository exists.

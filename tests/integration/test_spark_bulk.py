@@ -101,6 +101,8 @@ def test_killed_bulk_job_rerun_lands_every_record_exactly_once(
     assert first.returncode == -signal.SIGKILL
     assert "records" in progress[-1] and "MB" in progress[-1]
 
+    landed_before = len(landed(out))
+    assert landed_before > 0
     produce(bootstrap, "bulk-a", 6_000, 1_500, 3)
     produce(bootstrap, "bulk-b", 2_000, 500, 1)
     # The rerun runs in this process (``bulk_consume.main``, the CLI's entry point): it
@@ -109,7 +111,10 @@ def test_killed_bulk_job_rerun_lands_every_record_exactly_once(
                               "--output", str(out), "--max-records-per-batch", "3000",
                               "--timeout-s", str(RUN_TIMEOUT_S)]) == 0
     second = capsys.readouterr().out
-    assert "summary:" in second
+    # the summary counts what this run landed: each record once, a batch the killed run had
+    # landed already counted apart
+    (summary,) = [line for line in second.splitlines() if line.startswith("summary:")]
+    assert f" {10_000 - landed_before} records" in summary, summary
 
     rows = landed(out)
     expected_keys = sorted([f"bulk-a-{i}".encode() for i in range(7_500)]
@@ -125,6 +130,15 @@ def test_killed_bulk_job_rerun_lands_every_record_exactly_once(
     batch_lines = [line for line in second.splitlines() if line.startswith("batch ")]
     assert batch_lines and all("records" in line and "MB" in line for line in batch_lines)
 
+    # nothing new since: the job says so without starting Spark
+    started = time.monotonic()
+    assert bulk_consume.main(["--bootstrap-server", bootstrap, "--topics", "bulk-a,bulk-b",
+                              "--output", str(out)]) == 0
+    third = capsys.readouterr().out
+    assert "summary: nothing new since the last run" in third and "Spark not started" in third
+    assert time.monotonic() - started < 10
+    assert len(landed(out)) == 10_000
+
 
 def test_bad_option_is_one_clear_line_before_spark_starts(tmp_path: Path) -> None:
     proc = job("127.0.0.1:1", tmp_path / "out", "--max-records-per-batch", "0")
@@ -132,3 +146,54 @@ def test_bad_option_is_one_clear_line_before_spark_starts(tmp_path: Path) -> Non
     err = (tmp_path / "job-stderr.log").read_text()
     assert proc.returncode == 1, (out, err)
     assert err.strip() == "minikafka spark-ingest: error: --max-records-per-batch: must be at least 1"
+
+
+def test_options_and_topics_are_checked_before_spark_starts(module_broker: BrokerProcess, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """Each mistake: exit 1 within seconds with one line naming it, and nothing on disk."""
+    bootstrap = module_broker.bootstrap
+    with SyncClient(bootstrap, timeout_ms=10_000) as admin:
+        admin.create_topic("pre", 1, 1, {})
+    produce(bootstrap, "pre", 0, 3, 1)
+    out = tmp_path / "out"
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "cli", "spark-ingest", "--bootstrap-server", bootstrap,
+                           "--topics", "pre,nope", "--output", str(out)],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=False)
+    assert time.monotonic() - started < 5, proc.stderr
+    assert proc.returncode == 1
+    assert proc.stderr == "minikafka spark-ingest: error: subscribe: unknown topic 'nope' (UNKNOWN_TOPIC_OR_PARTITION)\n"
+    assert not out.exists()
+    for extra, message in [
+        (["--bootstrap-server", "127.0.0.1:1"], "kafka.bootstrap.servers: cannot reach any broker of '127.0.0.1:1'"),
+        (["--starting-offsets", "bogus"], "startingOffsets: expected earliest, latest or a JSON object"),
+        (["--starting-offsets", '{"pre": {"0": 9}}'],
+         "--starting-offsets: start offset 9 of pre-0 is greater than its end offset 3"),
+    ]:
+        args = ["--bootstrap-server", bootstrap, "--topics", "pre", "--output", str(out), *extra]
+        assert bulk_consume.main(args) == 1
+        err = capsys.readouterr().err
+        assert err.startswith(f"minikafka spark-ingest: error: {message}") and err.count("\n") == 1, err
+        assert not out.exists()
+
+
+def test_compose_spark_service_command_runs_locally(module_broker: BrokerProcess, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """The compose file's spark-ingest service: its command line (the image's entry point is
+    ``minikafka spark-ingest``) with the broker's internal address and the output volume
+    swapped for local ones, run in this process (it reuses the module's JVM)."""
+    from tests.integration.test_server_packaging import compose_config, dockerfile_stage
+
+    service = compose_config()["services"]["spark-ingest"]
+    _, entrypoint = dockerfile_stage("spark")
+    assert entrypoint == ["minikafka", "spark-ingest"]
+    args = [module_broker.bootstrap if a == "broker:29092" else str(tmp_path / "output") if a == "/output" else a
+            for a in service["command"]]
+    topic = args[args.index("--topics") + 1]
+    assert topic == "events"  # ${TOPICS:-events}
+    with SyncClient(module_broker.bootstrap, timeout_ms=10_000) as admin:
+        admin.create_topic(topic, 2, 1, {})
+    produce(module_broker.bootstrap, topic, 0, 50, 2)
+    assert bulk_consume.main(args) == 0
+    assert " 50 records" in capsys.readouterr().out
+    assert len(landed(tmp_path / "output")) == 50

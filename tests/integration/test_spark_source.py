@@ -261,6 +261,8 @@ def test_fail_on_data_loss_reports_deleted_records(
     ({"subscribe": "x", "kafka.bootstrap.servers": "127.0.0.1:1"},
      "kafka.bootstrap.servers: cannot reach any broker of '127.0.0.1:1'"),
     ({"subscribe": "x", "kafka.bootstrap.servers": "nonsense"}, "kafka.bootstrap.servers: 'nonsense'"),
+    ({"subscribe": "x", "startingOffsets": "bogus"},
+     "startingOffsets: expected earliest or a JSON object like"),
 ])
 def test_bad_input_gives_a_clear_error_naming_the_option(
         spark: SparkSession, module_broker: BrokerProcess, options: dict[str, str], message: str) -> None:
@@ -274,3 +276,21 @@ def test_bad_input_gives_a_clear_error_naming_the_option(
     assert f"SourceError: {message}" in text, text
     # the cause is our one error type, not a socket/JSON traceback from deep inside
     assert "ConnectionRefusedError" not in text and "JSONDecodeError" not in text
+
+
+def test_start_past_the_end_the_package_export_and_to_pandas(
+        spark: SparkSession, module_broker: BrokerProcess) -> None:
+    import spark_ingest
+    from spark_ingest.source import MinikafkaDataSource
+
+    assert spark_ingest.MinikafkaDataSource is MinikafkaDataSource
+    bootstrap = module_broker.bootstrap
+    topic = _topic("past")
+    create_topic(bootstrap, topic, 1)
+    produce(bootstrap, topic, 2, partitions=1, headers=False)
+    with pytest.raises(Exception) as err:
+        read(spark, "minikafka", bootstrap, subscribe=topic, startingOffsets=f'{{"{topic}": {{"0": 5}}}}').collect()
+    assert f"SourceError: startingOffsets: start offset 5 of {topic}-0 is greater than its end offset 2" in str(err.value)
+    assert "failOnDataLoss" not in str(err.value)
+    frame = read(spark, "minikafka", bootstrap, subscribe=topic).select("offset").toPandas()
+    assert sorted(frame["offset"].tolist()) == [0, 1]
