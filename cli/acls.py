@@ -28,7 +28,7 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from cli.common import tool_config
+from cli.common import add_connection_args, client_config, tool_config
 from client import ClientError
 from client.sync import SyncClient
 from protocol.messages.create_acls import CreateAclsRequest
@@ -67,7 +67,7 @@ def _operation(text: str) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="minikafka acls", description="Manage ACLs (like kafka-acls).")
-    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    add_connection_args(p)
     action = p.add_mutually_exclusive_group(required=True)
     for name in ("add", "remove", "list"):
         action.add_argument(f"--{name}", action="store_true")
@@ -228,7 +228,7 @@ def _list(client: SyncClient, args: argparse.Namespace, out: TextIO) -> None:
 def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
     args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     try:
-        with SyncClient(args.bootstrap_server, tool_config(args.command_timeout_ms)) as client:
+        with SyncClient(args.bootstrap_server, client_config(args, tool_config(args.command_timeout_ms))) as client:
             if args.add:
                 _add(client, args, out)
             elif args.remove:

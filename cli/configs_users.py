@@ -30,7 +30,7 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from cli.common import tool_config
+from cli.common import add_connection_args, client_config, tool_config
 from client import ClientError
 from client.sync import SyncClient
 from protocol.messages.alter_client_quotas import AlterClientQuotasRequest
@@ -54,7 +54,7 @@ class CommandError(Exception):
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="minikafka configs",
                                 description="Add, remove or describe user and client-id configs.")
-    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    add_connection_args(p)
     p.add_argument("--entity-type", action="append", default=[], choices=sorted(ENTITY_TYPES))
     names = p.add_argument_group("entity names, in the order of --entity-type")
     names.add_argument("--entity-name", action="append", dest="names", metavar="NAME",
@@ -189,7 +189,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
     args = _parser().parse_args(raw)
     try:
         entity = _entity(args)
-        with SyncClient(args.bootstrap_server, tool_config(args.command_timeout_ms)) as client:
+        with SyncClient(args.bootstrap_server, client_config(args, tool_config(args.command_timeout_ms))) as client:
             if args.alter:
                 add = parse_config_list(args.add_config)
                 delete = [k.strip() for k in args.delete_config.split(",") if k.strip()]
