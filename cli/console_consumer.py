@@ -150,8 +150,8 @@ class Consumer:
         return out
 
 
-async def consume(client: KafkaClient, consumer: Consumer, fmt: Formatter, limits: Limits,
-                  out: BinaryIO, stop: asyncio.Event) -> int:
+async def consume(consumer: Consumer, fmt: Formatter, limits: Limits, out: BinaryIO,
+                  stop: asyncio.Event) -> int:
     count = 0
     last_record = time.monotonic()
     while not stop.is_set():
@@ -244,7 +244,7 @@ async def run(args: argparse.Namespace, config: ClientConfig, fmt: Formatter, ou
         async with KafkaClient(args.bootstrap_server, config) as client:
             positions = await _start(client, args)
             consumer = Consumer(client, positions, 1 if args.isolation_level == "read_committed" else 0)
-            count = await consume(client, consumer, fmt, Limits(args.max_messages, args.timeout_ms), out, stop)
+            count = await consume(consumer, fmt, Limits(args.max_messages, args.timeout_ms), out, stop)
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
