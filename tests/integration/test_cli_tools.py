@@ -112,7 +112,7 @@ def test_configs_describe_and_alter(module_broker: Any) -> None:
     code, out, _ = run(configs.main, "--bootstrap-server", bs, "--describe", "--entity-type", "brokers")
     assert code == 0 and "Dynamic configs for broker 0 are:" in out
     assert "Default configs for brokers in the cluster are:" in out
-    code, _, err = run(configs.main, "--bootstrap-server", bs, "--describe", "--entity-type", "users")
+    code, _, err = run(configs.main, "--bootstrap-server", bs, "--describe", "--entity-type", "ips")
     assert code == 1 and "not supported yet" in err
 
 
