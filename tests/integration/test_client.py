@@ -129,8 +129,9 @@ async def test_request_timeout_closes_the_connection_and_the_client_reconnects(m
             await conn.send(FetchRequest(max_wait_ms=5_000, min_bytes=1, topics=[FetchRequest.FetchTopic(
                 topic="held", partitions=[FetchRequest.FetchPartition(partition=0, partition_max_bytes=1024)])]),
                 version=12, timeout_ms=300)
+        # an error at all proves the client's timeout fired (the broker answers only after 5 s)
         assert timed_out.value.error_name == "REQUEST_TIMED_OUT"
-        assert 0.25 < time.monotonic() - started < 3
+        assert time.monotonic() - started >= 0.3
         assert conn.closed
         with pytest.raises(ClientError) as broken:  # the other request on it fails too
             await held
@@ -151,13 +152,16 @@ async def test_a_response_over_the_frame_bound_breaks_the_connection(module_brok
         assert exc.value.error_name == "NETWORK_EXCEPTION" and "2000 allowed" in str(exc.value)
 
 
-async def test_unreachable_bootstrap_fails_fast_naming_it() -> None:
+async def test_unreachable_bootstrap_fails_at_once_naming_it() -> None:
+    """Starting tries each bootstrap address once: no retries for the call's whole budget."""
+    patient = ClientConfig(default_api_timeout_ms=300_000)
     started = time.monotonic()
     with pytest.raises(ClientError) as exc:
-        async with KafkaClient("127.0.0.1:1", FAST):
+        async with KafkaClient("127.0.0.1:1", patient):
             pass
     assert exc.value.error_name == "NETWORK_EXCEPTION" and "127.0.0.1:1" in str(exc.value)
-    assert time.monotonic() - started < 5
+    assert "attempts" not in str(exc.value)
+    assert time.monotonic() - started < 150  # far below the 300 s a retrying start would take
 
 
 # -- retries against a broker answering errors -----------------------------------------
@@ -175,11 +179,10 @@ async def test_produce_retries_until_the_topic_exists(broker_factory: Any) -> No
         await create(broker.bootstrap, "later")
         done = await asyncio.wait_for(attempt, 10)
         assert done is not None and done.base_offset == 0
-        with pytest.raises(ClientError) as too_big:  # not retriable: at once
-            started = time.monotonic()
+        with pytest.raises(ClientError) as too_big:  # not retriable: raised by the first attempt
             await produce(c, tp, records(b"x" * 2_000_000))
         assert too_big.value.error_name in ("MESSAGE_TOO_LARGE", "RECORD_LIST_TOO_LARGE")
-        assert time.monotonic() - started < 2
+        assert "attempts" not in str(too_big.value)
 
 
 async def test_calls_survive_a_broker_restarted_on_the_same_port(broker_factory: Any) -> None:

@@ -131,12 +131,10 @@ def test_killed_bulk_job_rerun_lands_every_record_exactly_once(
     assert batch_lines and all("records" in line and "MB" in line for line in batch_lines)
 
     # nothing new since: the job says so without starting Spark
-    started = time.monotonic()
     assert bulk_consume.main(["--bootstrap-server", bootstrap, "--topics", "bulk-a,bulk-b",
                               "--output", str(out)]) == 0
     third = capsys.readouterr().out
     assert "summary: nothing new since the last run" in third and "Spark not started" in third
-    assert time.monotonic() - started < 10
     assert len(landed(out)) == 10_000
 
 
@@ -160,7 +158,7 @@ def test_options_and_topics_are_checked_before_spark_starts(module_broker: Broke
     proc = subprocess.run([sys.executable, "-m", "cli", "spark-ingest", "--bootstrap-server", bootstrap,
                            "--topics", "pre,nope", "--output", str(out)],
                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=False)
-    assert time.monotonic() - started < 5, proc.stderr
+    assert time.monotonic() - started < 5, proc.stderr  # the bound: before Spark's ~20 s start
     assert proc.returncode == 1
     assert proc.stderr == "minikafka spark-ingest: error: subscribe: unknown topic 'nope' (UNKNOWN_TOPIC_OR_PARTITION)\n"
     assert not out.exists()
