@@ -15,18 +15,22 @@ the group state machine stays sans-IO and is tested on a manual clock.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from broker.group.metadata import GroupMetadata
 from broker.group.timers import TimerHandle, Timers
 from broker.purgatory import DelayedOperation, complete_ready
 
-if TYPE_CHECKING:
-    from broker.group.coordinator import GroupCoordinator
+
+class Rebalancer(Protocol):
+    """The coordinator's side of a delayed join (``broker.group.coordinator``)."""
+
+    def can_complete_join(self, group: GroupMetadata) -> bool: ...
+    def on_complete_join(self, group: GroupMetadata) -> None: ...
 
 
 class DelayedJoin(DelayedOperation):
-    def __init__(self, coordinator: GroupCoordinator, group: GroupMetadata, delay_ms: int) -> None:
+    def __init__(self, coordinator: Rebalancer, group: GroupMetadata, delay_ms: int) -> None:
         super().__init__(max(delay_ms, 0))
         self.coordinator = coordinator
         self.group = group
@@ -41,7 +45,7 @@ class DelayedJoin(DelayedOperation):
 class InitialDelayedJoin(DelayedJoin):
     def __init__(
         self,
-        coordinator: GroupCoordinator,
+        coordinator: Rebalancer,
         purgatory: JoinPurgatory,
         group: GroupMetadata,
         configured_delay_ms: int,

@@ -20,20 +20,39 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from broker.group.config import GroupConfig
+from broker.group.delayed import JoinPurgatory
+from broker.group.manager import GroupMetadataManager
 from broker.group.member import MemberMetadata
 from broker.group.metadata import GroupMetadata
 from broker.group.results import UNKNOWN_MEMBER_ID, JoinCallback, JoinResult
 from broker.group.state import GroupState
 from protocol.errors import ErrorCode
 
-if TYPE_CHECKING:
-    from broker.group.coordinator import GroupCoordinator
-
 log = logging.getLogger(__name__)
 
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000  # GroupCoordinator.NewMemberJoinTimeoutMs
+
+
+class GroupCoordinator(Protocol):
+    """What JoinGroup needs of ``broker.group.coordinator.GroupCoordinator`` (which binds
+    ``join_group`` as a method); named here so this module does not import it back."""
+
+    config: GroupConfig
+    manager: GroupMetadataManager
+    join_purgatory: JoinPurgatory
+
+    def validate_group_status(self, group_id: str | None, api: str) -> ErrorCode | None: ...
+    def maybe_prepare_rebalance(self, group: GroupMetadata, reason: str) -> None: ...
+    def complete_and_schedule_next_heartbeat(
+        self, group: GroupMetadata, member: MemberMetadata, timeout_ms: int | None = None
+    ) -> None: ...
+    def schedule_pending_member_expiration(
+        self, group: GroupMetadata, member_id: str, session_timeout_ms: int
+    ) -> None: ...
+    def cancel_pending_member_expiration(self, group: GroupMetadata, member_id: str) -> None: ...
 
 
 def join_group(
