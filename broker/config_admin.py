@@ -20,14 +20,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from broker import topic_admin, topic_config
+from broker import topic_config
 from broker.config import PROPERTIES, PropType
 from broker.topic_config import ConfigSource, ConfigType, Synonym
-from broker.topics import TopicError, TopicInfo, validate_configs, validate_topic_name
+from broker.topics import TopicError, validate_configs, validate_topic_name
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from broker.services import Broker
+    from broker.admin_manager import AdminManager
 
 
 class ResourceType(enum.IntEnum):
@@ -61,18 +61,19 @@ def _resource_error(code: ErrorCode, message: str) -> TopicError:
     return TopicError(code, message)
 
 
-def require_topic(broker: Broker, name: str) -> TopicInfo:
+async def require_topic(admin: AdminManager, name: str) -> dict[str, str]:
+    """The topic's config overrides; UNKNOWN_TOPIC_OR_PARTITION when the metadata cache
+    does not know it (as Kafka's ConfigHelper)."""
     validate_topic_name(name)
-    info = broker.topics.get(name)
-    if info is None:
+    if not admin.metadata_cache.contains_topic(name):
         raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                          f"Topic '{name}' does not exist.")
-    return info
+    return await admin.topic_overrides(name)
 
 
-def require_this_broker(broker: Broker, name: str) -> None:
+def require_this_broker(admin: AdminManager, name: str) -> None:
     """A BROKER resource names this broker's id (Kafka also accepts "" for the defaults)."""
-    expected = topic_admin.broker_id(broker)
+    expected = admin.config.broker_id
     try:
         given = int(name)
     except ValueError:
@@ -84,12 +85,13 @@ def require_this_broker(broker: Broker, name: str) -> None:
             f"Unexpected broker id, expected {expected} or empty string, but received {name}")
 
 
-def describe_topic(broker: Broker, name: str, keys: Sequence[str] | None) -> list[ConfigEntry]:
-    info = require_topic(broker, name)
+async def describe_topic(admin: AdminManager, name: str,
+                         keys: Sequence[str] | None) -> list[ConfigEntry]:
+    overrides = await require_topic(admin, name)
     wanted = set(keys) if keys is not None else None
     return [
         ConfigEntry(c.name, c.value, c.source, c.type, False, False, c.synonyms)
-        for c in topic_admin.topic_configs(broker, info.configs)
+        for c in admin.topic_configs(overrides)
         if wanted is None or c.name in wanted
     ]
 
@@ -103,12 +105,13 @@ _PROP_TYPES: dict[PropType, ConfigType] = {
 }
 
 
-def describe_broker(broker: Broker, name: str, keys: Sequence[str] | None) -> list[ConfigEntry]:
+def describe_broker(admin: AdminManager, name: str,
+                    keys: Sequence[str] | None) -> list[ConfigEntry]:
     """Every broker property: set explicitly -> STATIC_BROKER_CONFIG, else DEFAULT_CONFIG."""
     if name == "":
         return []  # cluster-wide dynamic defaults: this broker has none
-    require_this_broker(broker, name)
-    explicit = topic_admin.explicit_broker_props(broker)
+    require_this_broker(admin, name)
+    explicit = admin.explicit_broker_props()
     wanted = set(keys) if keys is not None else None
     out = []
     for prop_name in sorted(PROPERTIES):
@@ -140,10 +143,11 @@ def refuse_broker_changes(names: Sequence[str]) -> None:
 
 
 def incremental_overrides(
-    info: TopicInfo, ops: Sequence[tuple[str, int, str | None]], broker_props: Mapping[str, str]
+    overrides: Mapping[str, str], ops: Sequence[tuple[str, int, str | None]],
+    broker_props: Mapping[str, str],
 ) -> dict[str, str | None]:
     """The topic's new override set after applying (name, op, value) operations."""
-    new: dict[str, str | None] = dict(info.configs)
+    new: dict[str, str | None] = dict(overrides)
     for name, op, value in ops:
         try:
             kind = OpType(op)
@@ -175,27 +179,27 @@ def incremental_overrides(
 
 
 async def apply_topic_configs(
-    broker: Broker, info: TopicInfo, overrides: Mapping[str, str | None], validate_only: bool
+    admin: AdminManager, name: str, overrides: Mapping[str, str | None], validate_only: bool
 ) -> None:
     """Validate the whole new override set; unless validate_only, store and apply it."""
     validate_configs(overrides)
     if not validate_only:
-        await topic_admin.set_topic_configs_async(broker, info.name, overrides)
+        await admin.set_topic_configs(name, overrides)
 
 
 async def alter_resource(
-    broker: Broker,
+    admin: AdminManager,
     resource_type: int,
     resource_name: str,
     names: Sequence[str],
-    topic_overrides: Callable[[TopicInfo], Mapping[str, str | None]],
+    topic_overrides: Callable[[Mapping[str, str]], Mapping[str, str | None]],
     *,
     named_twice: bool,
     validate_only: bool,
 ) -> None:
     """One resource of AlterConfigs or IncrementalAlterConfigs, checked in this order: named
     twice in the request or a key twice -> INVALID_REQUEST; TOPIC: unknown topic ->
-    UNKNOWN_TOPIC_OR_PARTITION, else the new override set (``topic_overrides(info)``, the
+    UNKNOWN_TOPIC_OR_PARTITION, else the new override set (``topic_overrides(current)``, the
     one thing the two APIs do differently) validated whole and, unless ``validate_only``,
     stored; BROKER: this broker only, no dynamic configs; any other type -> INVALID_REQUEST.
     Raises ``TopicError`` with Kafka's code."""
@@ -203,10 +207,10 @@ async def alter_resource(
         raise TopicError(ErrorCode.INVALID_REQUEST, "Duplicate resource in request")
     check_unique_keys(names)
     if resource_type == ResourceType.TOPIC:
-        info = require_topic(broker, resource_name)
-        await apply_topic_configs(broker, info, topic_overrides(info), validate_only)
+        current = await require_topic(admin, resource_name)
+        await apply_topic_configs(admin, resource_name, topic_overrides(current), validate_only)
     elif resource_type == ResourceType.BROKER:
-        require_this_broker(broker, resource_name)
+        require_this_broker(admin, resource_name)
         refuse_broker_changes(names)
     else:
         raise TopicError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}")

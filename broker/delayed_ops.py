@@ -23,8 +23,7 @@ from dataclasses import dataclass
 from broker.partition import AppendResult, IsolationLevel, Partition, ReadResult
 from broker.purgatory import DelayedOperation
 from protocol.errors import ErrorCode
-
-TopicPartition = tuple[str, int]
+from protocol.topic_partition import TopicPartition
 
 
 @dataclass(slots=True)
@@ -103,7 +102,7 @@ class DelayedFetch(DelayedOperation):
         params = self.params
         for s in self.statuses:
             partition = self._get_partition(s.topic, s.partition)
-            if partition is None:
+            if partition is None or not partition.is_leader:
                 return True  # deleted or moved: answer now with the error
             if partition.check_leader_epoch(s.current_leader_epoch) is not ErrorCode.NO_ERROR:
                 return True

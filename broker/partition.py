@@ -1,20 +1,30 @@
-"""One partition hosted by this broker: leader state over storage's Log (Kafka's ``Partition``).
+"""One partition hosted by this broker, as leader or follower, over storage's Log (Kafka's
+``Partition``).
 
 State and its invariants (Redpanda-style offset kinds)::
 
     log_start_offset <= last_stable_offset <= high_watermark <= log_end_offset
 
-- ``leader_epoch``: bumped by the controller on each leadership change (replication);
-  a single node becomes leader with the epoch after the last one in the log's
-  leader-epoch-checkpoint (0 for a new log), and stamps it in every batch it appends.
+- Role: only LeaderAndIsr changes it (``ReplicaManager.become_leader_or_follower``):
+  ``make_leader`` / ``make_follower`` take the controller's partition state (leader,
+  leader epoch, ISR, replicas, partition epoch). A new ``Partition`` has no role and
+  leader epoch -1, so the first LeaderAndIsr (epoch >= 0) always applies.
+- ``leader_epoch``: the controller's; the leader stamps it in every batch it appends, and
+  on becoming leader of a new epoch records in the log's leader-epoch-checkpoint that the
+  epoch starts at the log end offset (so followers can truncate against it).
 - ``high_watermark`` (HW): the offset below which every ISR member has the data. The leader
-  tracks each follower's log end offset (``follower_leos``); HW = min LEO over the ISR.
-  With no followers (one node, ISR = {leader}) the HW follows the LEO at once, through the
-  same ``maybe_increment_high_watermark`` path replication uses.
+  tracks each follower's fetch state (``follower_states``: log end offset, last caught-up
+  time); HW = min LEO over the ISR, moved forward only. With no followers (one node, ISR =
+  {leader}) the HW follows the LEO at once, through the same ``maybe_increment_high_watermark``
+  path replication uses.
 - ``last_stable_offset`` (LSO): equal to the HW (no transactions here).
 
-Consumers (replica id -1) read below the HW (READ_UNCOMMITTED) or the LSO (READ_COMMITTED);
-followers read up to the LEO.
+Consumers (replica id -1) read from the leader below the HW (READ_UNCOMMITTED) or the LSO
+(READ_COMMITTED); followers read up to the LEO. A follower answers clients
+NOT_LEADER_OR_FOLLOWER. The partition's settings (max.message.bytes, min.insync.replicas,
+timestamps, cleanup.policy, ...) are read from its log's ``LogConfig``, which config
+changes replace. Truncation (a follower's, or a leader losing an epoch) cuts the log and
+rebuilds the producer state in one operation (``truncate_to``).
 
 Thread-safety: none; the broker's event loop only.
 """
@@ -38,7 +48,10 @@ from broker.record_validation import (
 )
 from protocol.errors import ErrorCode
 from protocol.fileslice import FileSlice
+from protocol.messages.leader_and_isr import LeaderAndIsrRequest
 from protocol.records import RecordBatch, iter_batches
+from protocol.topic_partition import TopicPartition
+from storage.config import LogConfig
 from storage.errors import StorageError
 from storage.index import TimestampOffset
 from storage.log import Log
@@ -51,6 +64,8 @@ log = logging.getLogger(__name__)
 Offset = NewType("Offset", int)  # a log offset of any kind; the names below say which
 
 CONSUMER_REPLICA_ID = -1
+DEBUGGING_REPLICA_ID = -2
+NO_EPOCH = -1  # a partition's leader and partition epochs before its first LeaderAndIsr
 DELETE_TO_HIGH_WATERMARK = -1
 # ListOffsets special timestamps (ListOffsetsRequest)
 LATEST_TIMESTAMP = -1
@@ -60,6 +75,10 @@ EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
+
+
+# What make_leader / make_follower read: one partition of a LeaderAndIsr request.
+PartitionStateChange = LeaderAndIsrRequest.LeaderAndIsrPartitionState
 
 
 class IsolationLevel(enum.IntEnum):
@@ -101,37 +120,141 @@ class PartitionError(Exception):
         self.error = error
 
 
+@dataclass(slots=True)
+class ReplicaState:
+    """What the leader knows of one follower from its fetches (Kafka's ``Replica``)."""
+
+    log_end_offset: int = -1  # -1 until its first fetch
+    last_caught_up_time_ms: int = 0
+    last_fetch_time_ms: int = 0
+
+
 class Partition:
-    """Leader state of one topic-partition. See the module docstring."""
+    """One hosted topic-partition. See the module docstring."""
 
     def __init__(self, topic: str, partition: int, topic_id: uuid.UUID, plog: Log, *,
-                 broker_id: int, leader_epoch: int, high_watermark: int,
-                 validation: ValidationConfig, log_append_time: bool,
-                 min_insync_replicas: int = 1, log_deletes: bool = True) -> None:
+                 broker_id: int, high_watermark: int) -> None:
         self.topic = topic
         self.partition = partition
+        self.topic_partition = TopicPartition(topic, partition)
         self.topic_id = topic_id
         self.log = plog
         self.broker_id = broker_id
-        self.leader_epoch = leader_epoch
-        self.validation = validation
-        self.log_append_time = log_append_time
-        self.min_insync_replicas = min_insync_replicas
-        self.log_deletes = log_deletes  # cleanup.policy contains "delete"
-        self.isr: set[int] = {broker_id}
-        self.follower_leos: dict[int, int] = {}
+        self.leader_id: int | None = None
+        self.leader_epoch = NO_EPOCH
+        self.partition_epoch = NO_EPOCH
+        self.controller_epoch = 0
+        self.replicas: tuple[int, ...] = ()
+        self.isr: set[int] = set()
+        self.follower_states: dict[int, ReplicaState] = {}
+        self.leader_epoch_start_offset: int | None = None
         self.needs_flush = False  # the log asked for a flush (flush.messages, roll)
         self.snapshot_due = False  # a segment rolled since the last producer snapshot
         self.topic_stats: TopicStats | None = None  # broker.metrics.topics, when counted
         self.producer_state = ProducerStateManager(plog.dir, f"{topic}-{partition}")
+        self._validation_for: LogConfig | None = None
+        self._validation = ValidationConfig()
         self._high_watermark = Offset(
             min(max(high_watermark, plog.log_start_offset), plog.log_end_offset)
         )
-        self.maybe_increment_high_watermark()
 
     def __repr__(self) -> str:
-        return (f"Partition({self.topic}-{self.partition}, epoch={self.leader_epoch}, "
+        role = "leader" if self.is_leader else f"follower of {self.leader_id}"
+        return (f"Partition({self.topic}-{self.partition}, {role}, epoch={self.leader_epoch}, "
                 f"lso={self.log_start_offset}, hw={self.high_watermark}, leo={self.log_end_offset})")
+
+    # ------------------------------------------------------------ settings (the log's config)
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.broker_id
+
+    @property
+    def min_insync_replicas(self) -> int:
+        return self.log.config.min_insync_replicas
+
+    @property
+    def validation(self) -> ValidationConfig:
+        """What record validation needs from the log config (rebuilt when it changes)."""
+        config = self.log.config
+        if config is not self._validation_for:
+            self._validation = ValidationConfig(
+                max_message_bytes=config.max_message_bytes,
+                compacted=config.compacts,
+                timestamp_before_max_ms=config.message_timestamp_before_max_ms,
+                timestamp_after_max_ms=config.message_timestamp_after_max_ms,
+            )
+            self._validation_for = config
+        return self._validation
+
+    # ------------------------------------------------------------ roles
+
+    def make_leader(self, state: PartitionStateChange, now_ms: int) -> bool:
+        """Become (or stay) leader as ``state`` says; True if this broker was not leader.
+
+        Skipped for an older partition epoch. A new leader epoch is recorded as starting
+        at the log end offset, and every follower's fetch state is reset."""
+        if state.partition_epoch < self.partition_epoch:
+            log.info("%s: skipped become-leader at partition epoch %d (already at %d)",
+                     self.topic_partition, state.partition_epoch, self.partition_epoch)
+            return False
+        self.controller_epoch = state.controller_epoch
+        is_new_leader = not self.is_leader
+        self.replicas = tuple(state.replicas)
+        self.isr = set(state.isr)
+        if state.leader_epoch > self.leader_epoch:
+            start = self.log_end_offset
+            log.info("%s: leader at epoch %d from offset %d (ISR %s, previous leader %s, "
+                     "epoch %d)", self.topic_partition, state.leader_epoch, start,
+                     sorted(self.isr), self.leader_id, self.leader_epoch)
+            self.log.assign_epoch_start_offset(state.leader_epoch, start)
+            self.follower_states = {
+                r: ReplicaState(last_caught_up_time_ms=now_ms if r in self.isr else 0)
+                for r in self.replicas if r != self.broker_id
+            }
+            self.leader_epoch = state.leader_epoch
+            self.leader_epoch_start_offset = start
+        self.partition_epoch = state.partition_epoch
+        self.leader_id = self.broker_id
+        self.maybe_increment_high_watermark()
+        return is_new_leader
+
+    def make_follower(self, state: PartitionStateChange) -> bool:
+        """Follow ``state.leader``; True if the leader epoch is new (fetchers restart)."""
+        if state.partition_epoch < self.partition_epoch:
+            log.info("%s: skipped become-follower at partition epoch %d (already at %d)",
+                     self.topic_partition, state.partition_epoch, self.partition_epoch)
+            return False
+        self.controller_epoch = state.controller_epoch
+        is_new_epoch = state.leader_epoch > self.leader_epoch
+        if is_new_epoch:
+            log.info("%s: follower of %d at epoch %d from offset %d (HW %d)",
+                     self.topic_partition, state.leader, state.leader_epoch,
+                     self.log_end_offset, self.high_watermark)
+        self.leader_id = state.leader
+        self.leader_epoch = state.leader_epoch
+        self.leader_epoch_start_offset = None
+        self.partition_epoch = state.partition_epoch
+        self.replicas = tuple(state.replicas)
+        self.isr = set()
+        self.follower_states = {}
+        return is_new_epoch
+
+    def truncate_to(self, offset: int) -> None:
+        """Cut the log at ``offset`` and rebuild the producer state to match."""
+        if self.log.truncate_to(offset):
+            self._after_truncation()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Empty the log and restart it at ``offset``; producer state is forgotten."""
+        self.log.truncate_fully_and_start_at(offset)
+        self.producer_state.truncate_fully()
+        self._after_truncation()
+
+    def _after_truncation(self) -> None:
+        self.producer_state.load(self.log_start_offset, self.log_end_offset, self.batches_from)
+        self._high_watermark = Offset(
+            min(max(self._high_watermark, self.log_start_offset), self.log_end_offset))
 
     # ------------------------------------------------------------ offsets
 
@@ -152,18 +275,25 @@ class Partition:
         return int(self._high_watermark)
 
     def maybe_increment_high_watermark(self) -> bool:
-        """HW = min LEO over the ISR (followers' fetch positions, the leader's own LEO)."""
+        """HW = min LEO over the ISR (followers' fetch positions, the leader's own LEO);
+        only a leader moves it, and only forward."""
+        if not self.is_leader:
+            return False
         new_hw = self.log_end_offset
         for replica in self.isr:
             if replica != self.broker_id:
-                new_hw = min(new_hw, self.follower_leos.get(replica, 0))
+                state = self.follower_states.get(replica)
+                new_hw = min(new_hw, state.log_end_offset if state is not None else 0)
         if new_hw > self._high_watermark:
             self._high_watermark = Offset(new_hw)
             return True
         return False
 
     def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, ErrorCode]:
-        """DelayedProduce's question: has the HW passed ``required_offset``?"""
+        """DelayedProduce's question: has the HW passed ``required_offset``? (A partition
+        that is no longer leader answers at once: NOT_LEADER_OR_FOLLOWER.)"""
+        if not self.is_leader:
+            return True, ErrorCode.NOT_LEADER_OR_FOLLOWER
         if self._high_watermark >= required_offset:
             if len(self.isr) < self.min_insync_replicas:
                 return True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
@@ -178,6 +308,13 @@ class Partition:
             return ErrorCode.FENCED_LEADER_EPOCH
         return ErrorCode.UNKNOWN_LEADER_EPOCH
 
+    def check_local_log(self, current_leader_epoch: int, *, require_leader: bool) -> ErrorCode:
+        """Kafka's ``getLocalLog``: the client's leader epoch first, then the role."""
+        error = self.check_leader_epoch(current_leader_epoch)
+        if error is ErrorCode.NO_ERROR and require_leader and not self.is_leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return error
+
     # ------------------------------------------------------------ produce
 
     def append_records_as_leader(self, records: memoryview | bytes | None, produce_version: int,
@@ -188,6 +325,9 @@ class Partition:
         log sees it; the log copies the request's bytes once into a writable buffer and
         patches the offsets and leader epoch there (storage.log.Log.append).
         """
+        if not self.is_leader:
+            return AppendResult(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                error_message=f"{self.topic_partition} is not led by this broker")
         now_ms = int(time.time() * 1000)
         start = self.log_start_offset
         try:
@@ -262,6 +402,8 @@ class Partition:
         epoch_error = self.check_leader_epoch(current_leader_epoch)
         if epoch_error is not ErrorCode.NO_ERROR:
             return ReadResult(epoch_error, hw, lso, start)
+        if not self.is_leader:  # consumers and followers alike fetch from the leader
+            return ReadResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if fetch_offset < start or fetch_offset > self.log_end_offset:
             return ReadResult(ErrorCode.OFFSET_OUT_OF_RANGE, hw, lso, start)
         upper = self.fetch_upper_bound(replica_id, isolation)
@@ -296,8 +438,10 @@ class Partition:
         self, timestamp: int, *, isolation: IsolationLevel, current_leader_epoch: int,
         replica_id: int,
     ) -> tuple[ErrorCode, int, int, int]:
-        """ListOffsets for one partition: (error, timestamp, offset, leader epoch)."""
-        epoch_error = self.check_leader_epoch(current_leader_epoch)
+        """ListOffsets for one partition: (error, timestamp, offset, leader epoch). Only the
+        leader answers, except to the debugging replica id -2."""
+        epoch_error = self.check_local_log(current_leader_epoch,
+                                           require_leader=replica_id != DEBUGGING_REPLICA_ID)
         if epoch_error is not ErrorCode.NO_ERROR:
             return epoch_error, -1, -1, -1
         if replica_id == CONSUMER_REPLICA_ID:
@@ -328,19 +472,21 @@ class Partition:
 
     def last_offset_for_leader_epoch(self, current_leader_epoch: int,
                                      leader_epoch: int) -> tuple[ErrorCode, int, int]:
-        """OffsetForLeaderEpoch for one partition: (error, epoch, end offset)."""
-        epoch_error = self.check_leader_epoch(current_leader_epoch)
+        """OffsetForLeaderEpoch for one partition: (error, epoch, end offset); the leader's."""
+        epoch_error = self.check_local_log(current_leader_epoch, require_leader=True)
         if epoch_error is not ErrorCode.NO_ERROR:
             return epoch_error, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
         epoch, end_offset = self.log.end_offset_for_epoch(leader_epoch)
         return ErrorCode.NO_ERROR, int(epoch), int(end_offset)
 
     def delete_records(self, offset: int) -> tuple[ErrorCode, int]:
-        """DeleteRecords for one partition: (error, low watermark)."""
+        """DeleteRecords for one partition: (error, low watermark); on the leader only."""
+        if not self.is_leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1
         target = self.high_watermark if offset == DELETE_TO_HIGH_WATERMARK else offset
         if target < 0 or target > self.high_watermark:
             return ErrorCode.OFFSET_OUT_OF_RANGE, -1
-        if not self.log_deletes:
+        if not self.log.config.deletes:
             return ErrorCode.POLICY_VIOLATION, -1
         try:
             low_watermark = self.log.delete_records(target, self.high_watermark)

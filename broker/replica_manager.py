@@ -1,14 +1,40 @@
-"""The partitions this broker hosts, and the produce and fetch paths over them.
+"""The partitions this broker hosts, their roles, and the produce and fetch paths over them.
 
-``ReplicaManager`` (Kafka's ``ReplicaManager``) owns the ``Partition`` objects (leader
-epoch, HW, LEO over storage's ``Log``), the produce purgatory (acks=all waits for the HW)
-and the fetch purgatory (long polls wait for data). Handlers reach it as
-``ctx.broker.replica_manager``.
+``ReplicaManager`` (Kafka's ``ReplicaManager``) owns the ``Partition`` objects (role,
+leader epoch, ISR, HW, LEO over storage's ``Log``), the produce purgatory (acks=all waits
+for the HW) and the fetch purgatory (long polls wait for data).
 
-Produce: each partition's records are validated and appended locally
-(``Partition.append_records_as_leader``); with acks=-1 a ``DelayedProduce`` then waits until
-the HW covers them. On one node the HW follows the LEO at once, so the operation completes
-on its first try -- through the same path replication uses when followers move the HW.
+Partitions appear, change role and go only by the controller's requests:
+
+- ``become_leader_or_follower(LeaderAndIsr)``: refused whole (STALE_CONTROLLER_EPOCH)
+  when its controller epoch is older than the last one seen; per partition, a topic id
+  that differs from the hosted log's is INCONSISTENT_TOPIC_ID, a leader epoch not newer
+  than the current one is ignored with STALE_CONTROLLER_EPOCH (as Kafka answers), and a
+  partition whose replicas do not include this broker is UNKNOWN_TOPIC_OR_PARTITION.
+  The rest are opened (logs created in a worker thread, with their topic's LogConfig
+  read from the topic store) and made leader or follower; a follower of a broker the
+  metadata cache does not know as alive keeps its old role. Replica fetchers are removed
+  for new leaders and followers and added for followers (``FetcherManager``); parked
+  produce and fetch requests of partitions that stopped leading are answered; the
+  ``on_leadership_change`` callback hears which partitions became leader or follower
+  (the group coordinator loads or unloads ``__consumer_offsets`` partitions).
+- ``stop_replicas(StopReplica)``: STALE_CONTROLLER_EPOCH as above; per partition, a leader
+  epoch older than the current one is FENCED_LEADER_EPOCH (EPOCH_DURING_DELETE and -1 pass);
+  the fetcher is removed, waiters answered and, with delete, the log deleted.
+- ``maybe_update_metadata_cache(UpdateMetadata)``: STALE_CONTROLLER_EPOCH as above, else
+  the metadata cache applies it; returns the deleted partitions.
+
+They run one at a time (a state-change lock), as Kafka's ``replicaStateChangeLock``.
+
+Errors for a partition that is not hosted come from the metadata cache:
+NOT_LEADER_OR_FOLLOWER when the cluster has it (another broker's), else
+UNKNOWN_TOPIC_OR_PARTITION.
+
+Produce: each partition's records are validated and appended locally on the leader
+(``Partition.append_records_as_leader``); with acks=-1 a ``DelayedProduce`` then waits
+until the HW covers them. On one node the HW follows the LEO at once, so the operation
+completes on its first try -- through the same path replication uses when followers move
+the HW.
 
 Fetch: a first read of every partition; if that is enough (``min_bytes``), or the request
 may not wait, or an error came back, the answer goes at once; otherwise a ``DelayedFetch``
@@ -26,7 +52,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from broker.delayed_ops import (
@@ -35,15 +61,27 @@ from broker.delayed_ops import (
     FetchParams,
     FetchPartitionStatus,
     ProducePartitionStatus,
-    TopicPartition,
 )
 from broker.fetch_session import DEFAULT_MAX_SLOTS, FetchSessionCache
-from broker.partition import AppendResult, Partition, ReadResult
+from broker.metadata_cache import MetadataCache
+from broker.partition import (
+    NO_EPOCH,
+    AppendResult,
+    Partition,
+    PartitionStateChange,
+    ReadResult,
+)
 from broker.purgatory import Purgatory
-from broker.record_validation import ValidationConfig
+from broker.replica_fetcher import FetcherManager, InitialFetchState, NoFetchers
 from broker.topics import INTERNAL_TOPICS
+from controller.leader_and_isr import EPOCH_DURING_DELETE
 from protocol.errors import ErrorCode
+from protocol.messages.leader_and_isr import LeaderAndIsrRequest, LeaderAndIsrResponse
+from protocol.messages.stop_replica import StopReplicaRequest
+from protocol.messages.update_metadata import UpdateMetadataRequest
+from protocol.topic_partition import TopicPartition
 from storage.config import LogConfig
+from storage.errors import StorageError
 from storage.manager import LogManager
 from storage.naming import TopicPartition as StorageTopicPartition
 
@@ -55,31 +93,57 @@ log = logging.getLogger(__name__)
 VALID_ACKS = (-1, 0, 1)
 PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms
 PRODUCER_ID_CHECK_INTERVAL_MS = 600_000  # producer.id.expiration.check.interval.ms
+ZERO_UUID = uuid.UUID(int=0)
+
+LeadershipCallback = Callable[[list[Partition], list[Partition]], None]
+LogConfigSource = Callable[[str], Awaitable[LogConfig]]
 
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def validation_config(log_config: LogConfig) -> ValidationConfig:
-    return ValidationConfig(
-        max_message_bytes=log_config.max_message_bytes,
-        compacted=log_config.compacts,
-        timestamp_before_max_ms=log_config.message_timestamp_before_max_ms,
-        timestamp_after_max_ms=log_config.message_timestamp_after_max_ms,
-    )
+def leader_and_isr_states(request: LeaderAndIsrRequest
+                          ) -> list[tuple[str, PartitionStateChange]]:
+    """(topic, partition state) of every partition in a LeaderAndIsr of any version."""
+    states = [(s.topic_name, s) for s in request.ungrouped_partition_states]
+    states += [(t.topic_name, s) for t in request.topic_states for s in t.partition_states]
+    return states
+
+
+def leader_and_isr_error(request: LeaderAndIsrRequest, error: ErrorCode) -> LeaderAndIsrResponse:
+    """The whole request refused (Kafka's ``getErrorResponse``): every partition gets it."""
+    _R = LeaderAndIsrResponse
+    return _R(error_code=error, topics=[
+        _R.LeaderAndIsrTopicError(topic_id=t.topic_id, partition_errors=[
+            _R.LeaderAndIsrPartitionError(topic_name=t.topic_name,
+                                          partition_index=s.partition_index, error_code=error)
+            for s in t.partition_states])
+        for t in request.topic_states])
+
+
+class StaleControllerEpochError(Exception):
+    """A control request from a controller older than the last one seen (Kafka's
+    ControllerMovedException; answered STALE_CONTROLLER_EPOCH)."""
+
+    error_code = ErrorCode.STALE_CONTROLLER_EPOCH
 
 
 class ReplicaManager:
     """See the module docstring."""
 
-    def __init__(self, log_manager: LogManager, *, broker_id: int,
+    def __init__(self, log_manager: LogManager, metadata_cache: MetadataCache, *,
+                 broker_id: int, log_config: LogConfigSource,
+                 fetchers: FetcherManager | None = None,
                  fetch_session_cache_slots: int = DEFAULT_MAX_SLOTS,
                  producer_id_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS,
                  producer_id_expiration_check_interval_ms: int = PRODUCER_ID_CHECK_INTERVAL_MS,
                  ) -> None:
         self.log_manager = log_manager
+        self.metadata_cache = metadata_cache
         self.broker_id = broker_id
+        self._log_config = log_config
+        self.fetchers: FetcherManager = fetchers if fetchers is not None else NoFetchers()
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.producer_id_expiration_check_interval_ms = producer_id_expiration_check_interval_ms
         self._last_producer_check_ms = _now_ms()
@@ -96,79 +160,263 @@ class ReplicaManager:
         # counted where the ISR changes.
         self.isr_shrinks = 0
         self.isr_expands = 0
+        self.controller_epoch = 0
+        self._state_change_lock = asyncio.Lock()
+        self._shutting_down = False
 
     # ------------------------------------------------------------ partitions
 
     def get_partition(self, topic: str, partition: int) -> Partition | None:
-        return self.partitions.get((topic, partition))
+        return self.partitions.get(TopicPartition(topic, partition))
 
     def topic_name_for_id(self, topic_id: uuid.UUID) -> str | None:
         return self._topic_names.get(topic_id)
 
-    def ensure_partition(self, topic: str, partition: int, topic_id: uuid.UUID,
-                         log_config: LogConfig) -> Partition:
-        """Create or open the partition's log and become its leader (idempotent).
-
-        The leader epoch is the latest one in the log's leader-epoch-checkpoint (0 for a
-        new log): one node never changes leader. The HW starts from
-        replication-offset-checkpoint and, with the ISR being just this broker, moves to
-        the log end at once. Producer state is loaded from the newest snapshot and the
-        batches after it (or rebuilt from the whole log).
-        """
-        tp = (topic, partition)
-        existing = self.partitions.get(tp)
-        if existing is not None:
-            return existing
-        stp = StorageTopicPartition(topic, partition)
-        plog = self.log_manager.get_or_create_log(stp, log_config, topic_id=topic_id.bytes)
-        plog.update_config(log_config)
-        latest_epoch = plog.latest_epoch()
-        leader_epoch = 0 if latest_epoch is None else int(latest_epoch)
-        if self._checkpointed_hws is None:
-            self._checkpointed_hws = self.log_manager.read_high_watermarks()
-        hw = self._checkpointed_hws.get(stp, 0)
-        p = Partition(
-            topic, partition, topic_id, plog, broker_id=self.broker_id,
-            leader_epoch=leader_epoch, high_watermark=hw,
-            validation=validation_config(log_config),
-            log_append_time=log_config.log_append_time,
-            min_insync_replicas=log_config.min_insync_replicas,
-            log_deletes=log_config.deletes,
-        )
-        replayed = p.producer_state.load(p.log_start_offset, p.log_end_offset, p.batches_from)
-        if replayed:
-            log.info("%s-%d: producer state rebuilt, %d batches replayed from the log",
-                     topic, partition, replayed)
-        self.partitions[tp] = p
-        self._topic_names[topic_id] = topic
-        return p
-
-    def delete_partition(self, topic: str, partition: int) -> None:
-        p = self.partitions.pop((topic, partition), None)
-        if p is None:
-            return
-        if not any(t == topic for t, _ in self.partitions):
-            self._topic_names.pop(p.topic_id, None)
-            if self.topic_stats is not None:
-                self.topic_stats.remove_topic(topic, [p])
-        # wake the waiters: they find the partition gone and answer with an error
-        self.produce_purgatory.check_and_complete((topic, partition))
-        self.fetch_purgatory.check_and_complete((topic, partition))
-        self.log_manager.delete_log(StorageTopicPartition(topic, partition))
-
-    def update_log_config(self, topic: str, log_config: LogConfig) -> None:
-        for (t, _), p in self.partitions.items():
-            if t == topic:
-                p.log.update_config(log_config)
-                p.validation = validation_config(log_config)
-                p.log_append_time = log_config.log_append_time
-                p.min_insync_replicas = log_config.min_insync_replicas
-                p.log_deletes = log_config.deletes
+    def unknown_partition_error(self, topic: str, partition: int) -> ErrorCode:
+        """The error for a partition not hosted here: another broker's, or none at all."""
+        if self.metadata_cache.contains((topic, partition)):
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     def high_watermarks(self) -> dict[StorageTopicPartition, int]:
         """For replication-offset-checkpoint (LogManager.write_high_watermarks / shutdown)."""
         return {StorageTopicPartition(t, i): p.high_watermark
                 for (t, i), p in self.partitions.items()}
+
+    def update_log_config(self, topic: str, log_config: LogConfig) -> None:
+        """A topic's config changed: its hosted logs (and so partitions) use the new one."""
+        for (t, _), p in self.partitions.items():
+            if t == topic:
+                p.log.update_config(log_config)
+
+    # ------------------------------------------------------------ controller requests
+
+    async def become_leader_or_follower(
+        self, request: LeaderAndIsrRequest,
+        on_leadership_change: LeadershipCallback | None = None,
+    ) -> LeaderAndIsrResponse:
+        """Apply a LeaderAndIsr (see the module docstring)."""
+        async with self._state_change_lock:
+            if request.controller_epoch < self.controller_epoch:
+                log.warning("Ignoring LeaderAndIsr from controller %d with epoch %d: the latest "
+                            "known controller epoch is %d", request.controller_id,
+                            request.controller_epoch, self.controller_epoch)
+                return leader_and_isr_error(request, ErrorCode.STALE_CONTROLLER_EPOCH)
+            self.controller_epoch = request.controller_epoch
+            topic_ids = {t.topic_name: t.topic_id for t in request.topic_states}
+            errors: dict[TopicPartition, ErrorCode] = {}
+            to_lead: dict[TopicPartition, PartitionStateChange] = {}
+            to_follow: dict[TopicPartition, PartitionStateChange] = {}
+            for topic, state in leader_and_isr_states(request):
+                tp = TopicPartition(topic, state.partition_index)
+                errors[tp] = self._check_leader_and_isr(tp, state, topic_ids.get(topic, ZERO_UUID))
+                if errors[tp] is ErrorCode.NO_ERROR:
+                    (to_lead if state.leader == self.broker_id else to_follow)[tp] = state
+            opened = await self._open_partitions(
+                [tp for tp in (*to_lead, *to_follow) if tp not in self.partitions], topic_ids)
+            for tp, error in opened.items():
+                errors[tp] = error
+                to_lead.pop(tp, None)
+                to_follow.pop(tp, None)
+            leaders = self._make_leaders(to_lead)
+            followers = self._make_followers(to_follow)
+            log.info("LeaderAndIsr from controller %d epoch %d: %d partitions, %d new leaders,"
+                     " %d new followers", request.controller_id, request.controller_epoch,
+                     len(errors), len(leaders), len(followers))
+            if on_leadership_change is not None:
+                on_leadership_change(leaders, followers)
+            response = LeaderAndIsrResponse(error_code=ErrorCode.NO_ERROR)
+            by_topic: dict[str, LeaderAndIsrResponse.LeaderAndIsrTopicError] = {}
+            for tp, error in errors.items():
+                topic_error = by_topic.get(tp.topic)
+                if topic_error is None:
+                    topic_error = by_topic[tp.topic] = LeaderAndIsrResponse.LeaderAndIsrTopicError(
+                        topic_id=topic_ids.get(tp.topic, ZERO_UUID))
+                    response.topics.append(topic_error)
+                topic_error.partition_errors.append(LeaderAndIsrResponse.LeaderAndIsrPartitionError(
+                    topic_name=tp.topic, partition_index=tp.partition, error_code=error))
+            return response
+
+    def _check_leader_and_isr(self, tp: TopicPartition, state: PartitionStateChange,
+                              request_topic_id: uuid.UUID) -> ErrorCode:
+        existing = self.partitions.get(tp)
+        current_epoch = existing.leader_epoch if existing is not None else NO_EPOCH
+        if request_topic_id != ZERO_UUID:
+            if existing is not None:
+                hosted_id: uuid.UUID | None = existing.topic_id
+            else:
+                on_disk = self.log_manager.get_log(StorageTopicPartition(*tp))
+                hosted_id = (uuid.UUID(bytes=on_disk.topic_id)
+                             if on_disk is not None and on_disk.topic_id is not None else None)
+            if hosted_id is not None and hosted_id != ZERO_UUID and hosted_id != request_topic_id:
+                log.error("%s: topic id %s does not match the hosted log's %s", tp,
+                          request_topic_id, hosted_id)
+                return ErrorCode.INCONSISTENT_TOPIC_ID
+        if state.leader_epoch > current_epoch:
+            if self.broker_id in state.replicas:
+                return ErrorCode.NO_ERROR
+            log.warning("Ignoring LeaderAndIsr for %s: this broker is not among its replicas"
+                        " %s", tp, state.replicas)
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        log.info("Ignoring LeaderAndIsr for %s: its leader epoch %d is not newer than %d", tp,
+                 state.leader_epoch, current_epoch)
+        return ErrorCode.STALE_CONTROLLER_EPOCH
+
+    async def _open_partitions(self, new: list[TopicPartition],
+                               topic_ids: Mapping[str, uuid.UUID]) -> dict[TopicPartition, ErrorCode]:
+        """Create (or open) the logs of partitions not hosted yet and host them; returns
+        the partitions that failed (KAFKA_STORAGE_ERROR)."""
+        if not new:
+            return {}
+        configs = {topic: await self._log_config(topic) for topic in {tp.topic for tp in new}}
+
+        def create_logs() -> dict[TopicPartition, StorageError]:
+            failed: dict[TopicPartition, StorageError] = {}
+            for tp in new:
+                topic_id = topic_ids.get(tp.topic, ZERO_UUID)
+                try:
+                    self.log_manager.get_or_create_log(
+                        StorageTopicPartition(*tp), configs[tp.topic],
+                        topic_id=None if topic_id == ZERO_UUID else topic_id.bytes)
+                except StorageError as exc:
+                    failed[tp] = exc
+            return failed
+
+        failed = await asyncio.to_thread(create_logs)  # mkdir, partition.metadata: fsyncs
+        if self._checkpointed_hws is None:
+            self._checkpointed_hws = self.log_manager.read_high_watermarks()
+        errors: dict[TopicPartition, ErrorCode] = {}
+        for tp in new:
+            if tp in failed:
+                log.error("%s: cannot create its log: %s", tp, failed[tp])
+                errors[tp] = failed[tp].error_code
+                continue
+            plog = self.log_manager.get_log(StorageTopicPartition(*tp))
+            if plog is None:
+                errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+                continue
+            plog.update_config(configs[tp.topic])
+            topic_id = topic_ids.get(tp.topic, ZERO_UUID)
+            if topic_id == ZERO_UUID and plog.topic_id is not None:
+                topic_id = uuid.UUID(bytes=plog.topic_id)
+            p = Partition(tp.topic, tp.partition, topic_id, plog, broker_id=self.broker_id,
+                          high_watermark=self._checkpointed_hws.get(StorageTopicPartition(*tp), 0))
+            replayed = p.producer_state.load(p.log_start_offset, p.log_end_offset,
+                                             p.batches_from)
+            if replayed:
+                log.info("%s: producer state rebuilt, %d batches replayed from the log", tp,
+                         replayed)
+            self.partitions[tp] = p
+            if topic_id != ZERO_UUID:
+                self._topic_names[topic_id] = tp.topic
+            await asyncio.sleep(0)  # a topic of many partitions does not stall other clients
+        return errors
+
+    def _make_leaders(self, states: Mapping[TopicPartition, PartitionStateChange]) -> list[Partition]:
+        if not states:
+            return []
+        self.fetchers.remove_fetchers(states)
+        now = _now_ms()
+        leaders = []
+        for tp, state in states.items():
+            p = self.partitions[tp]
+            if p.make_leader(state, now):
+                leaders.append(p)
+            self._complete_delayed(tp)  # the HW may have moved (a smaller ISR)
+        return leaders
+
+    def _make_followers(self, states: Mapping[TopicPartition,
+                                              PartitionStateChange]) -> list[Partition]:
+        if not states:
+            return []
+        followers: list[Partition] = []
+        for tp, state in states.items():
+            p = self.partitions[tp]
+            if not self.metadata_cache.has_alive_broker(state.leader):
+                log.error("%s: cannot become follower: the new leader %d is not alive in the "
+                          "metadata cache", tp, state.leader)
+                continue
+            if p.make_follower(state):
+                followers.append(p)
+        self.fetchers.remove_fetchers(p.topic_partition for p in followers)
+        for p in followers:  # requests parked on the old leader answer now
+            self._complete_delayed(p.topic_partition)
+        if not self._shutting_down and followers:
+            self.fetchers.add_fetchers({
+                p.topic_partition: InitialFetchState(
+                    p.topic_id, state.leader, p.leader_epoch,
+                    p.log_end_offset if p.log.latest_epoch() is not None else p.high_watermark)
+                for p in followers for state in (states[p.topic_partition],)})
+        return followers
+
+    async def stop_replicas(self, request: StopReplicaRequest
+                            ) -> tuple[dict[TopicPartition, ErrorCode], ErrorCode]:
+        """Apply a StopReplica (see the module docstring): (partition errors, error)."""
+        async with self._state_change_lock:
+            if request.controller_epoch < self.controller_epoch:
+                log.warning("Ignoring StopReplica from controller %d with epoch %d: the latest "
+                            "known controller epoch is %d", request.controller_id,
+                            request.controller_epoch, self.controller_epoch)
+                return {}, ErrorCode.STALE_CONTROLLER_EPOCH
+            self.controller_epoch = request.controller_epoch
+            errors: dict[TopicPartition, ErrorCode] = {}
+            stopped: list[tuple[TopicPartition, bool]] = []
+            for ts in request.topic_states:
+                for ps in ts.partition_states:
+                    tp = TopicPartition(ts.topic_name, ps.partition_index)
+                    p = self.partitions.get(tp)
+                    epoch = ps.leader_epoch
+                    if (p is None or epoch in (EPOCH_DURING_DELETE, NO_EPOCH)
+                            or epoch >= p.leader_epoch):
+                        stopped.append((tp, ps.delete_partition))
+                        errors[tp] = ErrorCode.NO_ERROR
+                    else:
+                        log.warning("Ignoring StopReplica for %s: leader epoch %d is older than"
+                                    " %d", tp, epoch, p.leader_epoch)
+                        errors[tp] = ErrorCode.FENCED_LEADER_EPOCH
+            self.fetchers.remove_fetchers(tp for tp, _ in stopped)
+            for tp, delete in stopped:
+                if delete:
+                    errors[tp] = await self._delete_partition(tp)
+                else:
+                    self._complete_delayed(tp)
+            log.info("StopReplica from controller %d epoch %d: %d partitions stopped",
+                     request.controller_id, request.controller_epoch, len(stopped))
+            return errors, ErrorCode.NO_ERROR
+
+    async def _delete_partition(self, tp: TopicPartition) -> ErrorCode:
+        p = self.partitions.pop(tp, None)
+        if p is not None and not any(t == tp.topic for t, _ in self.partitions):
+            self._topic_names.pop(p.topic_id, None)
+            if self.topic_stats is not None:
+                self.topic_stats.remove_topic(tp.topic, [p])
+        self._complete_delayed(tp)  # waiters find the partition gone and answer an error
+        try:
+            # Closing files, renaming the directory and an fsync: off the event loop.
+            await asyncio.to_thread(self.log_manager.delete_log, StorageTopicPartition(*tp))
+        except (StorageError, OSError) as exc:
+            log.error("%s: deleting its log failed: %s", tp, exc)
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        return ErrorCode.NO_ERROR
+
+    async def maybe_update_metadata_cache(self, request: UpdateMetadataRequest
+                                          ) -> list[TopicPartition]:
+        """Apply an UpdateMetadata to the cache; the partitions it deleted. Raises
+        ``StaleControllerEpochError`` for an older controller epoch."""
+        async with self._state_change_lock:
+            if request.controller_epoch < self.controller_epoch:
+                log.warning("Ignoring UpdateMetadata from controller %d with epoch %d: the "
+                            "latest known controller epoch is %d", request.controller_id,
+                            request.controller_epoch, self.controller_epoch)
+                raise StaleControllerEpochError(
+                    f"controller epoch {request.controller_epoch} < {self.controller_epoch}")
+            deleted = self.metadata_cache.update_metadata(request)
+            self.controller_epoch = request.controller_epoch
+            return deleted
+
+    def _complete_delayed(self, tp: TopicPartition) -> None:
+        self.produce_purgatory.check_and_complete(tp)
+        self.fetch_purgatory.check_and_complete(tp)
 
     # ------------------------------------------------------------ produce
 
@@ -196,7 +444,7 @@ class ReplicaManager:
                                            error_message=f"Cannot append to internal topic {tp[0]}")
                 continue
             if p is None:
-                results[tp] = AppendResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                results[tp] = AppendResult(self.unknown_partition_error(*tp))
                 continue
             result = p.append_records_as_leader(records, produce_version, required_acks)
             results[tp] = result
@@ -280,9 +528,9 @@ class ReplicaManager:
         remaining = params.max_bytes
         min_one_message = True
         for s in statuses:
-            p = self.partitions.get((s.topic, s.partition))
+            p = self.get_partition(s.topic, s.partition)
             if p is None:
-                results.append(ReadResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                results.append(ReadResult(self.unknown_partition_error(s.topic, s.partition)))
                 continue
             limit = max(0, min(s.max_bytes, remaining))
             result = p.read(s.fetch_offset, limit, replica_id=params.replica_id,
@@ -304,7 +552,7 @@ class ReplicaManager:
         if (params.max_wait_ms <= 0 or not statuses or total >= params.min_bytes or any_error):
             return self._counted(params, statuses, results)
         op = DelayedFetch(params, statuses, self.get_partition, self.read_all)
-        keys = [(s.topic, s.partition) for s in statuses]
+        keys = [TopicPartition(s.topic, s.partition) for s in statuses]
         if not self.fetch_purgatory.try_complete_else_watch(op, keys):
             await op.wait()
         return self._counted(params, statuses, op.results)
@@ -316,7 +564,7 @@ class ReplicaManager:
         if stats is not None:
             follower = params.replica_id >= 0
             for s, result in zip(statuses, results, strict=True):
-                p = self.partitions.get((s.topic, s.partition))
+                p = self.get_partition(s.topic, s.partition)
                 if p is not None:
                     stats.on_read(p, result, follower=follower)
         return results
@@ -328,6 +576,7 @@ class ReplicaManager:
         acks=all waits answer REQUEST_TIMED_OUT), and refuse to park new ones. Call it
         before draining in-flight requests at shutdown, so no request waits out its delay.
         Returns how many operations were completed."""
+        self._shutting_down = True  # no new fetchers from here on
         return self.produce_purgatory.shutdown() + self.fetch_purgatory.shutdown()
 
     def shutdown(self) -> None:

@@ -3,21 +3,30 @@
 Start-up, in order:
 
 1. bind the listeners (port 0 binds an ephemeral port); nothing is accepted yet;
-2. load the topic registry, then the log manager: it locks the log dir (``.lock``, flock: a
-   second broker on the same dir fails start-up, as in Kafka), loads and recovers every
-   partition log; ``meta.properties`` keeps the cluster id (created on first start) and
-   must name this broker.id;
-3. the replica manager opens a partition for every registered topic partition;
+2. load the topic store (``controller.local_store``) and the topics' configs, then the log
+   manager: it locks the log dir (``.lock``, flock: a second broker on the same dir fails
+   start-up, as in Kafka), loads and recovers every partition log; ``meta.properties``
+   keeps the cluster id (created on first start) and must name this broker.id;
+3. build the services (metadata cache, replica manager, admin manager, group coordinator,
+   control-request handler) and start the single node's controller
+   (``controller.local``): it sends this broker UpdateMetadata and LeaderAndIsr for every
+   partition, which is how the partitions come to be hosted (and ``__consumer_offsets``
+   groups loaded); start-up waits for them;
 4. start the network (IO workers, acceptors), the periodic log work (retention, flush,
-   checkpoints: broker.log_maintenance) and the log cleaner's threads (broker.log_cleaning). A line ``minikafka: started broker N listening on
+   checkpoints: broker.log_maintenance) and the log cleaner's threads
+   (broker.log_cleaning). A line ``minikafka: started broker N listening on
    NAME://host:port`` goes to stdout (tests and scripts wait for it).
+
+Nothing is process-global: several ``BrokerServer``s (separate log dirs and ports) run in
+one interpreter, on one event loop, side by side (``install_signal_handlers=False``).
 
 Shutdown (SIGTERM or SIGINT), in order, bounded by ``SHUTDOWN_TIMEOUT_S``:
 
 1. stop accepting (close the listening sockets);
 2. let every connection finish its in-flight request (at most ``DRAIN_TIMEOUT_S``), then
    close them, cancelling what is left;
-3. stop the replica manager (completes parked operations) and the periodic log work;
+3. stop the controller, the replica manager (completes parked operations) and the
+   periodic log work;
 4. stop the log cleaner (a running cleaning stops at its next chunk), flush and close every
    log, write the checkpoints and the clean-shutdown marker, release the lock
    (LogManager.shutdown); exit 0. A second signal exits at once (1).
@@ -36,11 +45,16 @@ import uuid
 from pathlib import Path
 from typing import IO
 
+from broker.admin_manager import AdminManager
 from broker.config import BrokerConfig, ConfigError, Endpoint
+from broker.control_requests import ControlRequestHandler
+from broker.group.partitioning import GROUP_METADATA_TOPIC
 from broker.group.service import GroupService
 from broker.log_cleaning import cleaner_config, partition_states_from_loop
+from broker.log_configs import LogConfigs
 from broker.log_maintenance import LogMaintenance
-from broker.metrics.collectors import BrokerView, SingleNodeController
+from broker.metadata_cache import MetadataCache
+from broker.metrics.collectors import BrokerView
 from broker.metrics.endpoint import BrokerState
 from broker.metrics.service import LISTENER_PROPERTY, BrokerMetrics
 from broker.network.socket_server import SocketServer
@@ -51,8 +65,10 @@ from broker.security.acl_store import AclStoreError, LocalAclStore
 from broker.security.authorizer import AclAuthorizer, parse_super_users
 from broker.security.credentials import CredentialStore
 from broker.security.entity_store import EntityStoreError, LocalEntityConfigStore
-from broker.services import Broker
-from broker.topics import TopicRegistry, log_config_for, log_config_resolver
+from broker.services import Broker, advertised_host
+from controller.channel import BrokerEndpoint, BrokerRegistration
+from controller.local import InProcessChannel, LocalController
+from controller.local_store import LocalTopicStore, TopicStoreLoadError
 from storage.checkpoints import read_properties
 from storage.errors import StorageError
 from storage.manager import LogDirInUseError, LogManager
@@ -61,6 +77,8 @@ log = logging.getLogger(__name__)
 
 SHUTDOWN_TIMEOUT_S = 30.0
 DRAIN_TIMEOUT_S = 10.0
+# Kafka's SecurityProtocol ids, as a broker registration carries them.
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 META_PROPERTIES = "meta.properties"
 # Tests only: while the file this names exists, start-up waits before loading the logs
 # (state RECOVERY, /ready answers 503), at most PAUSE_MAX_S.
@@ -89,20 +107,25 @@ def read_cluster_id(log_dir: Path) -> str | None:
 
 
 class BrokerServer:
-    def __init__(self, config: BrokerConfig, *, ready_stream: IO[str] | None = None) -> None:
+    def __init__(self, config: BrokerConfig, *, ready_stream: IO[str] | None = None,
+                 install_signal_handlers: bool = True) -> None:
         self.config = config
         self._ready_stream = ready_stream
+        self._install_signal_handlers = install_signal_handlers
         self._stop = asyncio.Event()
         self._signals = 0
+        self._started = asyncio.Event()
         self.metrics = BrokerMetrics(str(config.values[LISTENER_PROPERTY] or ""))
         self.network = SocketServer(config, request_metrics=self.metrics.requests)
         self.broker: Broker | None = None
-        self._maintenance: LogMaintenance
+        self.controller: LocalController | None = None
+        self._maintenance: LogMaintenance | None = None
+        self._log_manager: LogManager | None = None
         self._logs_closed = False
 
     def request_stop(self, signum: int | None = None) -> None:
         self._signals += 1
-        if self._signals > 1:
+        if self._signals > 1 and signum is not None:
             log.error("Second signal during shutdown: exiting at once")
             os._exit(1)
         if signum is not None:
@@ -110,10 +133,17 @@ class BrokerServer:
         self.metrics.set_state(BrokerState.SHUTTING_DOWN)
         self._stop.set()
 
+    async def wait_started(self) -> Broker:
+        """Wait until the broker serves requests (for brokers run in process)."""
+        await self._started.wait()
+        assert self.broker is not None
+        return self.broker
+
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, self.request_stop, signum)
+        if self._install_signal_handlers:
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(signum, self.request_stop, signum)
         try:
             self.metrics.start_endpoint(self._ready_stream)
         except OSError as exc:
@@ -131,45 +161,50 @@ class BrokerServer:
             bound = self.network.bind()
         except OSError as exc:
             raise StartupError(f"cannot bind listeners {list(map(str, self.config.listeners))}: {exc}") from None
-        self.broker = self._build_services(bound)
         try:
-            if self.broker.replica_manager is not None:  # group coordinator (issue 5)
-                self.broker.group_coordinator = GroupService(self.broker)
-                self.broker.group_coordinator.startup()
+            self.broker = await self._build_services(bound)
+            assert self._maintenance is not None
             self.network.start(self.broker)
             endpoints = ",".join(str(e) for e in self.broker.advertised_listeners)
             log.info("[KafkaServer id=%d] started (cluster id %s, listening on %s)",
                      self.broker.broker_id, self.broker.cluster_id, endpoints)
-            broker = self.broker
+            assert self.controller is not None
             self.metrics.serve(BrokerView(
-                socket_server=self.network, replica_manager=broker.replica_manager,
-                topics=broker.topics, groups=lambda: broker.group_coordinator,
-                controller=SingleNodeController()))
+                socket_server=self.network, replica_manager=self.broker.replica_manager,
+                groups=self.broker.group_coordinator, controller=self.controller))
             if self._ready_stream is not None:
                 print(f"minikafka: started broker {self.broker.broker_id} listening on "
                       f"{endpoints}", file=self._ready_stream, flush=True)
             self._maintenance.start()
             self.broker.log_manager.start_cleaner(
-                cleaning,
-                partition_states_from_loop(loop, self.broker.replica_manager))
+                cleaning, partition_states_from_loop(loop, self.broker.replica_manager))
+            self._started.set()
             await self._stop.wait()
             await asyncio.wait_for(self._shutdown(), SHUTDOWN_TIMEOUT_S)
         except BaseException:
             # Start-up or shutdown failed half-way: release the log dir without pretending
             # to have shut down cleanly (the next start recovers).
-            if not self._logs_closed:
-                self.broker.log_manager.abandon()
+            if self.controller is not None:
+                await asyncio.shield(self.controller.shutdown())
+            if self._log_manager is not None and not self._logs_closed:
+                self._log_manager.abandon()
+            await self.network.close()
             raise
         log.info("[KafkaServer id=%d] shut down completed", self.config.broker_id)
         return 0
 
-    def _build_services(self, bound: list[Endpoint]) -> Broker:
+    async def _build_services(self, bound: list[Endpoint]) -> Broker:
         config = self.config
         log_dir = config.log_dir
         log_dir.mkdir(parents=True, exist_ok=True)
         # Topic configs first: the log manager opens each log with its topic's LogConfig.
-        topics = TopicRegistry.load(log_dir)
-        log_manager = LogManager(log_dir, config_for=log_config_resolver(config, topics),
+        try:
+            store = LocalTopicStore.load(log_dir, config.broker_id)
+        except TopicStoreLoadError as exc:
+            raise StartupError(str(exc)) from None
+        log_configs = LogConfigs(config, store)
+        await log_configs.load()
+        log_manager = LogManager(log_dir, config_for=log_configs.get,
                                  retention_check_interval_ms=config.get_int(
                                      "log.retention.check.interval.ms"))
         self.metrics.set_state(BrokerState.RECOVERY)
@@ -180,41 +215,65 @@ class BrokerServer:
             raise StartupError(f"Failed to acquire lock on file .lock in {log_dir}: {exc}") from None
         except StorageError as exc:
             raise StartupError(f"cannot load the logs in {log_dir}: {exc}") from None
+        self._log_manager = log_manager
         try:
             cluster_id = read_cluster_id(log_dir) or new_cluster_id()
             log_manager.ensure_meta_properties(config.broker_id, cluster_id)
         except (StorageError, StartupError) as exc:
-            log_manager.abandon()
             raise StartupError(str(exc)) from None
-        # The replica manager hosts a partition for every registered topic partition.
+        metadata_cache = MetadataCache(config.broker_id)
         replica_manager = ReplicaManager(
-            log_manager, broker_id=config.broker_id,
+            log_manager, metadata_cache, broker_id=config.broker_id, log_config=log_configs.fetch,
             fetch_session_cache_slots=config.get_int("max.incremental.fetch.session.cache.slots"),
             producer_id_expiration_ms=config.get_int("producer.id.expiration.ms"),
             producer_id_expiration_check_interval_ms=config.get_int(
                 "producer.id.expiration.check.interval.ms"))
         replica_manager.topic_stats = self.metrics.topic_stats
-        for info in topics.all():
-            log_config = log_config_for(config, info)
-            for partition in range(info.num_partitions):
-                replica_manager.ensure_partition(info.name, partition, info.topic_id, log_config)
-        self._maintenance = LogMaintenance(config, log_manager, replica_manager.high_watermarks)
-        producer_ids = ProducerIdManager(log_dir)
-        try:
-            entity_configs = LocalEntityConfigStore.load(log_dir)
-            authorizer = build_authorizer(config, log_dir)
-        except (EntityStoreError, AclStoreError, ConfigError) as exc:
-            log_manager.abandon()
-            raise StartupError(str(exc)) from None
+        log_configs.on_change = replica_manager.update_log_config
+        store.watch(log_configs)
+        admin = AdminManager(config=config, store=store, metadata_cache=metadata_cache,
+                             log_configs=log_configs)
+        groups = GroupService(config, replica_manager, metadata_cache, admin)
+        # The broker epoch (a ZooKeeper registration's czxid in a cluster): the start time,
+        # so a later start of this broker always has a higher one.
+        broker_epoch = int(time.time() * 1000)
+        control = ControlRequestHandler(replica_manager=replica_manager, admin=admin,
+                                        groups=groups, broker_epoch=broker_epoch)
         # Bound ports replace port 0 when advertised.listeners is not set.
         # A listener missing from advertised.listeners is advertised as bound.
         advertised = list(config.advertised_listeners if "advertised.listeners" in config.explicit
                           else bound)
         advertised += [b for b in bound
                        if all(a.listener_name != b.listener_name for a in advertised)]
+        rack = config.values.get("broker.rack")
+        registration = BrokerRegistration(
+            config.broker_id,
+            tuple(BrokerEndpoint(e.listener_name, advertised_host(e), e.port,
+                                 SECURITY_PROTOCOL_IDS[config.security_protocol(e.listener_name)])
+                  for e in advertised),
+            rack if isinstance(rack, str) and rack else None, broker_epoch)
+        channel = InProcessChannel()
+        channel.register_handler(config.broker_id, control.handle)
+        self.controller = LocalController(
+            broker=registration, store=store, channel=channel,
+            inter_broker_listener=config.inter_broker_listener_name,
+            unclean_leader_election=config.get_bool("unclean.leader.election.enable"))
+        offsets_topic = (await store.topics([GROUP_METADATA_TOPIC])).get(GROUP_METADATA_TOPIC)
+        groups.startup(None if offsets_topic is None else offsets_topic.num_partitions)
+        # The controller tells this broker its partitions (LeaderAndIsr) and the cluster
+        # (UpdateMetadata); start-up waits for both before serving.
+        await self.controller.startup()
+        self._maintenance = LogMaintenance(config, log_manager, replica_manager.high_watermarks)
+        producer_ids = ProducerIdManager(log_dir)
+        try:
+            entity_configs = LocalEntityConfigStore.load(log_dir)
+            authorizer = build_authorizer(config, log_dir)
+        except (EntityStoreError, AclStoreError, ConfigError) as exc:
+            raise StartupError(str(exc)) from None
         return Broker(
-            config=config, cluster_id=cluster_id, log_manager=log_manager, topics=topics,
-            replica_manager=replica_manager, producer_ids=producer_ids,
+            config=config, cluster_id=cluster_id, log_manager=log_manager,
+            metadata_cache=metadata_cache, replica_manager=replica_manager, admin=admin,
+            group_coordinator=groups, control=control, producer_ids=producer_ids,
             started_at_ms=int(time.time() * 1000), credentials=CredentialStore(entity_configs),
             authorizer=authorizer,
             quotas=ClientQuotas.create(entity_configs, config.get_int("quota.window.num"),
@@ -226,12 +285,13 @@ class BrokerServer:
         # 1. No new connections.
         self.network.stop_accepting()
         log.info("Shutdown step 1/4: stopped accepting connections")
-        # Parked fetches and produces are answered now (as expired), not held to their
-        # deadline; parked JoinGroup/SyncGroup requests are answered NOT_COORDINATOR.
-        assert self.broker is not None
+        # Parked fetches, produces and admin requests are answered now (as expired), not
+        # held to their deadline; parked JoinGroup/SyncGroup requests are answered
+        # NOT_COORDINATOR.
+        assert self.broker is not None and self.controller is not None
         self.broker.replica_manager.complete_delayed_operations()
-        if self.broker.group_coordinator is not None:
-            self.broker.group_coordinator.shutdown()
+        self.broker.admin.shutdown()
+        self.broker.group_coordinator.shutdown()
         # 2. Finish in-flight requests, close the connections.
         in_flight = self.network.connection_count
         if not await self.network.drain(DRAIN_TIMEOUT_S):
@@ -239,11 +299,13 @@ class BrokerServer:
                         DRAIN_TIMEOUT_S)
         await self.network.close()
         log.info("Shutdown step 2/4: finished in-flight requests, closed %d connections", in_flight)
-        # 3. Complete parked operations; stop periodic log work (waits for a running job).
-        assert self.broker is not None
+        # 3. Stop the controller; complete parked operations; stop periodic log work (waits
+        #    for a running job).
+        await self.controller.shutdown()
+        assert self._maintenance is not None
         await self._maintenance.stop()
         self.broker.replica_manager.shutdown()  # on the loop: it touches the purgatories
-        log.info("Shutdown step 3/4: replica manager and log maintenance stopped")
+        log.info("Shutdown step 3/4: controller, replica manager and log maintenance stopped")
         # 4. Flush and close every log, write the checkpoints and the clean-shutdown marker,
         #    release the log dir lock (storage's LogManager.shutdown).
         high_watermarks = self.broker.replica_manager.high_watermarks()

@@ -69,8 +69,14 @@ The broker's side
   the only ways partitions appear, change role or go; each fences on the controller epoch
   (STALE_CONTROLLER_EPOCH) and on the leader epoch (an older or equal leader epoch in
   LeaderAndIsr is ignored with STALE_CONTROLLER_EPOCH, an older one in StopReplica is
-  FENCED_LEADER_EPOCH, as Kafka answers). Replica fetchers attach where followers are made.
-- ``broker.control_requests``: the three APIs' handler (broker epoch check:
+  FENCED_LEADER_EPOCH, as Kafka answers). Replica fetchers attach where followers are made
+  (``broker.replica_fetcher.FetcherManager``: added for new followers, removed for new
+  leaders and stopped replicas).
+- ``broker.control_requests.ControlRequestHandler``: the three APIs' handler, for the
+  network handlers and the in-process channel alike (broker epoch check:
   STALE_BROKER_EPOCH), which also tells the group coordinator about leadership changes
   and deleted partitions and completes admin requests waiting in the topic purgatory.
+- ``broker.admin_manager.AdminManager``: CreateTopics, CreatePartitions, DeleteTopics and
+  config changes write the topic store, then wait in the topic purgatory until the
+  metadata cache shows the result (Kafka's ``ZkAdminManager``).
 """

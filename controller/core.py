@@ -116,6 +116,7 @@ class ControllerCore:
                  " with a leader, %d topics to delete", self.controller_id,
                  self.controller_epoch, len(ctx.live_brokers), len(ctx.topics),
                  len(ctx.leadership), len(ctx.topics_to_delete))
+        self._batch.add_update_metadata(ctx.live_brokers)  # the live brokers, even without topics
         for tp, state in ctx.leadership.items():
             self._batch.add_update_metadata(ctx.live_brokers, tp, state, ctx.replicas(tp))
         sent = self._send()

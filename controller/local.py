@@ -157,6 +157,31 @@ class LocalController:
     def controller_epoch(self) -> int:
         return self.core.controller_epoch
 
+    # What the controller metrics read (Kafka's KafkaController gauges).
+
+    @property
+    def is_active(self) -> bool:
+        return True  # a single node is always its own controller
+
+    @property
+    def state(self) -> int:
+        return 0  # Kafka's ControllerState Idle: events are processed as they come
+
+    @property
+    def global_topic_count(self) -> int:
+        return len(self.core.context.topics)
+
+    @property
+    def global_partition_count(self) -> int:
+        return sum(t.num_partitions for t in self.core.context.topics.values())
+
+    @property
+    def offline_partitions_count(self) -> int:
+        ctx = self.core.context
+        return sum(1 for tp in ctx.all_partitions()
+                   if tp not in ctx.leadership
+                   or ctx.leadership[tp].leader_and_isr.leader not in ctx.live_brokers)
+
     async def startup(self, timeout_s: float = STARTUP_TIMEOUT_S) -> None:
         """Become active and wait until the broker has its partitions and metadata."""
         self.store.watch(self)

@@ -179,6 +179,13 @@ class Log:
         with self._lock:
             return self._epoch_cache.end_offset_for(epoch, self._leo)
 
+    def assign_epoch_start_offset(self, epoch: int, start_offset: int) -> bool:
+        """Record that leader ``epoch`` starts at ``start_offset`` (a new leader does this
+        at its log end offset, Kafka's ``maybeAssignEpochStartOffset``). In memory; the
+        checkpoint is written by the next ``flush`` (or close). True if it changed."""
+        with self._lock:
+            return self._epoch_cache.assign(epoch, start_offset)
+
     def update_config(self, config: LogConfig) -> None:
         with self._lock:
             self.config = config

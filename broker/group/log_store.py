@@ -19,6 +19,7 @@ from broker.group.partitioning import GROUP_METADATA_TOPIC
 from broker.group.store import AppendCallback, GroupRecord
 from protocol.errors import ErrorCode
 from protocol.records import NewRecord, build_batch
+from protocol.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     from broker.partition import Partition
@@ -48,7 +49,7 @@ class ReplicaRecordLog:
         task.add_done_callback(self._tasks.discard)
 
     async def _append(self, partition: int, batch: bytes, callback: AppendCallback) -> None:
-        tp = (GROUP_METADATA_TOPIC, partition)
+        tp = TopicPartition(GROUP_METADATA_TOPIC, partition)
         try:
             results = await self.replica_manager.append_records(
                 timeout_ms=self.commit_timeout_ms, required_acks=-1,

@@ -15,14 +15,14 @@ __all__ = ["HANDLER_MODULES", "REGISTRY", "load_all"]
 
 HANDLER_MODULES: tuple[str, ...] = (
     "api_versions",
-    # data path (engineer E)
+    # data path
     "produce",
     "fetch",
     "list_offsets",
     "delete_records",
     "init_producer_id",
     "offset_for_leader_epoch",
-    # admin and metadata (engineer F)
+    # admin and metadata
     "metadata",
     "create_topics",
     "delete_topics",
@@ -32,7 +32,7 @@ HANDLER_MODULES: tuple[str, ...] = (
     "incremental_alter_configs",
     "describe_cluster",
     "describe_log_dirs",
-    # group coordinator (issue 5)
+    # group coordinator
     "find_coordinator",
     "join_group",
     "sync_group",
@@ -54,6 +54,10 @@ HANDLER_MODULES: tuple[str, ...] = (
     "delete_acls",
     "describe_client_quotas",
     "alter_client_quotas",
+    # controller requests
+    "leader_and_isr",
+    "update_metadata",
+    "stop_replica",
 )
 
 

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 
 from broker import config_admin
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
-from broker.topics import TopicError, TopicInfo
+from broker.topics import TopicError
 from protocol.errors import ErrorCode
 from protocol.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
 
@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 
 def _replacement(
-    configs: Sequence[AlterConfigsRequest.AlterableConfig], info: TopicInfo
+    configs: Sequence[AlterConfigsRequest.AlterableConfig], current: Mapping[str, str]
 ) -> dict[str, str | None]:
     """AlterConfigs replaces the topic's whole override set with the configs given."""
     return {c.name: c.value for c in configs}
@@ -48,13 +48,13 @@ async def handle_alter_configs(ctx: RequestContext, request: AlterConfigsRequest
             resource_type=resource.resource_type, resource_name=resource.resource_name)
         try:
             await config_admin.alter_resource(
-                ctx.broker, resource.resource_type, resource.resource_name,
+                ctx.broker.admin, resource.resource_type, resource.resource_name,
                 [c.name for c in resource.configs], partial(_replacement, resource.configs),
                 named_twice=counts[(resource.resource_type, resource.resource_name)] > 1,
                 validate_only=request.validate_only)
         except TopicError as exc:
             log.info("AlterConfigs %s from %s refused: %s %s", resource.resource_name,
-                     ctx.client_id, exc.code.name, exc.message)
-            answer.error_code, answer.error_message = exc.code, exc.message
+                     ctx.client_id, exc.error_code.name, exc.message)
+            answer.error_code, answer.error_message = exc.error_code, exc.message
         responses.append(answer)
     return Respond(AlterConfigsResponse(responses=responses))

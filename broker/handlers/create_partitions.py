@@ -1,12 +1,15 @@
 """CreatePartitions: v0-3
 
 Behavior:
-- Grows each topic to Count partitions; the new partitions are opened and led by this
-  broker before the answer, and the count is durable. Partitions are never removed.
+- Grows each topic to Count partitions: the new assignment goes to the topic store
+  (placed over the live brokers as Kafka places them, unless given); the controller elects
+  the new partitions' leaders and tells the brokers; the answer goes out once this
+  broker's metadata cache shows them led, within TimeoutMs (else REQUEST_TIMED_OUT; the
+  partitions stay). Partitions are never removed.
 - A topic listed twice -> INVALID_REQUEST; unknown topic -> UNKNOWN_TOPIC_OR_PARTITION;
   Count equal to the current count or lower -> INVALID_PARTITIONS (Kafka's messages);
-  assignments (when given) must number Count - current, each naming only this broker
-  once -> else INVALID_REPLICA_ASSIGNMENT.
+  assignments (when given) must number Count - current, each naming live brokers once,
+  as many as the topic's replication factor -> else INVALID_REPLICA_ASSIGNMENT.
 - ValidateOnly: every check, nothing changed.
 
 Version notes:
@@ -18,9 +21,8 @@ from __future__ import annotations
 import logging
 from collections import Counter
 
-from broker import topic_admin
+from broker.admin_manager import AdminManager
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
-from broker.services import Broker
 from broker.topics import TopicError
 from protocol.errors import ErrorCode
 from protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
@@ -45,17 +47,20 @@ async def handle_create_partitions(
             if counts[topic.name] > 1:
                 answered.add(topic.name)
                 raise TopicError(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
-            await _grow(ctx.broker, topic, request.validate_only)
+            result.error_code = await _grow(ctx.broker.admin, topic, request.validate_only,
+                                            request.timeout_ms)
         except TopicError as exc:
             log.info("CreatePartitions %s from %s refused: %s %s", topic.name, ctx.client_id,
-                     exc.code.name, exc.message)
-            result.error_code, result.error_message = exc.code, exc.message
+                     exc.error_code.name, exc.message)
+            result.error_code, result.error_message = exc.error_code, exc.message
         results.append(result)
     return Respond(CreatePartitionsResponse(results=results))
 
 
-async def _grow(broker: Broker, topic: CreatePartitionsRequest.CreatePartitionsTopic, validate_only: bool) -> None:
-    current = broker.topics.check_add_partitions(topic.name, topic.count)
+async def _grow(admin: AdminManager, topic: CreatePartitionsRequest.CreatePartitionsTopic,
+                validate_only: bool, timeout_ms: int) -> ErrorCode:
+    current = await admin.check_add_partitions(topic.name, topic.count)
+    assignments: list[list[int]] | None = None
     if topic.assignments is not None:
         added = topic.count - current.num_partitions
         if len(topic.assignments) != added:
@@ -63,12 +68,12 @@ async def _grow(broker: Broker, topic: CreatePartitionsRequest.CreatePartitionsT
                 ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                 f"Increasing the number of partitions by {added} but {len(topic.assignments)}"
                 " assignments provided.")
-        node_id = topic_admin.broker_id(broker)
+        live = admin.live_broker_ids()
         for a in topic.assignments:
             if not a.broker_ids or len(set(a.broker_ids)) != len(a.broker_ids):
                 raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                  f"Invalid replica assignment {a.broker_ids}.")
-            unknown = sorted(b for b in a.broker_ids if b != node_id)
+            unknown = sorted(b for b in a.broker_ids if b not in live)
             if unknown:
                 raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                  f"Unknown broker(s) in replica assignment: {unknown}.")
@@ -78,5 +83,8 @@ async def _grow(broker: Broker, topic: CreatePartitionsRequest.CreatePartitionsT
                     f"Inconsistent replication factor between partitions, partition 0 has"
                     f" {current.replication_factor} while partitions {a.broker_ids} have"
                     f" replication factors {len(a.broker_ids)}, respectively.")
-    if not validate_only:
-        await topic_admin.add_partitions_async(broker, topic.name, topic.count)
+        assignments = [list(a.broker_ids) for a in topic.assignments]
+    if validate_only:
+        return ErrorCode.NO_ERROR
+    return await admin.add_partitions(topic.name, topic.count, timeout_ms=timeout_ms,
+                                      assignments=assignments)

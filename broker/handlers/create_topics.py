@@ -6,15 +6,19 @@ Behavior:
   ReplicationFactor other than -1 -> INVALID_REQUEST; then the name (Kafka's legal
   characters ``[a-zA-Z0-9._-]``, at most 249, not ``.``/``..``, no ``.``/``_`` collision with
   an existing topic) -> INVALID_TOPIC_EXCEPTION; an existing topic -> TOPIC_ALREADY_EXISTS;
-  partitions < 1 -> INVALID_PARTITIONS; replication factor < 1 or above the one live
-  broker -> INVALID_REPLICATION_FACTOR; a replica assignment naming another broker, a
-  repeated broker, uneven sizes or partition indexes not 0..n-1 ->
+  partitions < 1 -> INVALID_PARTITIONS; replication factor < 1 or above the live
+  brokers -> INVALID_REPLICATION_FACTOR; a replica assignment naming a broker that is not
+  alive, a repeated broker, uneven sizes or partition indexes not 0..n-1 ->
   INVALID_REPLICA_ASSIGNMENT; an unknown config name, a null or invalid value ->
   INVALID_CONFIG. Every error carries Kafka's message text.
 - NumPartitions -1 -> ``num.partitions``; ReplicationFactor -1 -> ``default.replication.factor``.
+  Replicas are placed over the live brokers as Kafka places them (rack-aware with
+  ``broker.rack``), unless assigned.
 - ValidateOnly: every check, nothing created; the answer is what creation would return.
-- Created topics are durable (topic registry in the log dir) and their partitions are
-  open and led by this broker before the answer goes out.
+- Created topics are written to the topic store (durable); the controller elects their
+  leaders and tells the brokers, and the answer goes out once this broker's metadata cache
+  shows every partition with a leader (the topic purgatory), within TimeoutMs; after it,
+  REQUEST_TIMED_OUT (the topic stays created).
 - TimeoutMs <= 0: as Kafka's ZooKeeper-mode controller, the topic is created but the
   answer is REQUEST_TIMED_OUT (the caller asked not to wait for it).
 
@@ -29,9 +33,8 @@ from __future__ import annotations
 import logging
 from collections import Counter
 
-from broker import topic_admin
+from broker.admin_manager import AdminManager
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
-from broker.services import Broker
 from broker.topics import TopicError
 from protocol.errors import ErrorCode
 from protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
@@ -56,65 +59,70 @@ async def handle_create_topics(ctx: RequestContext, request: CreateTopicsRequest
                     f" entries for the following topics: {topic.name}")))
             continue
         try:
-            results.append(await _create(ctx.broker, topic, request))
+            results.append(await _create(ctx.broker.admin, topic, request))
         except TopicError as exc:
             log.info("CreateTopics %s from %s refused: %s %s", topic.name, ctx.client_id,
-                     exc.code.name, exc.message)
+                     exc.error_code.name, exc.message)
             results.append(_failed(topic.name, exc))
     return Respond(CreateTopicsResponse(topics=results))
 
 
 def _failed(name: str, exc: TopicError) -> Result:
-    return Result(name=name, error_code=exc.code, error_message=exc.message, configs=None)
+    return Result(name=name, error_code=exc.error_code, error_message=exc.message, configs=None)
 
 
 async def _create(
-    broker: Broker, topic: CreateTopicsRequest.CreatableTopic, request: CreateTopicsRequest
+    admin: AdminManager, topic: CreateTopicsRequest.CreatableTopic, request: CreateTopicsRequest
 ) -> Result:
-    num_partitions, replication_factor = _shape(broker, topic)
+    num_partitions, replication_factor, assignment = _shape(admin, topic)
     configs = {c.name: c.value for c in topic.configs}
     if request.validate_only:
-        clean = broker.topics.check_create(topic.name, num_partitions, replication_factor, configs)
-        return _success(broker, topic.name, num_partitions, replication_factor, clean)
-    info = await topic_admin.create_topic_async(
-        broker, topic.name, num_partitions, replication_factor, configs)
-    result = _success(broker, info.name, info.num_partitions, info.replication_factor, info.configs)
-    result.topic_id = info.topic_id
-    if request.timeout_ms <= 0:
-        result.error_code = ErrorCode.REQUEST_TIMED_OUT
+        _, clean = await admin.check_create(topic.name, num_partitions, replication_factor,
+                                            configs, assignment)
+        return _success(admin, topic.name, num_partitions, replication_factor, clean)
+    record, clean, error = await admin.create_topic(
+        topic.name, num_partitions, replication_factor, configs, timeout_ms=request.timeout_ms,
+        assignment=assignment)
+    result = _success(admin, record.name, record.num_partitions, record.replication_factor, clean)
+    result.topic_id = record.topic_id
+    if error is not ErrorCode.NO_ERROR:  # created; the leaders were not there in time
+        result.error_code = error
         result.error_message = None
     return result
 
 
 def _success(
-    broker: Broker, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str]
+    admin: AdminManager, name: str, num_partitions: int, replication_factor: int,
+    configs: dict[str, str],
 ) -> Result:
     entries = [
         CreateTopicsResponse.CreatableTopicConfigs(
             name=c.name, value=c.value, read_only=False, config_source=c.source, is_sensitive=False)
-        for c in topic_admin.topic_configs(broker, configs)
+        for c in admin.topic_configs(configs)
     ]
     return Result(name=name, error_code=ErrorCode.NO_ERROR, error_message=None,
                   num_partitions=num_partitions, replication_factor=replication_factor,
                   configs=entries)
 
 
-def _shape(broker: Broker, topic: CreateTopicsRequest.CreatableTopic) -> tuple[int, int]:
-    """(partitions, replication factor) from the counts or the manual assignment."""
+def _shape(admin: AdminManager, topic: CreateTopicsRequest.CreatableTopic
+           ) -> tuple[int, int, dict[int, list[int]] | None]:
+    """(partitions, replication factor, manual assignment) from the counts or the
+    assignment."""
     if not topic.assignments:
         partitions = topic.num_partitions
         factor = topic.replication_factor
         if partitions == -1:
-            partitions = topic_admin.default_num_partitions(broker)
+            partitions = admin.default_num_partitions
         if factor == -1:
-            factor = topic_admin.default_replication_factor(broker)
-        return partitions, factor
+            factor = admin.default_replication_factor
+        return partitions, factor, None
     if topic.num_partitions != -1 or topic.replication_factor != -1:
         raise TopicError(
             ErrorCode.INVALID_REQUEST,
             "Both numPartitions or replicationFactor and replicasAssignments were set."
             " Both cannot be used at the same time.")
-    node_id = topic_admin.broker_id(broker)
+    live = admin.live_broker_ids()
     indexes = sorted(a.partition_index for a in topic.assignments)
     if indexes != list(range(len(indexes))):
         raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
@@ -128,11 +136,12 @@ def _shape(broker: Broker, topic: CreateTopicsRequest.CreatableTopic) -> tuple[i
             raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                              f"Duplicate brokers not allowed in replica assignment: {a.broker_ids}"
                              f" for partition id {a.partition_index}.")
-        unknown = sorted(b for b in a.broker_ids if b != node_id)
+        unknown = sorted(b for b in a.broker_ids if b not in live)
         if unknown:
             raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                              f"Unknown broker(s) in replica assignment: {unknown}.")
     if len(sizes) != 1:
         raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                          "All partitions should have the same number of replicas")
-    return len(indexes), sizes.pop()
+    assignment = {a.partition_index: list(a.broker_ids) for a in topic.assignments}
+    return len(indexes), sizes.pop(), assignment

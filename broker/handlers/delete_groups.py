@@ -13,8 +13,8 @@ Version notes:
 from __future__ import annotations
 
 from broker.group.admin import delete_groups
-from broker.group.handler_support import group_service
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
+from broker.handlers.group_support import group_service
 from protocol.errors import ErrorCode
 from protocol.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
 
@@ -23,7 +23,7 @@ _R = DeleteGroupsResponse
 
 @api(DeleteGroupsRequest.API_KEY, min_version=0, max_version=2, request=DeleteGroupsRequest)
 async def handle_delete_groups(ctx: RequestContext, request: DeleteGroupsRequest) -> HandlerResult:
-    service = group_service(ctx)
+    service = await group_service(ctx)
     names = list(dict.fromkeys(request.groups_names))
     if service is None:
         results = dict.fromkeys(names, ErrorCode.COORDINATOR_NOT_AVAILABLE)

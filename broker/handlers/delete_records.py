@@ -6,7 +6,8 @@ Behavior:
   below it), whole segments below it are deleted by the log. The answer's low_watermark is
   the log start offset afterwards. An offset at or below the current start changes nothing.
 - Errors per partition: OFFSET_OUT_OF_RANGE for an offset above the high watermark or
-  negative (other than -1); UNKNOWN_TOPIC_OR_PARTITION; POLICY_VIOLATION when the topic's
+  negative (other than -1); UNKNOWN_TOPIC_OR_PARTITION (unknown to the metadata cache);
+  NOT_LEADER_OR_FOLLOWER (not led by this broker); POLICY_VIOLATION when the topic's
   cleanup.policy does not include delete (compact only), as in Kafka. low_watermark -1
   with an error.
 - Single node: the low watermark is reached as soon as the leader's log start moves, so
@@ -19,7 +20,6 @@ Version notes:
 from __future__ import annotations
 
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
-from protocol.errors import ErrorCode
 from protocol.messages.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
 
 _R = DeleteRecordsResponse
@@ -35,7 +35,8 @@ async def handle_delete_records(ctx: RequestContext, request: DeleteRecordsReque
             partition = rm.get_partition(topic.name, part.partition_index)
             if partition is None:
                 parts.append(_R.DeleteRecordsPartitionResult(
-                    part.partition_index, -1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                    part.partition_index, -1,
+                    rm.unknown_partition_error(topic.name, part.partition_index)))
                 continue
             error, low_watermark = partition.delete_records(part.offset)
             parts.append(_R.DeleteRecordsPartitionResult(part.partition_index, low_watermark,

@@ -1,11 +1,15 @@
 """DeleteTopics: v1-6
 
 Behavior:
-- Each topic (by name; by topic id from v6) is forgotten durably in the topic registry and
-  its partitions are deleted (storage renames each directory to
-  ``<topic>-<partition>.<uuid>-delete`` and removes it). A topic listed twice is answered once.
-- Unknown name -> UNKNOWN_TOPIC_OR_PARTITION; unknown id -> UNKNOWN_TOPIC_ID; both a name
-  and an id in one entry -> INVALID_REQUEST; neither -> INVALID_REQUEST.
+- Each topic (by name; by topic id from v6) is marked for deletion in the topic store; the
+  controller has every replica deleted (StopReplica: storage renames each directory to
+  ``<topic>-<partition>.<uuid>-delete`` and removes it later), removes the topic from the
+  store, then tells the brokers. The answer goes out once this broker's metadata cache no
+  longer has the topic, within TimeoutMs (else REQUEST_TIMED_OUT; the deletion goes on).
+  A topic listed twice is answered once.
+- Name and id are resolved by the metadata cache: unknown name ->
+  UNKNOWN_TOPIC_OR_PARTITION; unknown id -> UNKNOWN_TOPIC_ID; both a name and an id in one
+  entry -> INVALID_REQUEST; neither -> INVALID_REQUEST.
 - ``delete.topic.enable=false`` -> TOPIC_DELETION_DISABLED for every topic.
 - Internal topics (``__consumer_offsets``, ``__transaction_state``) -> INVALID_TOPIC_EXCEPTION:
   the broker's own state lives there (kafka-topics refuses them the same way).
@@ -21,10 +25,9 @@ import logging
 import uuid
 from typing import Final
 
-from broker import topic_admin
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
-from broker.services import Broker
-from broker.topics import TopicError
+from broker.metadata_cache import MetadataCache
+from broker.topics import INTERNAL_TOPICS, TopicError
 from protocol.errors import ErrorCode
 from protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
 
@@ -51,32 +54,35 @@ async def handle_delete_topics(ctx: RequestContext, request: DeleteTopicsRequest
         try:
             if not enabled:
                 raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
-            info = await topic_admin.delete_topic_async(ctx.broker, _resolve(ctx.broker, name, topic_id))
-            result.name, result.topic_id = info.name, info.topic_id
-            log.info("DeleteTopics %s from %s", info.name, ctx.client_id)
+            cache = ctx.broker.metadata_cache
+            resolved = _resolve(cache, name, topic_id)
+            result.name, result.topic_id = resolved, cache.topic_id(resolved)
+            result.error_code = await ctx.broker.admin.delete_topic(
+                resolved, timeout_ms=request.timeout_ms)
+            log.info("DeleteTopics %s from %s: %s", resolved, ctx.client_id,
+                     result.error_code.name)
         except TopicError as exc:
             log.info("DeleteTopics %s from %s refused: %s %s", name or topic_id, ctx.client_id,
-                     exc.code.name, exc.message)
-            result.error_code, result.error_message = exc.code, exc.message
+                     exc.error_code.name, exc.message)
+            result.error_code, result.error_message = exc.error_code, exc.message
         results.append(result)
     return Respond(DeleteTopicsResponse(responses=results))
 
 
-def _resolve(broker: Broker, name: str | None, topic_id: uuid.UUID) -> str:
+def _resolve(cache: MetadataCache, name: str | None, topic_id: uuid.UUID) -> str:
     if name is not None and topic_id != _ZERO_UUID:
         raise TopicError(ErrorCode.INVALID_REQUEST, "You may not specify both topic name and topic id.")
     if name is None:
         if topic_id == _ZERO_UUID:
             raise TopicError(ErrorCode.INVALID_REQUEST, "Neither topic name nor id were specified.")
-        by_id = broker.topics.by_id(topic_id)
+        by_id = cache.topic_name(topic_id)
         if by_id is None:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_ID, "This server does not host this topic ID.")
-        name = by_id.name
-    info = broker.topics.get(name)
-    if info is None:
+        name = by_id
+    if not cache.contains_topic(name):
         raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                          "This server does not host this topic-partition.")
-    if info.is_internal:
+    if name in INTERNAL_TOPICS:
         raise TopicError(
             ErrorCode.INVALID_TOPIC,
             f"Topic {name} is a kafka internal topic and is not allowed to be marked for deletion.")

@@ -1,9 +1,9 @@
 """DescribeCluster: v0-1
 
 Behavior:
-- The cluster id, this broker as the only broker (advertised host and port, rack) and as
-  the controller. Cluster authorized operations are not computed (no authorizer):
-  -2147483648.
+- The cluster id, the live brokers at their endpoints for this listener (with their
+  racks) and the controller id, from the metadata cache (-1 when no controller is known).
+  Cluster authorized operations are not computed (no authorizer): -2147483648.
 - EndpointType (v1): BROKER (1) is served; CONTROLLER (2) -> MISMATCHED_ENDPOINT_TYPE,
   as a Kafka broker answers (this process has no separate controller endpoint); any
   other value -> UNSUPPORTED_ENDPOINT_TYPE.
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from typing import Final
 
-from broker import topic_admin
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
 from protocol.errors import ErrorCode
 from protocol.messages.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
@@ -43,15 +42,20 @@ async def handle_describe_cluster(
             endpoint_type=request.endpoint_type,
             cluster_id=broker.cluster_id,
         ))
-    node_id = topic_admin.broker_id(broker)
-    host, port = topic_admin.advertised_endpoint(broker, ctx.listener_name)
+    cache = broker.metadata_cache
+    brokers = []
+    for b in cache.alive_brokers():
+        endpoint = b.endpoint(ctx.listener_name)
+        if endpoint is not None:
+            brokers.append(DescribeClusterResponse.DescribeClusterBroker(
+                broker_id=b.broker_id, host=endpoint.host, port=endpoint.port, rack=b.rack))
+    controller_id = cache.controller_id
     return Respond(DescribeClusterResponse(
         error_code=ErrorCode.NO_ERROR,
         error_message=None,
         endpoint_type=ENDPOINT_BROKER,
         cluster_id=broker.cluster_id,
-        controller_id=node_id,
-        brokers=[DescribeClusterResponse.DescribeClusterBroker(
-            broker_id=node_id, host=host, port=port, rack=topic_admin.broker_rack(broker))],
+        controller_id=-1 if controller_id is None else controller_id,
+        brokers=brokers,
         cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
     ))

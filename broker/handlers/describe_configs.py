@@ -46,16 +46,16 @@ async def handle_describe_configs(
                         resource_name=resource.resource_name, configs=[])
         try:
             if resource.resource_type == ResourceType.TOPIC:
-                entries = config_admin.describe_topic(
-                    ctx.broker, resource.resource_name, resource.configuration_keys)
+                entries = await config_admin.describe_topic(
+                    ctx.broker.admin, resource.resource_name, resource.configuration_keys)
             elif resource.resource_type == ResourceType.BROKER:
                 entries = config_admin.describe_broker(
-                    ctx.broker, resource.resource_name, resource.configuration_keys)
+                    ctx.broker.admin, resource.resource_name, resource.configuration_keys)
             else:
                 raise TopicError(ErrorCode.INVALID_REQUEST,
                                  f"Unsupported resource type {resource.resource_type}")
         except TopicError as exc:
-            result.error_code, result.error_message = exc.code, exc.message
+            result.error_code, result.error_message = exc.error_code, exc.message
         else:
             result.configs = [_entry(e, request.include_synonyms) for e in entries]
         results.append(result)

@@ -16,8 +16,8 @@ Version notes:
 from __future__ import annotations
 
 from broker.group.admin import describe_group
-from broker.group.handler_support import group_service
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
+from broker.handlers.group_support import group_service
 from protocol.errors import ErrorCode
 from protocol.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 
@@ -30,7 +30,7 @@ NOT_REQUESTED = -2147483648
 @api(DescribeGroupsRequest.API_KEY, min_version=0, max_version=5, request=DescribeGroupsRequest)
 async def handle_describe_groups(ctx: RequestContext, request: DescribeGroupsRequest) -> HandlerResult:
     version = ctx.api_version
-    service = group_service(ctx)
+    service = await group_service(ctx)
     include_ops = version >= 3 and request.include_authorized_operations
     groups = []
     for group_id in request.groups:

@@ -50,7 +50,10 @@ async def handle_describe_log_dirs(
     log_dir = Path(broker.config.log_dir).resolve()
     wanted: Iterable[tuple[str, list[int]]]
     if request.topics is None:
-        wanted = [(t.name, list(range(t.num_partitions))) for t in broker.topics.all()]
+        hosted: dict[str, list[int]] = {}
+        for tp in sorted(broker.replica_manager.partitions):
+            hosted.setdefault(tp.topic, []).append(tp.partition)
+        wanted = list(hosted.items())
     else:
         wanted = [(t.topic, list(t.partitions)) for t in request.topics]
     result = Response.DescribeLogDirsResult(error_code=ErrorCode.NO_ERROR, log_dir=str(log_dir))

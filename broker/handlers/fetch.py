@@ -14,8 +14,10 @@ Behavior:
   in the fetch purgatory and is answered as soon as an append brings min_bytes (or a
   partition errors), else after max_wait_ms with whatever there is.
 - Errors per partition: OFFSET_OUT_OF_RANGE (fetch_offset below the log start or above the
-  log end; log_start_offset is in the response), UNKNOWN_TOPIC_OR_PARTITION (v4-12 by name),
-  UNKNOWN_TOPIC_ID (v13+), FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (current_leader_epoch).
+  log end; log_start_offset is in the response), UNKNOWN_TOPIC_OR_PARTITION (v4-12 by name,
+  unknown to the metadata cache), UNKNOWN_TOPIC_ID (v13+), NOT_LEADER_OR_FOLLOWER (known,
+  but not led by this broker), FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH
+  (current_leader_epoch).
 - Fetch sessions (KIP-227, broker/fetch_session.py): epoch 0 creates a session (its id in
   the answer; session id 0 when the bounded cache has no room), epoch > 0 is incremental
   (only changed partitions in the request; only partitions with news in the answer),
@@ -61,6 +63,7 @@ _EMPTY = b""
 async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> HandlerResult:
     version = ctx.api_version
     rm = ctx.broker.replica_manager
+    cache = ctx.broker.metadata_cache
     use_ids = version >= TOPIC_IDS_MIN_VERSION
     replica_id = (request.replica_state.replica_id if version >= REPLICA_STATE_MIN_VERSION
                   else request.replica_id)
@@ -71,7 +74,7 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> HandlerRes
 
     requested: list[tuple[PartitionKey, CachedPartition]] = []
     for topic in request.topics:
-        name = rm.topic_name_for_id(topic.topic_id) if use_ids else topic.topic
+        name = cache.topic_name(topic.topic_id) if use_ids else topic.topic
         key_topic: uuid.UUID | str = topic.topic_id if use_ids else topic.topic
         for part in topic.partitions:
             requested.append(((key_topic, part.partition), CachedPartition(
@@ -90,13 +93,13 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> HandlerRes
                                      responses=[]))
     if context.kind is ContextKind.INCREMENTAL:
         for _key, cached in context.partitions:  # names may have changed (deleted topics)
-            cached.topic = rm.topic_name_for_id(cached.topic_id) if use_ids else cached.topic
+            cached.topic = cache.topic_name(cached.topic_id) if use_ids else cached.topic
 
     unknown = ErrorCode.UNKNOWN_TOPIC_ID if use_ids else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     statuses: list[FetchPartitionStatus] = []
     slots: list[int | ErrorCode] = []
     for _key, cached in context.partitions:
-        if cached.topic is None or rm.get_partition(cached.topic, cached.partition) is None:
+        if cached.topic is None or not cache.contains((cached.topic, cached.partition)):
             slots.append(unknown)
             continue
         slots.append(len(statuses))

@@ -2,9 +2,10 @@
 
 Behavior:
 - Group keys (key_type 0): the coordinator is the leader of the group's ``__consumer_offsets``
-  partition (``abs(hashCode(group)) % offsets.topic.num.partitions``); on this single broker,
-  this broker. ``__consumer_offsets`` is created on first use; when that fails the answer is
-  COORDINATOR_NOT_AVAILABLE (clients retry).
+  partition (``abs(hashCode(group)) % offsets.topic.num.partitions``), from the metadata
+  cache; its leader's endpoint on this listener. ``__consumer_offsets`` is created on first
+  use (the request waits, bounded, without holding up other clients); when that fails, or
+  the partition has no live leader, the answer is COORDINATOR_NOT_AVAILABLE (clients retry).
 - Transaction keys (key_type 1): COORDINATOR_NOT_AVAILABLE (no transaction coordinator here).
 - Share keys (key_type 2) and unknown key types: INVALID_REQUEST, as Kafka answers them.
 
@@ -16,9 +17,8 @@ Version notes:
 
 from __future__ import annotations
 
-from broker import topic_admin
-from broker.group.handler_support import group_service
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
+from broker.handlers.group_support import GROUP_METADATA_TOPIC, group_service
 from protocol.errors import ErrorCode
 from protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 
@@ -26,16 +26,24 @@ GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 
 
-def _lookup(ctx: RequestContext, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
+async def _lookup(ctx: RequestContext, key_type: int,
+                  key: str) -> tuple[ErrorCode, str | None, int, str, int]:
     """(error, message, node id, host, port) for one key."""
     if key_type == TRANSACTION_KEY_TYPE:
         return (ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported", -1, "", -1)
     if key_type != GROUP_KEY_TYPE:
         return ErrorCode.INVALID_REQUEST, f"unknown coordinator type {key_type}", -1, "", -1
-    if group_service(ctx) is None:
+    service = await group_service(ctx)
+    if service is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
-    host, port = topic_admin.advertised_endpoint(ctx.broker, ctx.listener_name)
-    return ErrorCode.NO_ERROR, None, ctx.broker.broker_id, host, port
+    partition = service.coordinator.manager.partition_for(key)
+    cache = ctx.broker.metadata_cache
+    info = cache.partition_info(GROUP_METADATA_TOPIC, partition)
+    leader = None if info is None else cache.alive_broker(info.leader)
+    endpoint = None if leader is None else leader.endpoint(ctx.listener_name)
+    if leader is None or endpoint is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
+    return ErrorCode.NO_ERROR, None, leader.broker_id, endpoint.host, endpoint.port
 
 
 @api(FindCoordinatorRequest.API_KEY, min_version=0, max_version=6, request=FindCoordinatorRequest)
@@ -44,13 +52,13 @@ async def handle_find_coordinator(ctx: RequestContext, request: FindCoordinatorR
     if ctx.api_version >= 4:
         coordinators = []
         for key in request.coordinator_keys:
-            error, message, node_id, host, port = _lookup(ctx, key_type)
+            error, message, node_id, host, port = await _lookup(ctx, key_type, key)
             coordinators.append(FindCoordinatorResponse.Coordinator(
                 key=key, node_id=node_id, host=host, port=port, error_code=error,
                 error_message=message,
             ))
         return Respond(FindCoordinatorResponse(coordinators=coordinators))
-    error, message, node_id, host, port = _lookup(ctx, key_type)
+    error, message, node_id, host, port = await _lookup(ctx, key_type, request.key)
     return Respond(FindCoordinatorResponse(
         error_code=error, error_message=message, node_id=node_id, host=host, port=port,
     ))

@@ -14,15 +14,15 @@ Version notes:
 
 from __future__ import annotations
 
-from broker.group.handler_support import group_service
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
+from broker.handlers.group_support import group_service
 from protocol.errors import ErrorCode
 from protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
 
 
 @api(HeartbeatRequest.API_KEY, min_version=0, max_version=4, request=HeartbeatRequest)
 async def handle_heartbeat(ctx: RequestContext, request: HeartbeatRequest) -> HandlerResult:
-    service = group_service(ctx)
+    service = await group_service(ctx)
     if service is None:
         return Respond(HeartbeatResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE))
     error = service.coordinator.heartbeat(

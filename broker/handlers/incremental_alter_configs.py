@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING
 
-from broker import config_admin, topic_admin
+from broker import config_admin
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
-from broker.topics import TopicError, TopicInfo
+from broker.topics import TopicError
 from protocol.errors import ErrorCode
 from protocol.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
@@ -35,18 +35,18 @@ from protocol.messages.incremental_alter_configs import (
 )
 
 if TYPE_CHECKING:
-    from broker.services import Broker
+    from broker.admin_manager import AdminManager
 
 log = logging.getLogger(__name__)
 
 
 def _apply_operations(
-    broker: Broker, configs: Sequence[IncrementalAlterConfigsRequest.AlterableConfig],
-    info: TopicInfo,
+    admin: AdminManager, configs: Sequence[IncrementalAlterConfigsRequest.AlterableConfig],
+    current: Mapping[str, str],
 ) -> dict[str, str | None]:
     """The topic's overrides after the operations, in request order."""
     ops = [(c.name, c.config_operation, c.value) for c in configs]
-    return config_admin.incremental_overrides(info, ops, topic_admin.explicit_broker_props(broker))
+    return config_admin.incremental_overrides(current, ops, admin.explicit_broker_props())
 
 
 @api(IncrementalAlterConfigsRequest.API_KEY, min_version=0, max_version=1,
@@ -62,14 +62,14 @@ async def handle_incremental_alter_configs(
             resource_type=resource.resource_type, resource_name=resource.resource_name)
         try:
             await config_admin.alter_resource(
-                ctx.broker, resource.resource_type, resource.resource_name,
+                ctx.broker.admin, resource.resource_type, resource.resource_name,
                 [c.name for c in resource.configs],
-                partial(_apply_operations, ctx.broker, resource.configs),
+                partial(_apply_operations, ctx.broker.admin, resource.configs),
                 named_twice=counts[(resource.resource_type, resource.resource_name)] > 1,
                 validate_only=request.validate_only)
         except TopicError as exc:
             log.info("IncrementalAlterConfigs %s from %s refused: %s %s", resource.resource_name,
-                     ctx.client_id, exc.code.name, exc.message)
-            answer.error_code, answer.error_message = exc.code, exc.message
+                     ctx.client_id, exc.error_code.name, exc.message)
+            answer.error_code, answer.error_message = exc.error_code, exc.message
         responses.append(answer)
     return Respond(IncrementalAlterConfigsResponse(responses=responses))

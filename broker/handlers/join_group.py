@@ -21,10 +21,10 @@ Version notes:
 
 from __future__ import annotations
 
-from broker.group.handler_support import CallbackFuture, group_service
 from broker.group.join import NEW_MEMBER_JOIN_TIMEOUT_MS
 from broker.group.results import JoinResult
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
+from broker.handlers.group_support import CallbackFuture, group_service
 from protocol.errors import ErrorCode
 from protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse
 
@@ -53,7 +53,7 @@ def _response(result: JoinResult, version: int) -> JoinGroupResponse:
 @api(JoinGroupRequest.API_KEY, min_version=0, max_version=9, request=JoinGroupRequest)
 async def handle_join_group(ctx: RequestContext, request: JoinGroupRequest) -> HandlerResult:
     version = ctx.api_version
-    service = group_service(ctx)
+    service = await group_service(ctx)
     if service is None:
         return Respond(_response(JoinResult(request.member_id, ErrorCode.COORDINATOR_NOT_AVAILABLE), version))
     rebalance_timeout_ms = request.rebalance_timeout_ms if version >= 1 else request.session_timeout_ms

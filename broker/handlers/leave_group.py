@@ -16,8 +16,8 @@ Version notes:
 from __future__ import annotations
 
 from broker.group.coordinator import LeavingMember
-from broker.group.handler_support import group_service
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
+from broker.handlers.group_support import group_service
 from protocol.errors import ErrorCode
 from protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
 
@@ -32,7 +32,7 @@ async def handle_leave_group(ctx: RequestContext, request: LeaveGroupRequest) ->
         ]
     else:
         leaving = [LeavingMember(request.member_id)]
-    service = group_service(ctx)
+    service = await group_service(ctx)
     if service is None:
         return Respond(LeaveGroupResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE))
     result = service.coordinator.leave_group(request.group_id, leaving)

@@ -14,8 +14,8 @@ Version notes:
 from __future__ import annotations
 
 from broker.group.admin import list_groups
-from broker.group.handler_support import group_service
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
+from broker.handlers.group_support import group_service
 from protocol.errors import ErrorCode
 from protocol.messages.list_groups import ListGroupsRequest, ListGroupsResponse
 
@@ -23,7 +23,7 @@ from protocol.messages.list_groups import ListGroupsRequest, ListGroupsResponse
 @api(ListGroupsRequest.API_KEY, min_version=0, max_version=5, request=ListGroupsRequest)
 async def handle_list_groups(ctx: RequestContext, request: ListGroupsRequest) -> HandlerResult:
     version = ctx.api_version
-    service = group_service(ctx)
+    service = await group_service(ctx)
     if service is None:
         return Respond(ListGroupsResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE))
     error, groups = list_groups(

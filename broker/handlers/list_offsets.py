@@ -11,7 +11,9 @@ Behavior:
 - Any other timestamp: the first offset whose record timestamp is >= it (from the time
   index); none, or one at/above the fetch bound: offset -1, timestamp -1 and NO_ERROR.
 - leader_epoch (v4+): the epoch of the returned offset (the current epoch for LATEST).
-- Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, FENCED_LEADER_EPOCH /
+- Errors per partition: UNKNOWN_TOPIC_OR_PARTITION (unknown to the metadata cache),
+  NOT_LEADER_OR_FOLLOWER (not led by this broker; the debug replica id -2 may read a
+  follower), FENCED_LEADER_EPOCH /
   UNKNOWN_LEADER_EPOCH for a stale or future current_leader_epoch, INVALID_REQUEST for a
   partition listed twice.
 
@@ -54,7 +56,7 @@ async def handle_list_offsets(ctx: RequestContext, request: ListOffsetsRequest) 
                 parts.append(_R.ListOffsetsPartitionResponse(index, ErrorCode.INVALID_REQUEST))
             elif partition is None:
                 parts.append(_R.ListOffsetsPartitionResponse(
-                    index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                    index, rm.unknown_partition_error(topic.name, index)))
             else:
                 error, timestamp, offset, epoch = partition.fetch_offset_for_timestamp(
                     part.timestamp, isolation=isolation,

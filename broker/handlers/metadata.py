@@ -1,18 +1,22 @@
 """Metadata: v1-12
 
 Behavior:
-- One broker (this one, at its advertised endpoint, with ``broker.rack``); it is the
-  controller; cluster id from meta.properties.
-- Topics null (v1+): every topic, internal ones included. Otherwise each requested topic
-  (duplicates answered once): known -> its partitions, each led by this broker with its
-  current leader epoch, replicas = isr = [this broker], no offline replicas; a partition
-  not open (yet) -> LEADER_NOT_AVAILABLE.
+- Everything comes from the metadata cache (what the controller last sent in
+  UpdateMetadata): the live brokers at their endpoints for this listener (with
+  ``broker.rack``), the controller id (-1 when none is known), the cluster id from
+  meta.properties.
+- Topics null (v1+): every topic the cache knows, internal ones included. Otherwise each
+  requested topic (duplicates answered once): known -> its partitions with leader, leader
+  epoch, replicas, ISR and offline replicas as the controller decided; a partition whose
+  leader is not alive -> LEADER_NOT_AVAILABLE, leader -1; a leader without an endpoint on
+  this listener -> LISTENER_NOT_FOUND (v6+; LEADER_NOT_AVAILABLE before).
 - Unknown topic: auto-created with ``num.partitions`` / ``default.replication.factor`` when
   ``auto.create.topics.enable`` and the request's AllowAutoTopicCreation (v4+; always for
-  v1-3) are both true, and then answered at once with its partitions (creation is
-  synchronous here, so there is no LEADER_NOT_AVAILABLE round trip). An illegal name ->
-  INVALID_TOPIC_EXCEPTION; auto-creation off -> UNKNOWN_TOPIC_OR_PARTITION. Internal
-  topics (``__consumer_offsets``) are never auto-created here: their owner creates them.
+  v1-3) are both true; the answer waits (bounded) until the controller has given its
+  partitions leaders, so there is usually no LEADER_NOT_AVAILABLE round trip (it is the
+  answer when the wait runs out). An illegal name -> INVALID_TOPIC_EXCEPTION; auto-creation
+  off -> UNKNOWN_TOPIC_OR_PARTITION. Internal topics (``__consumer_offsets``) are never
+  auto-created here: their owner creates them.
 - By topic id (v12, name null): UNKNOWN_TOPIC_ID (name null) for an unknown id. A null
   name or a topic id before v12 -> INVALID_REQUEST for that topic (Kafka rejects it).
 - Authorized operations are not computed (no authorizer): -2147483648 ("not provided").
@@ -29,16 +33,15 @@ import logging
 import uuid
 from typing import Final
 
-from broker import topic_admin
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
-from broker.services import Broker
-from broker.topics import TopicError, TopicInfo
+from broker.topics import INTERNAL_TOPICS, TopicError
 from protocol.errors import ErrorCode
 from protocol.messages.metadata import MetadataRequest, MetadataResponse
 
 log = logging.getLogger(__name__)
 
 AUTHORIZED_OPERATIONS_OMITTED: Final = -2147483648
+AUTO_CREATE_WAIT_MS: Final = 25_000  # a bound of ours, below the clients' request timeouts
 _ZERO_UUID: Final = uuid.UUID(int=0)
 
 Topic = MetadataResponse.MetadataResponseTopic
@@ -48,19 +51,25 @@ PartitionMeta = MetadataResponse.MetadataResponsePartition
 @api(MetadataRequest.API_KEY, min_version=1, max_version=12, request=MetadataRequest)
 async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> HandlerResult:
     broker = ctx.broker
-    node_id = topic_admin.broker_id(broker)
-    host, port = topic_admin.advertised_endpoint(broker, ctx.listener_name)
+    cache = broker.metadata_cache
+    listener = ctx.listener_name
+    brokers = []
+    for b in cache.alive_brokers():
+        endpoint = b.endpoint(listener)
+        if endpoint is not None:
+            brokers.append(MetadataResponse.MetadataResponseBroker(
+                node_id=b.broker_id, host=endpoint.host, port=endpoint.port, rack=b.rack))
+    controller_id = cache.controller_id
     response = MetadataResponse(
-        brokers=[MetadataResponse.MetadataResponseBroker(
-            node_id=node_id, host=host, port=port, rack=topic_admin.broker_rack(broker))],
+        brokers=brokers,
         cluster_id=broker.cluster_id,
-        controller_id=node_id,
+        controller_id=-1 if controller_id is None else controller_id,
         cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
     )
     if request.topics is None:
-        response.topics = [_describe(broker, info) for info in broker.topics.all()]
+        response.topics = [_describe(ctx, name) for name in cache.topic_names()]
         return Respond(response)
-    auto_create = topic_admin.auto_create_enabled(broker) and (
+    auto_create = broker.admin.auto_create_enabled and (
         ctx.api_version < 4 or request.allow_auto_topic_creation
     )
     seen_names: set[str] = set()
@@ -75,9 +84,9 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Hand
             if wanted.topic_id in seen_ids:
                 continue
             seen_ids.add(wanted.topic_id)
-            by_id = broker.topics.by_id(wanted.topic_id)
+            by_id = cache.topic_name(wanted.topic_id)
             response.topics.append(
-                _describe(broker, by_id) if by_id is not None
+                _describe(ctx, by_id) if by_id is not None
                 else _error(ErrorCode.UNKNOWN_TOPIC_ID, None, wanted.topic_id)
             )
             continue
@@ -90,25 +99,27 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Hand
 
 async def _lookup(ctx: RequestContext, name: str, auto_create: bool) -> Topic:
     broker = ctx.broker
-    info = broker.topics.get(name)
-    if info is not None:
-        return _describe(broker, info)
+    if broker.metadata_cache.contains_topic(name):
+        return _describe(ctx, name)
     if not auto_create or name.startswith("__"):
         return _error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name)
+    admin = broker.admin
     try:
-        info = await topic_admin.create_topic_async(
-            broker, name, topic_admin.default_num_partitions(broker),
-            topic_admin.default_replication_factor(broker), {},
-        )
+        _, _, error = await admin.create_topic(
+            name, admin.default_num_partitions, admin.default_replication_factor, {},
+            timeout_ms=AUTO_CREATE_WAIT_MS)
     except TopicError as exc:
-        if exc.code == ErrorCode.TOPIC_ALREADY_EXISTS:
-            existing = broker.topics.get(name)
-            if existing is not None:
-                return _describe(broker, existing)
+        if exc.error_code == ErrorCode.TOPIC_ALREADY_EXISTS and (
+                broker.metadata_cache.contains_topic(name)):
+            return _describe(ctx, name)
         log.info("auto-creating topic %r for %s failed: %s", name, ctx.client_id, exc.message)
-        return _error(exc.code, name)
+        code = (ErrorCode.LEADER_NOT_AVAILABLE
+                if exc.error_code == ErrorCode.TOPIC_ALREADY_EXISTS else exc.error_code)
+        return _error(code, name)
+    if error is not ErrorCode.NO_ERROR:  # created, but no leaders yet
+        return _error(ErrorCode.LEADER_NOT_AVAILABLE, name)
     log.info("auto-created topic %s for client %s", name, ctx.client_id)
-    return _describe(broker, info)
+    return _describe(ctx, name)
 
 
 def _error(code: ErrorCode, name: str | None, topic_id: uuid.UUID = _ZERO_UUID) -> Topic:
@@ -116,22 +127,26 @@ def _error(code: ErrorCode, name: str | None, topic_id: uuid.UUID = _ZERO_UUID) 
                  topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
 
 
-def _describe(broker: Broker, info: TopicInfo) -> Topic:
-    node_id = topic_admin.broker_id(broker)
+def _describe(ctx: RequestContext, name: str) -> Topic:
+    cache = ctx.broker.metadata_cache
+    listener = ctx.listener_name
     partitions = []
-    for index in range(info.num_partitions):
-        partition = broker.replica_manager.get_partition(info.name, index)
-        if partition is None:
-            partitions.append(PartitionMeta(
-                error_code=ErrorCode.LEADER_NOT_AVAILABLE, partition_index=index, leader_id=-1,
-                leader_epoch=-1, replica_nodes=[node_id], isr_nodes=[], offline_replicas=[]))
-        else:
-            partitions.append(PartitionMeta(
-                error_code=ErrorCode.NO_ERROR, partition_index=index, leader_id=node_id,
-                leader_epoch=partition.leader_epoch, replica_nodes=[node_id], isr_nodes=[node_id],
-                offline_replicas=[]))
+    for index, info in sorted((cache.partitions(name) or {}).items()):
+        leader = cache.alive_broker(info.leader)
+        error = ErrorCode.NO_ERROR
+        leader_id = info.leader
+        if leader is None:
+            error, leader_id = ErrorCode.LEADER_NOT_AVAILABLE, -1
+        elif leader.endpoint(listener) is None:
+            error = (ErrorCode.LISTENER_NOT_FOUND if ctx.api_version >= 6
+                     else ErrorCode.LEADER_NOT_AVAILABLE)
+            leader_id = -1
+        partitions.append(PartitionMeta(
+            error_code=error, partition_index=index, leader_id=leader_id,
+            leader_epoch=info.leader_epoch, replica_nodes=list(info.replicas),
+            isr_nodes=list(info.isr), offline_replicas=list(info.offline_replicas)))
     return Topic(
-        error_code=ErrorCode.NO_ERROR, name=info.name, topic_id=info.topic_id,
-        is_internal=info.is_internal, partitions=partitions,
+        error_code=ErrorCode.NO_ERROR, name=name, topic_id=cache.topic_id(name),
+        is_internal=name in INTERNAL_TOPICS, partitions=partitions,
         topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
     )

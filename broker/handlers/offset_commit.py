@@ -7,7 +7,7 @@ Behavior:
 - Only the current generation's members commit to a group with members (UNKNOWN_MEMBER_ID,
   ILLEGAL_GENERATION, FENCED_INSTANCE_ID, REBALANCE_IN_PROGRESS while CompletingRebalance);
   generation -1 with no member id commits for a group without members (standalone consumers).
-- Per partition: UNKNOWN_TOPIC_OR_PARTITION for a partition that does not exist,
+- Per partition: UNKNOWN_TOPIC_OR_PARTITION for a partition the metadata cache does not know,
   OFFSET_METADATA_TOO_LARGE above offset.metadata.max.bytes, INVALID_COMMIT_OFFSET_SIZE when
   the records are too large for the log, COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR.
 - A null committed_metadata is stored as "".
@@ -22,10 +22,10 @@ Version notes:
 
 from __future__ import annotations
 
-from broker.group.handler_support import CallbackFuture, group_service
 from broker.group.metadata import CommittedOffset, TopicPartition
 from broker.group.offsets import commit_offsets
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
+from broker.handlers.group_support import CallbackFuture, group_service
 from protocol.errors import ErrorCode
 from protocol.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
 
@@ -47,7 +47,7 @@ def _response(request: OffsetCommitRequest, errors: dict[TopicPartition, ErrorCo
 async def handle_offset_commit(ctx: RequestContext, request: OffsetCommitRequest) -> HandlerResult:
     version = ctx.api_version
     all_tps = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-    service = group_service(ctx)
+    service = await group_service(ctx)
     if service is None:
         return Respond(_response(request, dict.fromkeys(all_tps, ErrorCode.COORDINATOR_NOT_AVAILABLE)))
     now_ms = service.coordinator.timers.now_ms()
@@ -55,11 +55,11 @@ async def handle_offset_commit(ctx: RequestContext, request: OffsetCommitRequest
     expire_ms = None if retention_ms == -1 else now_ms + retention_ms
     errors: dict[TopicPartition, ErrorCode] = {}
     offsets: dict[TopicPartition, CommittedOffset] = {}
-    rm = ctx.broker.replica_manager
+    cache = ctx.broker.metadata_cache
     for topic in request.topics:
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
-            if rm.get_partition(topic.name, p.partition_index) is None:
+            if not cache.contains(tp):
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             commit_ts = p.commit_timestamp if version == 1 and p.commit_timestamp != -1 else now_ms

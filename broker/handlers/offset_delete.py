@@ -6,7 +6,7 @@ Behavior:
   subscribe to (GROUP_SUBSCRIBED_TO_TOPIC for the others).
 - Group errors: GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP (a non-consumer group with members),
   INVALID_GROUP_ID, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS;
-  then no partitions are listed. UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist.
+  then no partitions are listed. UNKNOWN_TOPIC_OR_PARTITION for partitions the metadata cache does not know.
 
 Version notes:
 - v0 only (KIP-496).
@@ -14,9 +14,9 @@ Version notes:
 
 from __future__ import annotations
 
-from broker.group.handler_support import group_service
 from broker.group.offsets import delete_offsets
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
+from broker.handlers.group_support import group_service
 from protocol.errors import ErrorCode
 from protocol.messages.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
 
@@ -25,12 +25,12 @@ _R = OffsetDeleteResponse
 
 @api(OffsetDeleteRequest.API_KEY, min_version=0, max_version=0, request=OffsetDeleteRequest)
 async def handle_offset_delete(ctx: RequestContext, request: OffsetDeleteRequest) -> HandlerResult:
-    service = group_service(ctx)
+    service = await group_service(ctx)
     if service is None:
         return Respond(OffsetDeleteResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE))
-    rm = ctx.broker.replica_manager
+    cache = ctx.broker.metadata_cache
     requested = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-    unknown = {tp for tp in requested if rm.get_partition(*tp) is None}
+    unknown = {tp for tp in requested if not cache.contains(tp)}
     error, results = delete_offsets(
         service.coordinator, request.group_id, [tp for tp in requested if tp not in unknown]
     )

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from broker.group.handler_support import group_service
 from broker.group.metadata import TopicPartition
 from broker.group.offsets import INVALID_OFFSET, FetchedOffset, fetch_offsets
 from broker.group.service import GroupService
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
+from broker.handlers.group_support import group_service
 from protocol.errors import ErrorCode
 from protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 
@@ -56,7 +56,7 @@ def _wanted(topics: Sequence[OffsetFetchRequest.OffsetFetchRequestTopic] | Seque
 @api(OffsetFetchRequest.API_KEY, min_version=1, max_version=9, request=OffsetFetchRequest)
 async def handle_offset_fetch(ctx: RequestContext, request: OffsetFetchRequest) -> HandlerResult:
     version = ctx.api_version
-    service = group_service(ctx)
+    service = await group_service(ctx)
     stable = request.require_stable if version >= 7 else False
     if version >= 8:
         groups = []

@@ -5,8 +5,10 @@ Behavior:
   (its leader-epoch-checkpoint) and that epoch's end offset: the start offset of the next
   epoch, or the log end offset for the current epoch. An epoch below every known one:
   leader_epoch -1, end_offset -1, NO_ERROR (Kafka's UNDEFINED_EPOCH / UNDEFINED_OFFSET).
-- Errors: UNKNOWN_TOPIC_OR_PARTITION; FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH when
-  current_leader_epoch (v2+) is older / newer than the partition's.
+- Errors: UNKNOWN_TOPIC_OR_PARTITION (unknown to the metadata cache);
+  NOT_LEADER_OR_FOLLOWER (not led by this broker: only the leader answers);
+  FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH when current_leader_epoch (v2+) is older /
+  newer than the partition's (checked first).
 - Consumers (replica id -1, used by clients validating positions after a leader change,
   KIP-320) and the debug id -2 are answered like followers.
 
@@ -17,7 +19,6 @@ Version notes:
 from __future__ import annotations
 
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
-from protocol.errors import ErrorCode
 from protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
@@ -38,7 +39,7 @@ async def handle_offset_for_leader_epoch(
         for part in topic.partitions:
             partition = rm.get_partition(topic.topic, part.partition)
             if partition is None:
-                parts.append(_R.EpochEndOffset(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                parts.append(_R.EpochEndOffset(rm.unknown_partition_error(topic.topic, part.partition),
                                                part.partition, -1, -1))
                 continue
             error, epoch, end_offset = partition.last_offset_for_leader_epoch(

@@ -5,7 +5,8 @@ Behavior:
 - Each partition's records must be one magic-2 batch; the checks and their error codes
   are in broker/record_validation.py (CORRUPT_MESSAGE for a bad CRC, MESSAGE_TOO_LARGE
   above max.message.bytes, INVALID_RECORD, UNSUPPORTED_COMPRESSION_TYPE, ...). A partition
-  not hosted here: UNKNOWN_TOPIC_OR_PARTITION (Produce never auto-creates topics).
+  this broker does not lead: NOT_LEADER_OR_FOLLOWER when the metadata cache knows it (or
+  this broker follows it), else UNKNOWN_TOPIC_OR_PARTITION (Produce never auto-creates).
 - Idempotent producers: a resent batch (same producer, epoch and sequence range as one of
   the last 5) is answered with its original base offset and NO_ERROR;
   OUT_OF_ORDER_SEQUENCE_NUMBER / INVALID_PRODUCER_EPOCH otherwise (broker/producer_state.py).
@@ -23,8 +24,9 @@ Behavior:
 Version notes:
 - v0-v2 (magic 0/1 message sets) are not supported. v3 adds transactional_id; v5
   log_start_offset; v7 allows zstd; v8 record_errors and error_message; v9+ flexible;
-  v10 adds tagged current_leader/node_endpoints (only sent with NOT_LEADER_OR_FOLLOWER,
-  which a single node never answers); v11 changes nothing for non-transactional producers.
+  v10 adds tagged current_leader/node_endpoints (KIP-951 hints, not sent: clients refresh
+  their metadata on NOT_LEADER_OR_FOLLOWER); v11 changes nothing for non-transactional
+  producers.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from broker.handlers.base import (
 )
 from protocol.errors import ErrorCode
 from protocol.messages.produce import ProduceRequest, ProduceResponse
+from protocol.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -49,13 +52,13 @@ _Resp = ProduceResponse
 
 @api(ProduceRequest.API_KEY, min_version=3, max_version=11, request=ProduceRequest)
 async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> HandlerResult:
-    entries: dict[tuple[str, int], memoryview | bytes | None] = {}
+    entries: dict[TopicPartition, memoryview | bytes | None] = {}
     for topic in request.topic_data:
         for part in topic.partition_data:
             records = part.records
             if records is not None and not isinstance(records, memoryview | bytes):
                 records = memoryview(records) if isinstance(records, bytearray) else None
-            entries[(topic.name, part.index)] = records
+            entries[TopicPartition(topic.name, part.index)] = records
     results = await ctx.broker.replica_manager.append_records(
         timeout_ms=request.timeout_ms,
         required_acks=request.acks,

@@ -16,9 +16,9 @@ Version notes:
 
 from __future__ import annotations
 
-from broker.group.handler_support import CallbackFuture, group_service
 from broker.group.results import SyncResult
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
+from broker.handlers.group_support import CallbackFuture, group_service
 from protocol.errors import ErrorCode
 from protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 
@@ -41,7 +41,7 @@ async def handle_sync_group(ctx: RequestContext, request: SyncGroupRequest) -> H
     version = ctx.api_version
     if version >= 5 and (request.protocol_type is None or request.protocol_name is None):
         return Respond(_response(SyncResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)))
-    service = group_service(ctx)
+    service = await group_service(ctx)
     if service is None:
         return Respond(_response(SyncResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)))
     reply: CallbackFuture[SyncResult] = CallbackFuture()

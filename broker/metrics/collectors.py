@@ -19,16 +19,16 @@ and need no locks. Nothing here is updated on the request path.
   and time of the last cleaning, dead threads, max dirty percent, time since the last
   run, uncleanable partitions; totals of cleanings and bytes read and written;
 - controller (``KafkaController``): ``ActiveControllerCount``, ``ControllerState``,
-  ``OfflinePartitionsCount``, ``GlobalTopicCount``, ``GlobalPartitionCount``, from a
-  ``ControllerView`` (see there);
+  ``OfflinePartitionsCount``, ``GlobalTopicCount``, ``GlobalPartitionCount``, from the
+  controller's own view of the cluster (``ControllerView``; 0 on a broker whose controller
+  is not active);
 - groups (``GroupMetadataManager``): ``NumGroups``, ``NumGroups<State>``, ``NumOffsets``;
   consumer lag per group and partition (``kafka_consumergroup_lag``, the name
   kafka_exporter gives it: Kafka has no broker-side lag metric).
 
-Replicas of a partition are the ISR plus the followers its leader has heard from
-(``Partition.follower_leos``); a partition's leader is this broker for every partition the
-replica manager hosts today. Both become the controller's assignment and roles as the
-cluster work lands, in ``_replicas`` and ``_is_leader`` alone.
+A partition's replicas and role are the ones its last LeaderAndIsr gave it
+(``Partition.replicas``, ``Partition.is_leader``); the per-partition replication gauges count
+on leaders only, as Kafka's do.
 """
 
 from __future__ import annotations
@@ -54,12 +54,11 @@ if TYPE_CHECKING:
     from broker.network.socket_server import SocketServer
     from broker.partition import Partition
     from broker.replica_manager import ReplicaManager
-    from broker.topics import TopicRegistry
 
 
 class ControllerView(Protocol):
-    """What the controller metrics read. A single node is its own controller (topics are
-    created and deleted in process), always idle between those calls."""
+    """What the controller metrics read (``controller.local.LocalController`` and its
+    ZooKeeper twin): whether it is the active controller, its state, and its counts."""
 
     @property
     def is_active(self) -> bool: ...
@@ -69,10 +68,16 @@ class ControllerView(Protocol):
         """Kafka's ControllerState value (0 Idle, 1 ControllerChange, 2 BrokerChange, ...)."""
         ...
 
+    @property
+    def global_topic_count(self) -> int: ...
 
-class SingleNodeController:
-    is_active = True
-    state = 0
+    @property
+    def global_partition_count(self) -> int: ...
+
+    @property
+    def offline_partitions_count(self) -> int:
+        """Partitions without a live leader."""
+        ...
 
 
 @dataclass(slots=True)
@@ -81,8 +86,7 @@ class BrokerView:
 
     socket_server: SocketServer
     replica_manager: ReplicaManager
-    topics: TopicRegistry
-    groups: Callable[[], GroupService | None]
+    groups: GroupService
     controller: ControllerView
 
 
@@ -121,11 +125,11 @@ def collect_network(view: BrokerView) -> Iterator[Metric]:
 
 
 def _replicas(p: Partition) -> int:
-    return len(p.isr | p.follower_leos.keys())
+    return len(p.replicas)
 
 
-def _is_leader(_p: Partition) -> bool:
-    return True
+def _is_leader(p: Partition) -> bool:
+    return p.is_leader
 
 
 def collect_replicas(view: BrokerView) -> Iterator[Metric]:
@@ -194,8 +198,7 @@ def collect_replicas(view: BrokerView) -> Iterator[Metric]:
 
 def _purgatories(view: BrokerView) -> Iterator[Metric]:
     rm = view.replica_manager
-    service = view.groups()
-    join_ops = len(service.coordinator.join_purgatory) if service is not None else 0
+    join_ops = len(view.groups.coordinator.join_purgatory)
     # (delayedOperation, watched entries over all keys, operations)
     rows = [
         ("Produce", rm.produce_purgatory.watched_entries, len(rm.produce_purgatory)),
@@ -285,9 +288,6 @@ def collect_cleaner(view: BrokerView) -> Iterator[Metric]:
 
 def collect_controller(view: BrokerView) -> Iterator[Metric]:
     controller = view.controller
-    topics = view.topics.all()
-    hosted = view.replica_manager.partitions
-    offline = sum(1 for t in topics for i in range(t.num_partitions) if (t.name, i) not in hosted)
     yield _gauge("kafka_controller_kafkacontroller_activecontrollercount",
                  "1 on the active controller (Kafka: KafkaController ActiveControllerCount)",
                  int(controller.is_active))
@@ -297,12 +297,13 @@ def collect_controller(view: BrokerView) -> Iterator[Metric]:
     active = controller.is_active
     yield _gauge("kafka_controller_kafkacontroller_offlinepartitionscount",
                  "Partitions without a leader (Kafka: KafkaController OfflinePartitionsCount)",
-                 offline if active else 0)
+                 controller.offline_partitions_count if active else 0)
     yield _gauge("kafka_controller_kafkacontroller_globaltopiccount",
-                 "Topics (Kafka: KafkaController GlobalTopicCount)", len(topics) if active else 0)
+                 "Topics (Kafka: KafkaController GlobalTopicCount)",
+                 controller.global_topic_count if active else 0)
     yield _gauge("kafka_controller_kafkacontroller_globalpartitioncount",
                  "Partitions (Kafka: KafkaController GlobalPartitionCount)",
-                 sum(t.num_partitions for t in topics) if active else 0)
+                 controller.global_partition_count if active else 0)
 
 
 _GROUP_STATE_METRICS = (
@@ -315,8 +316,7 @@ _GROUP_STATE_METRICS = (
 
 
 def collect_groups(view: BrokerView) -> Iterator[Metric]:
-    service = view.groups()
-    groups = list(service.coordinator.manager.groups.values()) if service is not None else []
+    groups = list(view.groups.coordinator.manager.groups.values())
     yield _gauge("kafka_coordinator_group_groupmetadatamanager_numgroups",
                  "Groups this coordinator owns (Kafka: GroupMetadataManager NumGroups)",
                  len(groups))
@@ -333,7 +333,7 @@ def collect_groups(view: BrokerView) -> Iterator[Metric]:
     rm = view.replica_manager
     for group in sorted(groups, key=lambda g: g.group_id):
         for (topic, index), committed in sorted(group.offsets.items()):
-            p = rm.partitions.get((topic, index))
+            p = rm.get_partition(topic, index)
             if p is not None:
                 lag.add_metric([group.group_id, topic, str(index)],
                                max(0, p.high_watermark - committed.offset))

@@ -282,3 +282,19 @@ class BrokerProcess:
         if self.is_running():
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.stop()
+
+
+def register_topic(log_dir: Path, name: str, partitions: int = 1, broker_id: int = 0) -> None:
+    """Write ``name`` into a (stopped) broker's topic store, as if it had been created:
+    the controller elects its leaders when the broker starts."""
+    import asyncio
+    import uuid
+
+    from controller.local_store import LocalTopicStore
+    from controller.topic_store import TopicRecord
+
+    log_dir.mkdir(parents=True, exist_ok=True)
+    store = LocalTopicStore.load(log_dir, broker_id)
+    record = TopicRecord(name, uuid.uuid4(), dict.fromkeys(range(partitions), (broker_id,)))
+    asyncio.run(store.create_topic(record, {}))
+

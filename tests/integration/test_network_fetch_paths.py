@@ -11,12 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from broker.topics import TopicRegistry
 from protocol.frames import decode_response
 from protocol.messages.fetch import FetchRequest, FetchResponse
 from protocol.messages.produce import ProduceRequest, ProduceResponse
 from protocol.records import NewRecord, build_batch, iter_batches
-from tests.integration.broker_process import BrokerProcess
+from tests.integration.broker_process import BrokerProcess, register_topic
 from tests.integration.data_path_client import broker_read_what_was_sent
 from tests.integration.netclient import RawClient
 
@@ -27,8 +26,7 @@ TOPIC = "paths"
 
 def broker_with_topic(tmp_path: Path, env: dict[str, str] | None = None) -> BrokerProcess:
     proc = BrokerProcess(tmp_path, env=env)
-    proc.log_dir.mkdir(parents=True, exist_ok=True)
-    TopicRegistry.load(proc.log_dir).create(TOPIC, 1, 1, {})  # registered before start-up
+    register_topic(proc.log_dir, TOPIC)  # registered before start-up
     return proc
 
 

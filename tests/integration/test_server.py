@@ -16,10 +16,14 @@ from pathlib import Path
 import pytest
 
 from broker.config import BrokerConfig, ConfigError
-from broker.topics import TopicRegistry
 from protocol.frames import RequestHeader, decode_response, encode_request
 from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
-from tests.integration.broker_process import REPO_ROOT, BrokerProcess, BrokerStartError
+from tests.integration.broker_process import (
+    REPO_ROOT,
+    BrokerProcess,
+    BrokerStartError,
+    register_topic,
+)
 from tests.integration.netclient import ConnectionClosed, RawClient
 from tests.integration.test_network_bad_input import api_versions_ok
 
@@ -184,8 +188,7 @@ def test_periodic_checkpoints_while_running(broker_factory: Callable[..., Broker
 
 def test_dump_log_and_topics_subcommands_are_wired(tmp_path: Path) -> None:
     proc = BrokerProcess(tmp_path)
-    proc.log_dir.mkdir(parents=True)
-    TopicRegistry.load(proc.log_dir).create("wired", 1, 1, {})
+    register_topic(proc.log_dir, "wired")
     with proc:
         listed = run_cli("topics", "--bootstrap-server", proc.bootstrap, "--list")
         assert listed.returncode == 0, listed.stderr

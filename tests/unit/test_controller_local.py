@@ -29,6 +29,7 @@ class Receiver:
 
     def __init__(self) -> None:
         self.got: list[ControlRequest] = []
+        self.at_startup: list[ControlRequest] = []
         self.changed = asyncio.Event()
 
     async def __call__(self, request: ControlRequest) -> (
@@ -61,12 +62,15 @@ async def start(tmp_path: Path) -> tuple[LocalController, LocalTopicStore, Recei
     controller = LocalController(broker=BROKER, store=store, channel=channel,
                                  inter_broker_listener="PLAINTEXT")
     await controller.startup()
+    receiver.at_startup, receiver.got = receiver.got, []
     return controller, store, receiver
 
 
 async def test_new_topic_is_elected_stored_and_announced(tmp_path: Path) -> None:
     controller, store, receiver = await start(tmp_path)
-    assert receiver.got == []  # nothing to say about an empty cluster
+    (first,) = receiver.at_startup  # an empty cluster: its live brokers
+    assert isinstance(first, UpdateMetadataRequest) and not first.topic_states
+    assert [b.id for b in first.live_brokers] == [3]
     topic_id = uuid.uuid4()
     await store.create_topic(TopicRecord("t", topic_id, {0: (3,), 1: (3,)}), {})
     (lai,) = await receiver.wait_for(LeaderAndIsrRequest, 1)
@@ -98,11 +102,11 @@ async def test_restart_resends_state_without_new_epochs(tmp_path: Path) -> None:
     await receiver.wait_for(UpdateMetadataRequest, 1)
     await controller.shutdown()
     again, _store, receiver2 = await start(tmp_path)
-    kinds = [type(r).__name__ for r in receiver2.got]
+    kinds = [type(r).__name__ for r in receiver2.at_startup]
     # As Kafka's failover: everything in UpdateMetadata, then LeaderAndIsr to the replicas
     # (with its own UpdateMetadata, as every LeaderAndIsr batch has).
     assert kinds == ["UpdateMetadataRequest", "LeaderAndIsrRequest", "UpdateMetadataRequest"]
-    lai = receiver2.got[1]
+    lai = receiver2.at_startup[1]
     assert isinstance(lai, LeaderAndIsrRequest)
     state = lai.topic_states[0].partition_states[0]
     assert (state.leader, state.leader_epoch, state.is_new) == (3, 0, False)

@@ -2,6 +2,7 @@
 
 The produce path (acks 0/1/-1 through the purgatory), duplicates, the fetch path with its
 byte limits and long poll, and producer state across a clean close and an abandoned one.
+Partitions are hosted the only way there is: a LeaderAndIsr request.
 """
 
 from __future__ import annotations
@@ -9,14 +10,17 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from broker.delayed_ops import FetchParams, FetchPartitionStatus
-from broker.partition import IsolationLevel
+from broker.metadata_cache import MetadataCache
+from broker.partition import IsolationLevel, Partition
 from broker.replica_manager import ReplicaManager
 from protocol.errors import ErrorCode
+from protocol.messages.leader_and_isr import LeaderAndIsrRequest
 from protocol.records import NewRecord, build_batch, iter_batches
 from storage.config import LogConfig
 from storage.manager import LogManager
@@ -28,11 +32,34 @@ HANG_S = 30  # bound on a wait for something that takes milliseconds: only a han
 LONGER_THAN_TEST_MS = 120_000  # a wait no test here lives to see expire
 
 
-def open_rm(log_dir: Path) -> ReplicaManager:
+def new_rm(log_dir: Path, config: LogConfig | None = None, **kwargs: int) -> ReplicaManager:
     lm = LogManager(log_dir)
     lm.startup()
-    rm = ReplicaManager(lm, broker_id=0)
-    rm.ensure_partition("t", 0, TID, LogConfig())
+
+    async def log_config(topic: str) -> LogConfig:
+        return config or LogConfig()
+
+    return ReplicaManager(lm, MetadataCache(0), broker_id=0, log_config=log_config, **kwargs)
+
+
+async def make_leader(rm: ReplicaManager, partition: int, *, isr: tuple[int, ...] = (0,),
+                      epoch: int = 0) -> Partition:
+    """Host t-<partition> led by broker 0, as the controller would say."""
+    state = LeaderAndIsrRequest.LeaderAndIsrPartitionState(
+        partition_index=partition, controller_epoch=1, leader=0, leader_epoch=epoch,
+        isr=list(isr), partition_epoch=0, replicas=sorted(set(isr) | {0}))
+    response = await rm.become_leader_or_follower(LeaderAndIsrRequest(
+        controller_id=0, controller_epoch=1, topic_states=[LeaderAndIsrRequest.LeaderAndIsrTopicState(
+            topic_name="t", topic_id=TID, partition_states=[state])]))
+    assert [e.error_code for t in response.topics for e in t.partition_errors] == [0]
+    p = rm.get_partition("t", partition)
+    assert p is not None and p.is_leader
+    return p
+
+
+async def open_rm(log_dir: Path) -> ReplicaManager:
+    rm = new_rm(log_dir)
+    await make_leader(rm, 0)
     return rm
 
 
@@ -62,7 +89,7 @@ def status(offset: int, max_bytes: int = 1 << 20) -> FetchPartitionStatus:
 
 
 async def test_append_all_acks_and_hw(tmp_path: Path) -> None:
-    rm = open_rm(tmp_path)
+    rm = await open_rm(tmp_path)
     assert await append(rm, data(3), acks=1) == (0, 0)
     assert await append(rm, data(2), acks=-1) == (0, 3)
     assert await append(rm, data(1), acks=0) == (0, 5)
@@ -79,7 +106,7 @@ async def test_append_all_acks_and_hw(tmp_path: Path) -> None:
 
 
 async def test_fetch_limits_and_out_of_range(tmp_path: Path) -> None:
-    rm = open_rm(tmp_path)
+    rm = await open_rm(tmp_path)
     for _ in range(10):
         await append(rm, data(5, size=100))
     (r,) = await rm.fetch_messages(params(), [status(7)])
@@ -91,7 +118,7 @@ async def test_fetch_limits_and_out_of_range(tmp_path: Path) -> None:
     (r,) = await rm.fetch_messages(params(), [status(51)])
     assert r.error == ErrorCode.OFFSET_OUT_OF_RANGE
     # KIP-74: max_bytes spent by the first partition leaves nothing for the second
-    rm.ensure_partition("t", 1, TID, LogConfig())
+    await make_leader(rm, 1)
     a, b = await rm.fetch_messages(params(max_bytes=10), [status(0), FetchPartitionStatus(
         "t", 1, 0, 1 << 20, -1)])
     assert a.size_bytes > 0 and b.size_bytes == 0
@@ -102,7 +129,7 @@ async def test_long_poll_completes_on_append(tmp_path: Path) -> None:
     """Parked until the append wakes it: max_wait_ms is longer than this test may run, so an
     answer at all means the append woke it. Nothing arriving: answered empty, not before
     max_wait_ms."""
-    rm = open_rm(tmp_path)
+    rm = await open_rm(tmp_path)
     task = asyncio.create_task(rm.fetch_messages(params(max_wait_ms=LONGER_THAN_TEST_MS), [status(0)]))
     await async_wait_for(lambda: len(rm.fetch_purgatory) == 1, HANG_S, "the fetch parked")
     assert not task.done()
@@ -117,24 +144,24 @@ async def test_long_poll_completes_on_append(tmp_path: Path) -> None:
 
 
 async def test_producer_state_across_clean_and_unclean_restart(tmp_path: Path) -> None:
-    rm = open_rm(tmp_path)
+    rm = await open_rm(tmp_path)
     assert await append(rm, data(2, pid=9, seq=0)) == (0, 0)
     assert await append(rm, data(2, pid=9, seq=2)) == (0, 2)
     close_rm(rm)  # snapshot at offset 4
     assert sorted(p.name for p in (tmp_path / "t-0").glob("*.snapshot")) == [
         f"{4:020d}.snapshot"]
-    rm = open_rm(tmp_path)
+    rm = await open_rm(tmp_path)
     assert await append(rm, data(2, pid=9, seq=2)) == (0, 2)  # duplicate after restart
     assert await append(rm, data(2, pid=9, seq=4)) == (0, 4)
     rm.log_manager.abandon()  # crash: no new snapshot, seq 4 only in the log
-    rm = open_rm(tmp_path)
+    rm = await open_rm(tmp_path)
     assert await append(rm, data(2, pid=9, seq=4)) == (0, 4)  # replayed from the log
     assert (await append(rm, data(1, pid=9, seq=9)))[0] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
     close_rm(rm)
 
 
 async def test_delete_records_and_list_offsets(tmp_path: Path) -> None:
-    rm = open_rm(tmp_path)
+    rm = await open_rm(tmp_path)
     for _ in range(4):
         await append(rm, data(5))
     p = rm.get_partition("t", 0)
@@ -155,10 +182,9 @@ async def test_delete_records_and_list_offsets(tmp_path: Path) -> None:
 
 
 async def test_snapshot_on_roll_bounds_replay_after_crash(tmp_path: Path) -> None:
-    lm = LogManager(tmp_path)
-    lm.startup()
-    rm = ReplicaManager(lm, broker_id=0)
-    rm.ensure_partition("t", 0, TID, LogConfig(segment_bytes=2048))
+    rm = new_rm(tmp_path, LogConfig(segment_bytes=2048))
+    lm = rm.log_manager
+    await make_leader(rm, 0)
     for seq in range(0, 40, 2):
         assert (await append(rm, data(2, pid=5, seq=seq, size=100)))[0] == 0
     await async_wait_for(lambda: bool(list((tmp_path / "t-0").glob("*.snapshot"))), HANG_S,
@@ -166,10 +192,8 @@ async def test_snapshot_on_roll_bounds_replay_after_crash(tmp_path: Path) -> Non
     # The background flush/snapshot jobs (one per partition at a time) have all finished.
     await async_wait_for(lambda: not rm._flushing, HANG_S, "background writes done")
     lm.abandon()  # crash: no shutdown snapshot
-    lm = LogManager(tmp_path)
-    lm.startup()
-    rm = ReplicaManager(lm, broker_id=0)
-    p = rm.ensure_partition("t", 0, TID, LogConfig(segment_bytes=2048))
+    rm = new_rm(tmp_path, LogConfig(segment_bytes=2048))
+    p = await make_leader(rm, 0)
     assert 0 < p.producer_state.snapshot_offset < 40
     assert await append(rm, data(2, pid=5, seq=38, size=100)) == (0, 38)  # duplicate found
     assert await append(rm, data(2, pid=5, seq=40, size=100)) == (0, 40)
@@ -179,11 +203,9 @@ async def test_snapshot_on_roll_bounds_replay_after_crash(tmp_path: Path) -> Non
 async def test_acks_all_waits_for_the_isr_like_replication_will(tmp_path: Path) -> None:
     """A second ISR member (as replication will add) holds the HW back: acks=-1 waits in the
     purgatory until the follower's position moves the HW, or times out."""
-    rm = open_rm(tmp_path)
-    p = rm.get_partition("t", 0)
-    assert p is not None
-    p.isr.add(1)
-    p.follower_leos[1] = 0
+    rm = new_rm(tmp_path)
+    p = await make_leader(rm, 0, isr=(0, 1))
+    assert p.follower_states[1].log_end_offset == -1  # nothing fetched yet
     start = time.monotonic()
     results = await rm.append_records(timeout_ms=200, required_acks=-1, produce_version=9,
                                       entries=[(("t", 0), memoryview(data(2)))])
@@ -196,25 +218,22 @@ async def test_acks_all_waits_for_the_isr_like_replication_will(tmp_path: Path) 
         entries=[(("t", 0), memoryview(data(1)))]))
     await async_wait_for(lambda: len(rm.produce_purgatory) == 1, HANG_S, "the produce parked")
     assert not task.done()
-    p.follower_leos[1] = 4  # the follower fetched up to the log end
+    p.follower_states[1].log_end_offset = 4  # the follower fetched up to the log end
     assert p.maybe_increment_high_watermark() and p.high_watermark == 4
     rm.on_high_watermark_moved(("t", 0))
     results = await asyncio.wait_for(task, HANG_S)  # completed by the HW move, not a timeout
     assert (results[("t", 0)].error, results[("t", 0)].base_offset) == (0, 3)
     # min.insync.replicas above the ISR size: refused before the append
     p.isr.discard(1)
-    p.min_insync_replicas = 2
+    p.log.update_config(replace(p.log.config, min_insync_replicas=2))
     assert (await append(rm, data(1)))[0] == ErrorCode.NOT_ENOUGH_REPLICAS
     assert p.log_end_offset == 4
     close_rm(rm)
 
 
 async def test_producer_expiration_from_the_produce_path(tmp_path: Path) -> None:
-    lm = LogManager(tmp_path)
-    lm.startup()
-    rm = ReplicaManager(lm, broker_id=0, producer_id_expiration_ms=1,
-                        producer_id_expiration_check_interval_ms=0)
-    p = rm.ensure_partition("t", 0, TID, LogConfig())
+    rm = new_rm(tmp_path, producer_id_expiration_ms=1, producer_id_expiration_check_interval_ms=0)
+    p = await make_leader(rm, 0)
     assert await append(rm, data(1, pid=3, seq=0)) == (0, 0)
     await asyncio.sleep(0.01)  # the clock passes producer.id.expiration.ms (1 ms)
     await append(rm, data(1))  # any append runs the due check: producer 3 expired
@@ -232,7 +251,7 @@ def corrupt(records: bytes) -> bytes:
 async def test_corrupt_batch_is_corrupt_message_on_every_path(tmp_path: Path) -> None:
     """The CRC is computed once on the normal path (by the log); the duplicate and the
     producer-state error paths check it themselves, so CORRUPT_MESSAGE always wins."""
-    rm = open_rm(tmp_path)
+    rm = await open_rm(tmp_path)
     assert await append(rm, data(2, pid=4, seq=0)) == (0, 0)
     assert (await append(rm, corrupt(data(1))))[0] == ErrorCode.CORRUPT_MESSAGE  # log's check
     assert (await append(rm, corrupt(data(2, pid=4, seq=0))))[0] == ErrorCode.CORRUPT_MESSAGE

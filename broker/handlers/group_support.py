@@ -21,10 +21,10 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-def group_service(ctx: RequestContext) -> GroupService | None:
+async def group_service(ctx: RequestContext) -> GroupService | None:
     """The broker's group service with ``__consumer_offsets`` ready, else None (not available)."""
-    service: GroupService | None = getattr(ctx.broker, "group_coordinator", None)
-    if service is None or not service.ensure_offsets_topic():
+    service = ctx.broker.group_coordinator
+    if not await service.ensure_offsets_topic():
         return None
     return service
 

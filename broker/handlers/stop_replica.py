@@ -1,0 +1,26 @@
+"""StopReplica: v3-4
+
+Behavior:
+- Sent by the controller only: stops this broker's replicas of the partitions listed (no
+  more fetching; parked requests answered) and, with DeletePartition, removes them and
+  deletes their logs (renamed ``-delete``, removed after ``file.delete.delay.ms``).
+- A broker epoch older than this broker's -> STALE_BROKER_EPOCH for the request and every
+  partition; an older controller epoch -> STALE_CONTROLLER_EPOCH; nothing applied then.
+- Per partition: a leader epoch older than the current one -> FENCED_LEADER_EPOCH
+  (-2, the epoch during deletion, and -1 always pass); a partition not hosted here is
+  answered NONE (its log, if any, deleted).
+
+Version notes:
+- v3 carries a leader epoch and the delete flag per partition; v4 isKRaftController
+  (never set by our controllers). v0-2 are not served.
+"""
+
+from __future__ import annotations
+
+from broker.handlers.base import HandlerResult, RequestContext, Respond, api
+from protocol.messages.stop_replica import StopReplicaRequest
+
+
+@api(StopReplicaRequest.API_KEY, min_version=3, max_version=4, request=StopReplicaRequest)
+async def handle_stop_replica(ctx: RequestContext, request: StopReplicaRequest) -> HandlerResult:
+    return Respond(await ctx.broker.control.stop_replica(request))
