@@ -22,14 +22,35 @@ ReplicationBytesOut follower fetches (all topics only).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
 from prometheus_client.metrics_core import CounterMetricFamily, Metric
 
 from protocol.errors import ErrorCode
 
-if TYPE_CHECKING:
-    from broker.partition import AppendResult, Partition, ReadResult
+
+class Partition(Protocol):
+    """What is counted of a ``broker.partition.Partition`` (named here, not imported:
+    this module sits below the partition that holds its counters)."""
+
+    topic: str
+    topic_stats: TopicStats | None
+
+
+class AppendResult(Protocol):
+    @property
+    def error(self) -> ErrorCode: ...
+    @property
+    def base_offset(self) -> int: ...
+    @property
+    def last_offset(self) -> int: ...
+
+
+class ReadResult(Protocol):
+    @property
+    def error(self) -> ErrorCode: ...
+    @property
+    def size_bytes(self) -> int: ...
 
 # Errors Kafka does not count as a failed produce / fetch (expected client-side conditions).
 _EXPECTED_PRODUCE_ERRORS: Final = frozenset({
