@@ -261,3 +261,25 @@ async def test_corrupt_batch_is_corrupt_message_on_every_path(tmp_path: Path) ->
     p = rm.get_partition("t", 0)
     assert p is not None and p.log_end_offset == 2
     close_rm(rm)
+
+
+async def test_truncation_cuts_log_and_producer_state_together(tmp_path: Path) -> None:
+    """Partition.truncate_to: the log and the producer state go back to the same offset,
+    so a batch cut from the log is not a duplicate afterwards (as a follower needs)."""
+    rm = await open_rm(tmp_path)
+    for seq in (0, 2, 4):
+        assert (await append(rm, data(2, pid=7, seq=seq)))[0] == 0
+    p = rm.get_partition("t", 0)
+    assert p is not None and p.log_end_offset == 6
+    assert await append(rm, data(2, pid=7, seq=4)) == (0, 4)  # a duplicate while it is there
+    assert p.log_end_offset == 6
+    p.truncate_to(4)
+    assert (p.log_end_offset, p.high_watermark) == (4, 4)
+    entry = p.producer_state.last_entry(7)
+    assert entry is not None and entry.last_seq == 3
+    assert await append(rm, data(2, pid=7, seq=4)) == (0, 4)  # appended anew at offset 4
+    assert p.log_end_offset == 6
+    p.truncate_fully_and_start_at(10)
+    assert (p.log_start_offset, p.log_end_offset, p.high_watermark) == (10, 10, 10)
+    assert p.producer_state.last_entry(7) is None
+    close_rm(rm)
