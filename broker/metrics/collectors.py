@@ -46,7 +46,8 @@ from prometheus_client.metrics_core import (
 )
 
 from broker.group.state import GroupState
-from broker.metrics.histogram import add_time_histogram
+from broker.metrics.histogram import add_histogram, le_labels
+from storage.flush_stats import BOUNDS_NS as FLUSH_BOUNDS_NS
 from storage.flush_stats import LOG_FLUSH_STATS
 
 if TYPE_CHECKING:
@@ -54,6 +55,9 @@ if TYPE_CHECKING:
     from broker.network.socket_server import SocketServer
     from broker.partition import Partition
     from broker.replica_manager import ReplicaManager
+
+
+_FLUSH_LE = le_labels(FLUSH_BOUNDS_NS, 1_000_000)
 
 
 class ControllerView(Protocol):
@@ -240,7 +244,7 @@ def collect_logs(view: BrokerView) -> Iterator[Metric]:
     flush = HistogramMetricFamily("kafka_log_logflushstats_logflushrateandtimems",
                                   "Log flush times, ms (Kafka: LogFlushStats "
                                   "LogFlushRateAndTimeMs)", labels=[])
-    add_time_histogram(flush, [], counts, sum_ns)
+    add_histogram(flush, [], _FLUSH_LE, counts, sum_ns / 1_000_000)
     yield flush
 
 

@@ -25,9 +25,11 @@ Fetch requests are counted twice, as in Kafka: under ``Fetch`` and under ``Fetch
 or ``FetchFollower`` (replica id >= 0). Errors (``ErrorsPerSec``) are counted under the
 API's own name from the response body (``response_errors``), ``NONE`` included.
 
-Hot path cost (``record``, once per request): one bisect per stage over integer bounds
-and a few list-slot increments on objects chosen before (``stats_for``: a list index);
-no ``prometheus_client`` call, no lock, no dict or label lookup. Everything runs on the
+Hot path cost (``record``, once per request): a table lookup by bit length per stage
+(``broker.metrics.histogram``) and a few increments in one flat list per request name,
+chosen at dispatch (``stats_for``: a list index); stages that are 0 (not queued, not
+parked: most requests) skip the lookup; no ``prometheus_client`` call, no lock, no dict
+or label lookup. Everything runs on the
 event loop. ``collect`` turns the counts into metric families at scrape time.
 
 Request log: when ``kafka.request.logger`` is enabled for DEBUG, each completed request
@@ -43,8 +45,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from bisect import bisect_left
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final
 
 from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
@@ -52,27 +53,40 @@ from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricF
 from broker.handlers.base import CloseConnection
 from broker.metrics.histogram import (
     NS_PER_MS,
-    SIZE_BOUNDS,
-    SIZE_SLOTS,
-    TIME_BOUNDS_NS,
+    TIME_SLOT,
     TIME_SLOTS,
-    add_size_histogram,
     add_time_histogram,
 )
-from broker.metrics.response_errors import ERROR_SLOTS, Counter, error_counter
+from broker.metrics.response_errors import ERROR_SLOTS, error_counter
 from broker.network.request_channel import Request, SendResponse
 from protocol.errors import ErrorCode
 from protocol.fileslice import parts_length
 
 REQUEST_LOG: Final = logging.getLogger("kafka.request.logger")
+_now = time.monotonic_ns
 
 FETCH_KEY: Final = 1
 VERSION_SLOTS: Final = 64  # request versions counted (Kafka's highest today is 17)
 
-# Stages, in Kafka's order; the index is the histogram's slot block in RequestStats.times.
+# Stages, in Kafka's order.
 STAGES: Final = ("RequestQueueTimeMs", "LocalTimeMs", "RemoteTimeMs", "ResponseQueueTimeMs",
                  "ResponseSendTimeMs", "TotalTimeMs")
+# RequestStats.c, one flat list of ints per request name (fewest lookups on the hot path):
+#   [stage * TIME_SLOTS + slot]  time histograms, stage-major, in STAGES order
+#   [_SUM + 0..3]                time sums in ns: queue, local, remote, send (the response
+#                                queue's is 0, the total's is their sum)
+#   [_VERSIONS + version]        requests per version (VERSION_SLOTS)
 _QUEUE, _LOCAL, _REMOTE, _RESPONSE_QUEUE, _SEND, _TOTAL = (i * TIME_SLOTS for i in range(6))
+_SUM: Final = len(STAGES) * TIME_SLOTS
+_SUM_QUEUE, _SUM_LOCAL, _SUM_REMOTE, _SUM_SEND = (_SUM + i for i in range(4))
+_VERSIONS: Final = _SUM + 4
+_SLOTS: Final = _VERSIONS + VERSION_SLOTS
+_QUEUE_SLOT, _LOCAL_SLOT, _REMOTE_SLOT, _, _SEND_SLOT, _TOTAL_SLOT = (
+    [block + slot for slot in TIME_SLOT] for block in range(0, 6 * TIME_SLOTS, TIME_SLOTS))
+# Stages whose zeros are not recorded (slot 0 gets every request not counted elsewhere).
+_ZEROS_IMPLIED: Final = frozenset({_QUEUE, _REMOTE, _RESPONSE_QUEUE})
+# Where each stage's time sum is (None: always 0; the total: the sum of the others).
+_STAGE_SUM: Final = (_SUM_QUEUE, _SUM_LOCAL, _SUM_REMOTE, None, _SUM_SEND, None)
 
 _STAGE_HELP: Final = {
     "RequestQueueTimeMs": "time the request waited in the request queue",
@@ -97,23 +111,39 @@ def kafka_error_name(code: int) -> str:
 class RequestStats:
     """One request name's counts (Kafka's RequestMetrics for ``request=<name>``)."""
 
-    __slots__ = ("count_errors", "errors", "name", "size_sum", "sizes", "time_sums_ns",
-                 "times", "versions")
+    __slots__ = ("c", "count_errors", "errors", "name")
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.versions = [0] * VERSION_SLOTS
-        self.times = [0] * (len(STAGES) * TIME_SLOTS)  # stage-major blocks of TIME_SLOTS
-        self.time_sums_ns = [0] * len(STAGES)
-        self.sizes = [0] * SIZE_SLOTS
-        self.size_sum = 0
+        self.c = [0] * _SLOTS  # layout above
         self.errors = [0] * ERROR_SLOTS  # indexed by error code; -1 is the last slot
-        self.count_errors: Counter | None = None  # built from the first response's class
+        # count_errors(response body): counts its error codes into ``errors``; the first
+        # call builds the counter for the response's class and puts it in its own place.
+        # IndexError for a code outside every known range (the caller skips that response).
+        self.count_errors: Callable[[Any], None] = self._first_count
+
+    def _first_count(self, body: Any) -> None:
+        self.count_errors = error_counter(type(body), self.errors)
+        self.count_errors(body)
 
     @property
     def requests(self) -> int:
         """Requests recorded (every version, also those outside ``VERSION_SLOTS``)."""
-        return sum(self.times[_TOTAL:_TOTAL + TIME_SLOTS])
+        return sum(self.c[_TOTAL:_TOTAL + TIME_SLOTS])
+
+    def histogram(self, stage: int) -> tuple[list[int], int]:
+        """(slot counts, sum in ns) of stage ``stage`` (an index into STAGES)."""
+        c = self.c
+        block = stage * TIME_SLOTS
+        counts = c[block:block + TIME_SLOTS]
+        where = _STAGE_SUM[stage]
+        if block in _ZEROS_IMPLIED:  # requests not recorded here took 0 ms: slot 0
+            counts[0] += self.requests - sum(counts)
+        if where is None and block == _RESPONSE_QUEUE:
+            return counts, 0
+        if where is None:  # the total: the stages add up to it exactly
+            return counts, c[_SUM_QUEUE] + c[_SUM_LOCAL] + c[_SUM_REMOTE] + c[_SUM_SEND]
+        return counts, c[where]
 
 
 class RequestMetrics:
@@ -150,61 +180,51 @@ class RequestMetrics:
             return self._fetch_follower if follower else self._fetch_consumer
         return self._by_key[api_key]
 
-    def count_errors(self, stats: RequestStats, body: Any) -> None:
-        """Count the error codes of response ``body`` under ``stats`` (its API's)."""
-        counter = stats.count_errors
-        if counter is None:
-            counter = stats.count_errors = error_counter(type(body))
-        try:  # noqa: SIM105 - hot path: contextlib.suppress costs more than try
-            counter(body, stats.errors)
-        except (IndexError, TypeError):  # a code outside every known range: not counted
-            pass
-
     def record(self, request: Request) -> None:
         """The request's response is written (or dropped): count it everywhere it counts."""
-        end = time.monotonic_ns()
+        end = _now()
         start = request.start_ns
         dequeue = request.dequeue_ns or start
         response = request.response_ns or end
         local = request.local_done_ns or response
-        queue_ns = dequeue - start
         local_ns = local - dequeue
-        remote_ns = response - local
         send_ns = end - response
         total_ns = end - start
-        body_bytes = len(request.frame) - request.body_offset
-        version = request.header.api_version
-        bounds = TIME_BOUNDS_NS
-        find = bisect_left
-        qi = _QUEUE + find(bounds, queue_ns)
-        li = _LOCAL + find(bounds, local_ns)
-        ri = _REMOTE + find(bounds, remote_ns)
-        si = _SEND + find(bounds, send_ns)
-        ti = _TOTAL + find(bounds, total_ns)
-        zi = find(SIZE_BOUNDS, body_bytes)
+        # Slot tables per stage, offsets included: slot of v is TABLE[(v - 1).bit_length()].
+        li = _LOCAL_SLOT[(local_ns - 1).bit_length()]
+        si = _SEND_SLOT[(send_ns - 1).bit_length()]
+        ti = _TOTAL_SLOT[(total_ns - 1).bit_length()]
+        # Most requests are neither queued nor parked: a 0 there is not recorded (the scrape
+        # puts every request without a recorded value in slot 0).
+        queue_ns = dequeue - start
+        remote_ns = response - local
+        # Dispatch chose the stats after decoding the body: the version is one the handler
+        # serves (< VERSION_SLOTS). Requests never dispatched (closed while queued at
+        # shutdown, ApiVersions in an unsupported version) are counted by key here.
+        vi = _VERSIONS + request.header.api_version
         stats_list = request.stats
-        if stats_list is None:  # never dispatched (e.g. closed on shutdown while queued)
+        if stats_list is None:
             key = request.header.api_key
             stats_list = self._by_key[key] if 0 <= key < len(self._by_key) else ()
+            if not 0 <= request.header.api_version < VERSION_SLOTS:
+                vi = -1
         for stats in stats_list:
-            if 0 <= version < VERSION_SLOTS:
-                stats.versions[version] += 1
-            times = stats.times
-            times[qi] += 1
-            times[li] += 1
-            times[ri] += 1
-            times[si] += 1
-            times[ti] += 1
-            sums = stats.time_sums_ns  # ResponseQueueTimeMs (always 0) and the total's
-            sums[0] += queue_ns        # sum are derived at scrape time
-            sums[1] += local_ns
-            sums[2] += remote_ns
-            sums[4] += send_ns
-            stats.sizes[zi] += 1
-            stats.size_sum += body_bytes
+            c = stats.c
+            c[li] += 1
+            c[si] += 1
+            c[ti] += 1
+            c[_SUM_LOCAL] += local_ns
+            c[_SUM_SEND] += send_ns
+            if vi >= 0:
+                c[vi] += 1
+            if queue_ns:
+                c[_QUEUE_SLOT[(queue_ns - 1).bit_length()]] += 1
+                c[_SUM_QUEUE] += queue_ns
+            if remote_ns:
+                c[_REMOTE_SLOT[(remote_ns - 1).bit_length()]] += 1
+                c[_SUM_REMOTE] += remote_ns
         if self.log_requests:
-            _log_request(request, stats_list, body_bytes, queue_ns, local_ns, remote_ns,
-                         send_ns, total_ns)
+            _log_request(request, stats_list, queue_ns, local_ns, remote_ns, send_ns, total_ns)
 
     # -- scrape (on the loop, from broker.metrics.endpoint) ---------------------------------
 
@@ -215,7 +235,7 @@ class RequestMetrics:
             "Requests per request type and version (Kafka: RequestMetrics RequestsPerSec)",
             labels=["request", "version"])
         for s in active:
-            for version, count in enumerate(s.versions):
+            for version, count in enumerate(s.c[_VERSIONS:_VERSIONS + VERSION_SLOTS]):
                 if count:
                     requests.add_metric([s.name, str(version)], count)
         yield requests
@@ -234,31 +254,18 @@ class RequestMetrics:
                 f"kafka_network_requestmetrics_{stage_name.lower()}",
                 f"{_STAGE_HELP[stage_name]}, ms (Kafka: RequestMetrics {stage_name})",
                 labels=["request"])
-            block = stage * TIME_SLOTS
             for s in active:
-                counts = s.times[block:block + TIME_SLOTS]
-                sum_ns = s.time_sums_ns[stage]
-                if block == _RESPONSE_QUEUE:  # every request: 0 ms, in the first slot
-                    counts[0] = s.requests
-                elif block == _TOTAL:  # the stages add up to the total exactly
-                    sum_ns = sum(s.time_sums_ns)
+                counts, sum_ns = s.histogram(stage)
                 add_time_histogram(family, [s.name], counts, sum_ns)
             yield family
-        sizes = HistogramMetricFamily(
-            "kafka_network_requestmetrics_requestbytes",
-            "Request body sizes, bytes (Kafka: RequestMetrics RequestBytes)", labels=["request"])
-        for s in active:
-            add_size_histogram(sizes, [s.name], s.sizes, s.size_sum)
-        yield sizes
 
 
 def _ms(ns: int) -> float:
     return round(ns / NS_PER_MS, 3)
 
 
-def _log_request(request: Request, stats: tuple[RequestStats, ...], body_bytes: int,
-                 queue_ns: int, local_ns: int, remote_ns: int, send_ns: int,
-                 total_ns: int) -> None:
+def _log_request(request: Request, stats: tuple[RequestStats, ...], queue_ns: int,
+                 local_ns: int, remote_ns: int, send_ns: int, total_ns: int) -> None:
     header = request.header
     outcome = request.outcome
     response_bytes = 0
@@ -279,7 +286,7 @@ def _log_request(request: Request, stats: tuple[RequestStats, ...], body_bytes: 
         "request": stats[0].name if stats else str(header.api_key),
         "connection": request.connection_id,
         "clientAddress": f"{request.client_host}:{request.client_port}",
-        "requestBytes": body_bytes,
+        "requestBytes": len(request.frame) - request.body_offset,
         "responseBytes": response_bytes,
         "outcome": result,
         "totalTimeMs": _ms(total_ns),

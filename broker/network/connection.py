@@ -470,7 +470,10 @@ class Connection(asyncio.Protocol):
         time, if any), take the next."""
         request, self._request = self._request, None
         if request is not None and self._metrics is not None:
-            self._metrics.record(request)
+            try:
+                self._metrics.record(request)
+            except Exception:  # a metrics bug must not leave this connection muted
+                log.exception("Recording request metrics failed (connection %s)", self.id)
         self._release()
         throttle_ms, self._throttle_ms = self._throttle_ms, 0
         if throttle_ms > 0 and not self._closing:

@@ -247,8 +247,12 @@ class RequestChannel:
                                                          spent_ns[0] * NANOS_TO_PERCENTAGE))
         if isinstance(result, Respond):
             response = result.body
-            if request.stats and self.metrics is not None:
-                self.metrics.count_errors(request.stats[0], response)
+            if request.stats:
+                try:
+                    request.stats[0].count_errors(response)
+                except (IndexError, TypeError):  # an error code outside every known range
+                    log.warning("Response to api key %d has an unknown error code",
+                                ctx.api_key)
             if throttle_ms and hasattr(response, "throttle_time_ms"):
                 response.throttle_time_ms = max(response.throttle_time_ms, throttle_ms)
             outcome = _encode(ctx.correlation_id, ctx.api_key, ctx.api_version, response)

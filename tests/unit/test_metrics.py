@@ -49,7 +49,7 @@ def test_error_counter_counts_every_error_code(case: tuple[tuple[str, int], Any]
 
     _walk(message, normalize_and_count)
     counts = [0] * ERROR_SLOTS
-    error_counter(type(message))(message, counts)
+    error_counter(type(message), counts)(message)
     assert counts == expected
 
 
@@ -83,27 +83,38 @@ def test_stages_land_in_their_buckets(monkeypatch: pytest.MonkeyPatch) -> None:
     request = _request(0, 9, start=100 * ms, dequeue=100 * ms + ms // 5,
                        local=103 * ms + ms // 5, response=143 * ms + ms // 5, body_bytes=300)
     request.stats = metrics.stats_for(0, None)
-    monkeypatch.setattr("broker.metrics.requests.time.monotonic_ns",
-                        lambda: 143 * ms + ms // 5 + 20_000)
+    monkeypatch.setattr("broker.metrics.requests._now", lambda: 143 * ms + ms // 5 + 20_000)
     metrics.record(request)
     s = _samples(metrics)
 
     def bucket(stage: str, le: str) -> float:
         return s[(f"kafka_network_requestmetrics_{stage}_bucket", (("le", le), ("request", "Produce")))]
 
-    assert bucket("requestqueuetimems", "0.1") == 0 and bucket("requestqueuetimems", "0.25") == 1
-    assert bucket("localtimems", "2.5") == 0 and bucket("localtimems", "5.0") == 1
-    assert bucket("remotetimems", "25.0") == 0 and bucket("remotetimems", "50.0") == 1
-    assert bucket("responsequeuetimems", "0.01") == 1
-    assert bucket("responsesendtimems", "0.01") == 0 and bucket("responsesendtimems", "0.025") == 1
-    assert bucket("totaltimems", "25.0") == 0 and bucket("totaltimems", "50.0") == 1
+    # Bounds double from 2**13 ns: 0.131072, 0.262144, ... 2.097152, 4.194304, ... ms
+    assert bucket("requestqueuetimems", "0.131072") == 0
+    assert bucket("requestqueuetimems", "0.262144") == 1
+    assert bucket("localtimems", "2.097152") == 0 and bucket("localtimems", "4.194304") == 1
+    assert bucket("remotetimems", "33.554432") == 0 and bucket("remotetimems", "67.108864") == 1
+    assert bucket("responsequeuetimems", "0.008192") == 1
+    assert bucket("responsesendtimems", "0.016384") == 0
+    assert bucket("responsesendtimems", "0.032768") == 1
+    assert bucket("totaltimems", "33.554432") == 0 and bucket("totaltimems", "67.108864") == 1
     total_sum = s[("kafka_network_requestmetrics_totaltimems_sum", (("request", "Produce"),))]
     assert total_sum == pytest.approx(43.22)
     assert s[("kafka_network_requestmetrics_requests_total",
               (("request", "Produce"), ("version", "9")))] == 1
-    assert s[("kafka_network_requestmetrics_requestbytes_sum", (("request", "Produce"),))] == 300
     # No other request type is exported before it is seen.
     assert not any(labels and ("request", "Fetch") in labels for _n, labels in s)
+
+
+@pytest.mark.parametrize("bits", [13, 20, 35])
+def test_slots_by_bit_length_match_the_bounds(bits: int) -> None:
+    from bisect import bisect_left
+
+    from broker.metrics.histogram import TIME_BOUNDS_NS, TIME_SLOT
+
+    for value in (0, 1, (1 << bits) - 1, 1 << bits, (1 << bits) + 1, 1 << 40):
+        assert TIME_SLOT[(value - 1).bit_length()] == bisect_left(TIME_BOUNDS_NS, value)
 
 
 def test_fetch_counts_twice_and_odd_versions_still_count() -> None:
@@ -116,8 +127,8 @@ def test_fetch_counts_twice_and_odd_versions_still_count() -> None:
         request = _request(1, 11, start=1, dequeue=1, local=2, response=3, body_bytes=50)
         request.stats = metrics.stats_for(1, body)
         metrics.record(request)
+    # ApiVersions in a version it does not serve is answered without being dispatched.
     odd = _request(18, 300, start=1, dequeue=1, local=2, response=3, body_bytes=5)
-    odd.stats = metrics.stats_for(18, None)
     metrics.record(odd)
     s = _samples(metrics)
 
