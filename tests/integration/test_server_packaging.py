@@ -1,11 +1,12 @@
 """The container files: the Dockerfile passes hadolint, docker-compose.yml validates with
 ``docker-compose config -q``, the broker properties both pass on are valid, and the compose
 broker's command line and environment run as a local process (its Spark service's command
-runs in test_spark_bulk, which has a Spark session at hand)."""
+line is the rerun in test_spark_bulk, which has Spark at hand)."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import socket
@@ -81,11 +82,13 @@ def dockerfile_stage(target: str) -> tuple[dict[str, str], list[str]]:
     return env, entrypoint
 
 
-def compose_config() -> dict[str, Any]:
-    """docker-compose.yml as docker-compose resolves it (every profile's services)."""
+def compose_config(env: dict[str, str] | None = None) -> dict[str, Any]:
+    """docker-compose.yml as docker-compose resolves it (every profile's services), with
+    ``env`` for its ${VARIABLES}."""
     result = subprocess.run([tool("docker-compose"), "-f", str(REPO_ROOT / "docker-compose.yml"),
                              "--profile", "spark", "--profile", "monitoring", "config"],
-                            capture_output=True, text=True, timeout=30, cwd=REPO_ROOT)
+                            capture_output=True, text=True, timeout=30, cwd=REPO_ROOT,
+                            env={**os.environ, **(env or {})})
     assert result.returncode == 0, result.stderr
     config: dict[str, Any] = yaml.safe_load(result.stdout)
     return config

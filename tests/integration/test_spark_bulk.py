@@ -75,6 +75,14 @@ def wait_for_line(proc: subprocess.Popen[str], prefix: str, timeout_s: float) ->
     raise AssertionError(f"no line starting with {prefix!r}; got {lines}")
 
 
+def compose_spark_command(bootstrap: str, out: Path) -> list[str]:
+    from tests.integration.test_server_packaging import compose_config, dockerfile_stage
+
+    service = compose_config({"TOPICS": "bulk-a,bulk-b"})["services"]["spark-ingest"]
+    assert dockerfile_stage("spark")[1] == ["minikafka", "spark-ingest"]
+    return [bootstrap if a == "broker:29092" else str(out) if a == "/output" else a for a in service["command"]]
+
+
 def landed(out: Path) -> list[tuple[str, int, int, bytes]]:
     table = ds.dataset(str(out), format="parquet", partitioning="hive").to_table(
         columns=["topic", "partition", "offset", "key"])
@@ -105,11 +113,13 @@ def test_killed_bulk_job_rerun_lands_every_record_exactly_once(
     assert landed_before > 0
     produce(bootstrap, "bulk-a", 6_000, 1_500, 3)
     produce(bootstrap, "bulk-b", 2_000, 500, 1)
-    # The rerun runs in this process (``bulk_consume.main``, the CLI's entry point): it
-    # reuses the JVM an earlier Spark test module started, which saves ~20 s of start-up.
-    assert bulk_consume.main(["--bootstrap-server", bootstrap, "--topics", "bulk-a,bulk-b",
-                              "--output", str(out), "--max-records-per-batch", "3000",
-                              "--timeout-s", str(RUN_TIMEOUT_S)]) == 0
+    # The rerun is the compose file's spark-ingest service (the image's entry point is
+    # ``minikafka spark-ingest``) with TOPICS given, the broker's internal address and the
+    # output volume swapped for local ones. It runs in this process (``bulk_consume.main``,
+    # the CLI's entry point), reusing the JVM an earlier Spark test started (~20 s saved).
+    assert compose_spark_command(bootstrap, out) == [
+        "--bootstrap-server", bootstrap, "--topics", "bulk-a,bulk-b", "--output", str(out)]
+    assert bulk_consume.main(compose_spark_command(bootstrap, out)) == 0
     second = capsys.readouterr().out
     # the summary counts what this run landed: each record once, a batch the killed run had
     # landed already counted apart
@@ -174,24 +184,3 @@ def test_options_and_topics_are_checked_before_spark_starts(module_broker: Broke
         assert err.startswith(f"minikafka spark-ingest: error: {message}") and err.count("\n") == 1, err
         assert not out.exists()
 
-
-def test_compose_spark_service_command_runs_locally(module_broker: BrokerProcess, tmp_path: Path,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    """The compose file's spark-ingest service: its command line (the image's entry point is
-    ``minikafka spark-ingest``) with the broker's internal address and the output volume
-    swapped for local ones, run in this process (it reuses the module's JVM)."""
-    from tests.integration.test_server_packaging import compose_config, dockerfile_stage
-
-    service = compose_config()["services"]["spark-ingest"]
-    _, entrypoint = dockerfile_stage("spark")
-    assert entrypoint == ["minikafka", "spark-ingest"]
-    args = [module_broker.bootstrap if a == "broker:29092" else str(tmp_path / "output") if a == "/output" else a
-            for a in service["command"]]
-    topic = args[args.index("--topics") + 1]
-    assert topic == "events"  # ${TOPICS:-events}
-    with SyncClient(module_broker.bootstrap, timeout_ms=10_000) as admin:
-        admin.create_topic(topic, 2, 1, {})
-    produce(module_broker.bootstrap, topic, 0, 50, 2)
-    assert bulk_consume.main(args) == 0
-    assert " 50 records" in capsys.readouterr().out
-    assert len(landed(tmp_path / "output")) == 50
