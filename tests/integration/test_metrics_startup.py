@@ -22,9 +22,11 @@ from typing import Any
 import pytest
 
 from broker.server import PAUSE_ENV
+from tests.broker_checks import Expectations, unexpected_entries
 from tests.integration.broker_process import REPO_ROOT, BrokerProcess
 from tests.integration.data_path_client import create_topic
 from tests.integration.metrics_scrape import get, scrape
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -36,20 +38,27 @@ class LineReader:
         assert proc.stdout is not None
         self._proc = proc
         self._selector = selectors.DefaultSelector()
-        self._selector.register(proc.stdout, selectors.EVENT_READ)
+        self._selector.register(proc.stdout.fileno(), selectors.EVENT_READ)
+        self._pending = b""
 
     def until(self, pattern: str, timeout_s: float = 30.0) -> re.Match[str]:
+        """Raw reads of the pipe: a buffered readline() could take several lines at once and
+        leave select() waiting for bytes already read."""
         assert self._proc.stdout is not None
+        fd = self._proc.stdout.fileno()
         deadline = time.monotonic() + timeout_s
         while True:
+            while b"\n" in self._pending:
+                line, self._pending = self._pending.split(b"\n", 1)
+                match = re.search(pattern, line.decode(errors="replace"))
+                if match is not None:
+                    return match
             remaining = deadline - time.monotonic()
             assert remaining > 0, f"no line matching {pattern!r} within {timeout_s} s"
             if self._selector.select(remaining):
-                line = self._proc.stdout.readline()
-                assert line, f"the broker exited ({self._proc.poll()}) before {pattern!r}"
-                match = re.search(pattern, line)
-                if match is not None:
-                    return match
+                chunk = os.read(fd, 65536)
+                assert chunk, f"the broker exited ({self._proc.poll()}) before {pattern!r}"
+                self._pending += chunk
 
 
 def test_ready_is_503_while_logs_load_and_200_after(tmp_path: Path) -> None:
@@ -67,6 +76,8 @@ def test_ready_is_503_while_logs_load_and_200_after(tmp_path: Path) -> None:
     try:
         lines = LineReader(proc)
         url = lines.until(r"metrics at (http://\S+)/metrics").group(1)
+        # Just after that line the state goes STARTING, then RECOVERY, where the pause holds it.
+        wait_for(lambda: get(f"{url}/ready") == (503, "not ready RECOVERY\n"), 30, "state RECOVERY")
         # Held before loading: not ready, but alive; metrics show the state.
         for _ in range(3):
             assert get(f"{url}/ready") == (503, "not ready RECOVERY\n")
@@ -83,6 +94,8 @@ def test_ready_is_503_while_logs_load_and_200_after(tmp_path: Path) -> None:
             proc.kill()
             proc.wait(timeout=40)
         stderr.close()
+    # Started outside BrokerProcess, so its log is checked here (tests/broker_checks.py).
+    assert unexpected_entries((tmp_path / "stderr.log").read_text(), Expectations()) == []
 
 
 def test_request_log_lines(broker_factory: Any) -> None:
