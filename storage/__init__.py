@@ -16,7 +16,11 @@ Modules, one job each:
 - ``testhooks``: test-only pause points (environment only, off by default).
 - ``epoch_cache``: the leader epoch cache (``leader-epoch-checkpoint``).
 - ``checkpoints``: Kafka's checkpoint, ``partition.metadata`` and ``meta.properties`` files.
-- ``manager``: ``LogManager``, every log of a log directory.
+- ``log_dir``: one log directory (lock, checkpoints, loading its partitions).
+- ``manager``: ``LogManager``, every log of the log directories (JBOD).
+- ``fileio``: every write to disk goes through it (and a test-only fault injection hook).
+- ``log_dir_failure``: disk errors sorted (full disk vs failed dir), offline log dirs.
+- ``throttled_log``: rate-limited log lines (one per condition per interval).
 - ``dump``: ``minikafka dump-log`` (like ``kafka-dump-log.sh``).
 
 Nothing here imports asyncio: the broker calls cheap methods (append, read) from its

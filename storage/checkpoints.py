@@ -32,12 +32,14 @@ Offset checkpoints (``recovery-point-offset-checkpoint``, ``replication-offset-c
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
+from storage import fileio
 from storage.errors import CorruptCheckpointError
 from storage.naming import TopicPartition
 
@@ -49,22 +51,45 @@ T = TypeVar("T")
 
 def fsync_dir(directory: Path) -> None:
     """fsync a directory so a rename or create inside it is durable."""
-    fd = os.open(directory, os.O_RDONLY)
+    fileio.fsync_dir(directory)
+
+
+class DirSyncError(OSError):
+    """The new file is in place but fsyncing its directory failed: the change is visible,
+    its durability unknown (the caller keeps the new state and reports a failed dir)."""
+
+
+def atomic_write_bytes(path: Path, data: bytes, *, tmp_name: str | None = None) -> None:
+    """Write ``data`` to ``path`` atomically: temp file, fsync, rename, fsync dir.
+
+    On an ``OSError`` before the rename the temp file is removed (best effort) and the old
+    file stands; the error is raised for the caller to sort (full disk or failed dir).
+    After the rename, a failed directory fsync raises ``DirSyncError``. ``tmp_name``
+    (default ``<name>.tmp``; it must end in ``.tmp``, which start-up removes) lets writers
+    that may race for one file use temp files of their own.
+    """
+    tmp = path.with_name(tmp_name or path.name + ".tmp")
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        fd = fileio.open_new(tmp, os.O_WRONLY | os.O_TRUNC)
+        try:
+            fileio.write_all(fd, data, tmp)
+            fileio.fsync(fd, tmp)
+        finally:
+            os.close(fd)
+        fileio.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise
+    try:
+        fileio.fsync_dir(path.parent)
+    except OSError as exc:
+        raise DirSyncError(exc.errno, exc.strerror, exc.filename) from exc
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically: temp file, fsync, rename, fsync dir."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(text.encode("utf-8"))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
+    """``atomic_write_bytes`` of ``text`` in UTF-8."""
+    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def _read_text(path: Path) -> str:

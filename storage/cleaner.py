@@ -51,7 +51,7 @@ from protocol.records import ATTR_CONTROL
 from storage.cleaner_filter import BatchFilter, CleanerStats, LastRecord, batch_body
 from storage.cleaner_manager import CleanerManager, LogToClean
 from storage.cleaner_records import parse_records
-from storage.errors import CorruptSegmentError
+from storage.errors import CorruptSegmentError, LogDirOfflineError, LogIOError
 from storage.log import CleanableSegment
 from storage.naming import (
     CLEANED_SUFFIX,
@@ -481,6 +481,13 @@ class LogCleaner:
             self._record(cleaner.id, ltc, end, stats)
         except CleaningAbortedError as exc:
             log.info("Cleaning of log %s stopped: %s", ltc.tp, exc)
+            with self._totals_lock:
+                self.totals.aborted += 1
+        except (OSError, LogIOError, LogDirOfflineError) as exc:
+            # A disk error: the cleaned files are gone (a full disk: try again later) or
+            # the log dir is offline (reported once by storage.log_dir_failure).
+            if isinstance(exc, OSError):
+                ltc.log.io_failed(f"cleaning {ltc.tp}", exc)
             with self._totals_lock:
                 self.totals.aborted += 1
         except Exception as exc:

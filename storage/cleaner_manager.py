@@ -3,10 +3,10 @@
 
 State, guarded by one lock:
 
-- ``cleaner-offset-checkpoint`` in the log dir (offset checkpoint format, see
-  ``storage.checkpoints``): per partition, the first dirty offset, i.e. where the next
-  cleaning starts. Written atomically after every cleaning; partitions without a log are
-  dropped from it.
+- ``cleaner-offset-checkpoint`` in each log dir (offset checkpoint format, see
+  ``storage.checkpoints``): per partition of that dir, the first dirty offset, i.e. where
+  the next cleaning starts. Written atomically after every cleaning; partitions without a
+  log are dropped from it; a dir whose logs are offline is not written.
 - Partitions in progress (a cleaner thread is on them), paused (``abort_and_pause``:
   deletion waits for a running cleaning to stop) and uncleanable (a cleaning raised an
   unexpected error: logged once, skipped until restart).
@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -126,9 +126,9 @@ def max_compaction_delay_ms(view: CleaningView, first_dirty: int, now_ms: int) -
 
 
 class CleanerManager:
-    def __init__(self, log_dir: Path, logs: Callable[[], Mapping[TopicPartition, Log]]) -> None:
-        self.log_dir = log_dir
-        self.checkpoint_path = log_dir / CLEANER_CHECKPOINT
+    def __init__(self, log_dirs: Path | Sequence[Path],
+                 logs: Callable[[], Mapping[TopicPartition, Log]]) -> None:
+        self.log_dirs = [log_dirs] if isinstance(log_dirs, Path) else list(log_dirs)
         self._logs = logs
         self._lock = threading.Condition()
         self._in_progress: set[TopicPartition] = set()
@@ -140,12 +140,14 @@ class CleanerManager:
         self.last_run_ms = 0  # when a cleaner thread last looked for work (metric)
 
     def _read_checkpoints(self) -> dict[TopicPartition, int]:
-        try:
-            return read_offset_checkpoint(self.checkpoint_path)
-        except (CorruptCheckpointError, OSError) as exc:
-            log.warning("%s: ignoring unreadable %s (%s): every compacted log is cleaned "
-                        "from its start", self.log_dir, CLEANER_CHECKPOINT, exc)
-            return {}
+        out: dict[TopicPartition, int] = {}
+        for log_dir in self.log_dirs:
+            try:
+                out.update(read_offset_checkpoint(log_dir / CLEANER_CHECKPOINT))
+            except (CorruptCheckpointError, OSError) as exc:
+                log.warning("%s: ignoring unreadable %s (%s): every compacted log there is "
+                            "cleaned from its start", log_dir, CLEANER_CHECKPOINT, exc)
+        return out
 
     def logs(self) -> Mapping[TopicPartition, Log]:
         return self._logs()
@@ -158,7 +160,13 @@ class CleanerManager:
         """Persist (lock held); entries of logs that are gone are dropped."""
         live = self._logs()
         self._checkpoints = {tp: off for tp, off in self._checkpoints.items() if tp in live}
-        write_offset_checkpoint(self.checkpoint_path, self._checkpoints)
+        for log_dir in self.log_dirs:
+            here = [tp for tp, lg in live.items() if lg.log_dir == log_dir]
+            if any(live[tp].offline for tp in here):
+                continue  # no writes to a failed disk
+            write_offset_checkpoint(
+                log_dir / CLEANER_CHECKPOINT,
+                {tp: off for tp, off in self._checkpoints.items() if tp in here})
 
     # ------------------------------------------------------------------ choosing
     def grab_filthiest(
@@ -270,4 +278,4 @@ class CleanerManager:
                 try:
                     self._write_checkpoints()
                 except OSError as exc:
-                    log.warning("%s: cannot rewrite %s: %s", self.log_dir, CLEANER_CHECKPOINT, exc)
+                    log.warning("cannot rewrite %s: %s", CLEANER_CHECKPOINT, exc)

@@ -73,4 +73,19 @@ class LogClosedError(StorageError):
 
 
 class CorruptSegmentError(StorageError):
-    """A segment whose batch headers do not chain (found while reading or loading)."""
+    """A segment whose batch headers do not chain (found while reading or loading).
+
+    Kafka answers a read that meets one with CORRUPT_MESSAGE (``CorruptRecordException``).
+    """
+
+    error_code = ErrorCode.CORRUPT_MESSAGE
+
+
+class LogIOError(StorageError):
+    """An operation failed on a full disk (ENOSPC, EDQUOT) and was rolled back: the log is
+    exactly as before it, and the next operation may succeed once space is freed."""
+
+
+class LogDirOfflineError(StorageError):
+    """The log's directory went offline after an I/O error (Kafka's offline log dir):
+    nothing is read or written there until the broker restarts."""

@@ -39,6 +39,7 @@ import struct
 from pathlib import Path
 from typing import ClassVar, NamedTuple
 
+from storage import fileio
 from storage.errors import CorruptIndexError, StorageError
 from storage.offsets import INT32_MAX, NO_TIMESTAMP, Offset, Position
 
@@ -80,18 +81,21 @@ class _MmapIndex:
         self.base_offset = base_offset
         self._max_size_bytes = round_down_to_entries(max_index_size_bytes, self.entry_size_bytes)
         self._writable = writable
-        flags = os.O_RDWR | os.O_CREAT if writable else os.O_RDONLY
-        fd = os.open(path, flags, 0o644)
+        fd = fileio.open_new(path, os.O_RDWR) if writable else os.open(path, os.O_RDONLY)
         self._file = os.fdopen(fd, "r+b" if writable else "rb", buffering=0)
         self._file_size_bytes = os.fstat(fd).st_size
         self._mm: mmap.mmap | None = None
         # An existing file's entry count is its whole entries (Kafka does the same);
         # a zero-padded tail from an unclean stop is caught by sanity_check().
         self._entries = self._file_size_bytes // self.entry_size_bytes
-        if writable:
-            self._remap(max(self._max_size_bytes, self._entries * self.entry_size_bytes))
-        else:
-            self._remap(self._file_size_bytes, truncate=False)
+        try:
+            if writable:
+                self._remap(max(self._max_size_bytes, self._entries * self.entry_size_bytes))
+            else:
+                self._remap(self._file_size_bytes, truncate=False)
+        except BaseException:
+            self._file.close()  # no descriptor leaks when sizing the file fails
+            raise
 
     # ------------------------------------------------------------------ sizing
     def _remap(self, size_bytes: int, *, truncate: bool = True) -> None:
@@ -99,7 +103,7 @@ class _MmapIndex:
             self._mm.close()
             self._mm = None
         if truncate and size_bytes != self._file_size_bytes:
-            os.ftruncate(self._file.fileno(), size_bytes)
+            fileio.ftruncate(self._file.fileno(), size_bytes, self.path)
             self._file_size_bytes = size_bytes
         if size_bytes > 0:
             access = mmap.ACCESS_WRITE if self._writable else mmap.ACCESS_READ
@@ -152,6 +156,10 @@ class _MmapIndex:
         """Drop every entry (before a rebuild)."""
         self._truncate_to_entries(0)
 
+    def truncate_to_entries(self, entries: int) -> None:
+        """Keep the first ``entries`` entries (undoing appends); the dropped ones are zeroed."""
+        self._truncate_to_entries(entries)
+
     def _truncate_to_entries(self, entries: int) -> None:
         old_end = self._entries * self.entry_size_bytes
         self._entries = min(self._entries, entries)
@@ -161,12 +169,12 @@ class _MmapIndex:
             start = self._entries * self.entry_size_bytes
             end = min(len(self._mm), old_end)
             if end > start:
-                os.pwrite(self._file.fileno(), bytes(end - start), start)
+                fileio.pwrite_all(self._file.fileno(), bytes(end - start), start, self.path)
 
     def flush(self) -> None:
         """msync the mapped entries (blocking; call from a thread pool)."""
         if self._mm is not None and self._writable:
-            self._mm.flush()
+            fileio.msync(self._mm, self.path)
 
     def close(self) -> None:
         """Trim (if writable) and close; safe to call twice."""
@@ -188,7 +196,7 @@ class _MmapIndex:
 
     def rename_to(self, path: Path) -> None:
         if self.path.exists():
-            os.replace(self.path, path)
+            fileio.replace(self.path, path)
         self.path = path
 
     def delete(self) -> None:
@@ -275,7 +283,8 @@ class OffsetIndex(_MmapIndex):
             )
         if not 0 <= position <= INT32_MAX:
             raise InvalidIndexAppendError(f"position {position} does not fit an int32")
-        os.pwrite(self._file.fileno(), _OFFSET_ENTRY.pack(relative, position), self._entries * 8)
+        fileio.pwrite_all(self._file.fileno(), _OFFSET_ENTRY.pack(relative, position),
+                          self._entries * 8, self.path)
         if self._sample_rel is not None and self._entries % _SAMPLE_STRIDE == 0:
             self._sample_rel.append(relative)
             self._sample_pos.append(position)
@@ -392,7 +401,8 @@ class TimeIndex(_MmapIndex):
                 )
             if timestamp <= last_ts:
                 return False
-        os.pwrite(self._file.fileno(), _TIME_ENTRY.pack(timestamp, relative), self._entries * 12)
+        fileio.pwrite_all(self._file.fileno(), _TIME_ENTRY.pack(timestamp, relative),
+                          self._entries * 12, self.path)
         self._entries += 1
         return True
 

@@ -31,11 +31,13 @@ import struct
 from collections.abc import Callable
 from pathlib import Path
 
+from storage import fileio
 from storage.checkpoints import fsync_dir, read_partition_metadata
 from storage.config import LogConfig
 from storage.epoch_cache import LeaderEpochCache
 from storage.errors import CorruptCheckpointError, CorruptSegmentError
 from storage.log import Log, now_ms
+from storage.log_dir_failure import LogDirFailureChannel
 from storage.naming import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -134,7 +136,7 @@ def _complete_swaps(directory: Path) -> None:
             continue
         target = path.with_name(path.name[: -len(SWAP_SUFFIX)])
         log.info("%s: completing the interrupted swap of %s", directory, target.name)
-        os.replace(path, target)
+        fileio.replace(path, target)
     fsync_dir(directory)
 _KNOWN_FILES = frozenset({LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA})
 MAX_SEGMENTS_PER_LOG = 1_000_000
@@ -238,9 +240,11 @@ def load_log(
     clean_shutdown: bool = False,
     cleaned: bool = False,
     clock_ms: Callable[[], int] = now_ms,
+    failure_channel: LogDirFailureChannel | None = None,
 ) -> Log:
-    """Open (creating if needed) the log in ``directory``. Blocking: start-up or thread pool."""
-    directory.mkdir(parents=True, exist_ok=True)
+    """Open (creating if needed) the log in ``directory``. Blocking: start-up or thread pool.
+    Raises ``OSError`` when the disk fails meanwhile (the caller decides what goes offline)."""
+    fileio.mkdir(directory)
     bases = _tidy(directory)
     now = clock_ms()
     segments = [
@@ -296,4 +300,5 @@ def load_log(
         epoch_cache=cache,
         topic_id=topic_id,
         clock_ms=clock_ms,
+        failure_channel=failure_channel,
     )

@@ -22,6 +22,15 @@ Deleted segments are renamed ``*.deleted`` and their files stay open for
 ``file.delete.delay.ms`` so slices already handed to the network still send;
 ``delete_pending_files`` closes and unlinks them.
 
+I/O errors (``storage.log_dir_failure`` sorts them): an append or a roll that fails is
+undone (segment bytes cut, index entries dropped, a half-made segment removed) before the
+error is raised, so the log end offset never moves past what is in the file and no
+offset is handed out twice. On a full disk the log stays online and the call raises
+``LogIOError``; any other error, or an undo that fails, takes the log dir offline and
+raises ``LogDirOfflineError`` (both are KAFKA_STORAGE_ERROR). Truncation, a failed fsync
+and a failure while closing cannot be undone and take the dir offline; a retention
+delete that fails keeps the segments it could not rename.
+
 Thread-safety: every method takes the log's lock (an ``RLock``); appends and reads are
 cheap enough for the event loop, ``flush``/retention/close are for a thread pool.
 """
@@ -52,18 +61,22 @@ from storage.checkpoints import fsync_dir
 from storage.config import LogConfig
 from storage.epoch_cache import LeaderEpochCache
 from storage.errors import (
+    CorruptSegmentError,
     InvalidRecordError,
     LogClosedError,
+    LogDirOfflineError,
+    LogIOError,
     NonContiguousOffsetsError,
     OffsetOutOfRangeError,
     StorageError,
 )
 from storage.flush_stats import LOG_FLUSH_STATS
 from storage.index import TimestampOffset
-from storage.naming import SWAP_SUFFIX, TopicPartition
+from storage.log_dir_failure import LogDirFailureChannel, is_disk_full
+from storage.naming import SWAP_SUFFIX, TopicPartition, index_file, log_file, time_index_file
 from storage.offsets import LONG_MAX, LeaderEpoch, Offset
 from storage.retention import SegmentInfo, segments_to_delete
-from storage.segment import BatchMeta, LogSegment
+from storage.segment import BatchMeta, LogSegment, SegmentMark
 
 __all__ = ["AppendInfo", "Log", "now_ms"]
 
@@ -72,6 +85,7 @@ log = logging.getLogger(__name__)
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 MAX_PENDING_DELETES = 100_000
+MAX_CORRUPT_REPORTS = 1000  # corrupt spots logged per log (each once)
 
 
 class CleanableSegment(NamedTuple):
@@ -111,6 +125,7 @@ class Log:
         epoch_cache: LeaderEpochCache,
         topic_id: bytes | None = None,
         clock_ms: Callable[[], int] = now_ms,
+        failure_channel: LogDirFailureChannel | None = None,
     ) -> None:
         if not segments:
             raise ValueError("a log needs at least one segment")
@@ -133,6 +148,10 @@ class Log:
         self._lowest_truncation: int | None = None  # lowest offset truncated to, for the cleaner
         self._last_flush_ms = clock_ms()
         self._closed = False
+        self._offline = False  # the log dir failed: no more reads or writes
+        self._corrupt_reported: set[str] = set()
+        self._log_dir = directory.parent
+        self._failures = failure_channel if failure_channel is not None else LogDirFailureChannel()
         segments[-1].make_active()
 
     # ------------------------------------------------------------------ state
@@ -190,9 +209,65 @@ class Log:
         with self._lock:
             self.config = config
 
+    @property
+    def log_dir(self) -> Path:
+        """The log directory (``log.dirs`` entry) this partition lives in."""
+        return self._log_dir
+
+    @property
+    def offline(self) -> bool:
+        return self._offline
+
+    def mark_offline(self) -> None:
+        """The log dir failed: refuse every read and write from now on. Takes no lock (a
+        failing thread may hold another log's lock); calls already inside finish."""
+        self._offline = True
+
     def _check_open(self) -> None:
+        if self._offline:
+            raise LogDirOfflineError(
+                f"log {self.topic_partition} is offline (log dir {self._log_dir} failed)")
         if self._closed:
             raise LogClosedError(f"log {self.topic_partition} is closed")
+
+    def io_failed(self, what: str, exc: OSError) -> StorageError:
+        """Sort an I/O error of a file the broker keeps in this partition's directory (a
+        producer-state snapshot) whose write was undone: a full disk is logged (rate
+        limited), anything else takes the log dir offline. Returns the error to raise. On a
+        log closed meanwhile (its partition deleted, its directory renamed) the error is no
+        disk failure: ``LogClosedError``, nothing reported."""
+        with self._lock:
+            if self._closed:
+                return LogClosedError(f"{what} of {self.topic_partition}: log closed ({exc})")
+            return self._io_error(what, exc, undone=True)
+
+    def _io_error(self, what: str, exc: OSError, *, undone: bool) -> StorageError:
+        """The error to raise for ``exc``: ``LogIOError`` for a full disk whose operation
+        was undone, else the log dir goes offline (``LogDirOfflineError``)."""
+        where = f"{what} of {self.topic_partition}"
+        if undone and is_disk_full(exc):
+            self._failures.report_full(self._log_dir, where, exc)
+            return LogIOError(f"{where} failed: {exc}")
+        self._offline = True
+        self._failures.fail(self._log_dir, where, exc)
+        return LogDirOfflineError(f"{where} failed: {exc}; log dir {self._log_dir} is offline")
+
+    def _append_to(self, segment: LogSegment, buf: bytearray | memoryview,
+                   metas: list[BatchMeta]) -> None:
+        """Write and index ``metas``' batches, or leave the segment as it was and raise."""
+        try:
+            mark: SegmentMark = segment.mark()
+        except OSError as exc:  # opening the indexes wrote something: state unknown
+            raise self._io_error("append", exc, undone=False) from exc
+        try:
+            segment.append(buf, metas)
+        except OSError as exc:
+            try:
+                segment.rollback(mark)
+            except OSError as undo_exc:
+                raise self._io_error(f"undoing a failed append ({exc})", undo_exc,
+                                     undone=False) from exc
+            raise self._io_error("append", exc, undone=True) from exc
 
     # ------------------------------------------------------------------ appends
     def append(
@@ -258,7 +333,7 @@ class Log:
                     max_ts, offset_of_max = ts, last
                 metas.append(BatchMeta(head.batch_length + 12, last, ts))
                 offset = last + 1
-            segment.append(buf, metas)
+            self._append_to(segment, buf, metas)
             self._epoch_cache.assign(leader_epoch, first)
             self._leo = offset
             return self._append_info(first, offset, max_ts, offset_of_max, now if append_time else -1,
@@ -293,13 +368,15 @@ class Log:
             max_ts_in = max(h.max_timestamp for h in heads)
             first = heads[0].base_offset
             if first > self._leo and self._segments[-1].size_bytes == 0:
-                self._replace_empty_active(first)
+                try:
+                    self._replace_empty_active(first)
+                except OSError as exc:
+                    raise self._io_error(f"restart at offset {first}", exc, undone=False) from exc
             segment, rolled = self._maybe_roll(valid_bytes, max_ts_in, expected - 1, self._clock_ms())
             if first > self._leo and not segment.can_hold_offset(first):
                 segment, rolled = self._roll(self._clock_ms(), base_offset=first), True
             metas: list[BatchMeta] = []
             max_ts, offset_of_max = -1, first
-            latest = self._epoch_cache.latest_epoch()
             count = 0
             for head in heads:
                 last = head.base_offset + head.last_offset_delta
@@ -308,11 +385,13 @@ class Log:
                     max_ts, offset_of_max = ts, last
                 metas.append(BatchMeta(head.batch_length + 12, last, ts))
                 count += head.last_offset_delta + 1
+            self._append_to(segment, buf, metas)
+            latest = self._epoch_cache.latest_epoch()
+            for head in heads:  # the epochs are learnt only once the batches are in
                 epoch = head.partition_leader_epoch
                 if epoch >= 0 and epoch != latest:
                     self._epoch_cache.assign(epoch, head.base_offset)
                     latest = self._epoch_cache.latest_epoch()
-            segment.append(buf, metas)
             self._leo = expected
             return self._append_info(first, expected, max_ts, offset_of_max, -1, valid_bytes,
                                      len(heads), count, rolled)
@@ -356,16 +435,36 @@ class Log:
             return self._roll(self._clock_ms() if now_ms is None else now_ms)
 
     def _roll(self, now: int, base_offset: int | None = None) -> LogSegment:
+        """New active segment at ``base_offset`` (default: the log end offset). All or
+        nothing: on an I/O error the new files are removed and the old segment is active
+        again (its indexes grown back) before the error is raised."""
         base = self._leo if base_offset is None else base_offset
         old = self._segments[-1]
-        old.on_become_inactive()
-        new = self._new_segment(base, now)
+        new: LogSegment | None = None
+        try:
+            new = self._new_segment(base, now)
+            old.on_become_inactive()
+        except OSError as exc:
+            try:
+                if new is not None:
+                    new.abandon()
+                for path in (log_file(self.dir, base), index_file(self.dir, base),
+                             time_index_file(self.dir, base)):
+                    path.unlink(missing_ok=True)
+                old.make_active()
+            except OSError as undo_exc:
+                raise self._io_error(f"undoing a failed roll ({exc})", undo_exc,
+                                     undone=False) from exc
+            raise self._io_error(f"roll to offset {base}", exc, undone=True) from exc
         self._segments.append(new)
         self._bases.append(base)
+        self._dir_dirty = True
         log.info("%s: rolled new segment at offset %d", self.topic_partition, base)
         return new
 
     def _new_segment(self, base: int, now: int) -> LogSegment:
+        """Open the empty segment files for ``base`` (their handles are closed again if
+        sizing the indexes fails; the caller removes the files)."""
         seg = LogSegment.open(
             self.dir,
             base,
@@ -376,8 +475,11 @@ class Log:
         if seg.size_bytes != 0:
             seg.close()
             raise StorageError(f"{seg.log_path} already exists and holds data")
-        seg.make_active()
-        self._dir_dirty = True
+        try:
+            seg.make_active()
+        except OSError:
+            seg.abandon()
+            raise
         return seg
 
     def _replace_empty_active(self, base: int) -> None:
@@ -389,6 +491,7 @@ class Log:
         old.delete_files()
         self._segments.append(self._new_segment(base, self._clock_ms()))
         self._bases.append(base)
+        self._dir_dirty = True
         self._leo = base
 
     # ------------------------------------------------------------------ reads
@@ -412,7 +515,7 @@ class Log:
         [log start offset, log end offset]; empty slice when nothing is readable yet.
         """
         with self._lock:
-            if self._closed:
+            if self._closed or self._offline:
                 self._check_open()
             leo = self._leo
             if offset < self._log_start_offset or offset > leo:
@@ -425,23 +528,53 @@ class Log:
                 return self._empty_slice()
             i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
             n = len(self._segments)
-            while i < n:  # at most one turn per segment
-                seg = self._segments[i]
-                head = seg.translate_offset(offset)
-                seg_next = self._bases[i + 1] if i + 1 < n else leo
-                if head is None:
-                    i += 1
-                    continue
-                if head.base_offset >= bound:
-                    return self._empty_slice()
-                if bound >= seg_next:
-                    max_position = seg.size_bytes
-                else:
-                    max_position = self._bound_position(seg, bound)
-                if max_position <= head.position:
-                    return self._empty_slice()
-                return seg.read(head, max_bytes, max_position, min_one_batch=min_one_batch)
+            try:
+                while i < n:  # at most one turn per segment
+                    seg = self._segments[i]
+                    head = seg.translate_offset(offset)
+                    seg_next = self._bases[i + 1] if i + 1 < n else leo
+                    if head is None:
+                        i += 1
+                        continue
+                    if head.base_offset >= bound:
+                        return self._empty_slice()
+                    if bound >= seg_next:
+                        max_position = seg.size_bytes
+                    else:
+                        max_position = self._bound_position(seg, bound)
+                    if max_position <= head.position:
+                        return self._empty_slice()
+                    got = seg.read(head, max_bytes, max_position, min_one_batch=min_one_batch)
+                    if got.position + got.length > seg.verified_bytes:
+                        return self._verified(seg, got, offset)
+                    return got
+            except CorruptSegmentError as exc:  # a batch header that does not parse
+                self._report_corrupt(str(exc), offset)
+                raise
             return self._empty_slice()
+
+    def _verified(self, seg: LogSegment, got: FileSlice, offset: int) -> FileSlice:
+        """``got`` cut before the first batch whose CRC (or header) is broken; raises
+        ``CorruptSegmentError`` (CORRUPT_MESSAGE) when that is its first batch."""
+        begin = got.position
+        valid_end, why = seg.verify(begin, begin + got.length)
+        if valid_end == begin + got.length:
+            return got
+        if valid_end > begin:
+            return FileSlice(got.file, begin, valid_end - begin)
+        stored = os.pread(seg.file.fileno(), 8, begin)  # baseOffset lies outside the CRC
+        base = f" (base offset {_INT64.unpack(stored)[0]})" if len(stored) == 8 else ""
+        message = f"{seg.log_path}: corrupt batch at byte {begin}{base}: {why}"
+        self._report_corrupt(message, offset)
+        raise CorruptSegmentError(message)
+
+    def _report_corrupt(self, message: str, offset: int) -> None:
+        """One log line per corrupt spot (bounded), not one per fetch that meets it."""
+        if message in self._corrupt_reported or len(self._corrupt_reported) >= MAX_CORRUPT_REPORTS:
+            return
+        self._corrupt_reported.add(message)
+        log.error("%s: %s (reading offset %d); fetches there answer CORRUPT_MESSAGE",
+                  self.topic_partition, message, offset)
 
     def _bound_position(self, seg: LogSegment, bound: int) -> int:
         """Position of the batch holding ``bound`` (the HW), cached: the HW moves far less
@@ -481,7 +614,8 @@ class Log:
     # ------------------------------------------------------------------ truncation
     def truncate_to(self, offset: int) -> bool:
         """Remove everything at and after ``offset`` (follower truncation). Returns False
-        when ``offset`` is at or past the log end offset (nothing to do)."""
+        when ``offset`` is at or past the log end offset (nothing to do). An I/O error
+        takes the log dir offline (a half-done truncation cannot be undone)."""
         if offset < 0:
             raise OffsetOutOfRangeError(f"{self.topic_partition}: cannot truncate to {offset}")
         with self._lock:
@@ -496,22 +630,28 @@ class Log:
             self._truncations += 1
             self._note_truncation(offset)
             now = self._clock_ms()
-            while self._segments[-1].base_offset > offset:  # bounded by the segment count
-                self._schedule_delete(self._segments.pop(), now)
-                self._bases.pop()
             self._bound_cache = None
-            seg = self._segments[-1]
-            seg.make_active()  # writable indexes first, so truncation rewrites the files
-            seg.truncate_to(offset)
-            self._leo = seg.read_next_offset()
-            self._recovery_point = min(self._recovery_point, self._leo)
-            self._log_start_offset = min(self._log_start_offset, self._leo)
-            self._epoch_cache.truncate_from_end(self._leo)
-            self._epoch_cache.flush()
+            try:
+                while self._segments[-1].base_offset > offset:  # bounded by the segment count
+                    self._schedule_delete(self._segments[-1], now)
+                    self._segments.pop()
+                    self._bases.pop()
+                seg = self._segments[-1]
+                seg.make_active()  # writable indexes first, so truncation rewrites the files
+                seg.truncate_to(offset)
+                self._leo = seg.read_next_offset()
+                self._recovery_point = min(self._recovery_point, self._leo)
+                self._log_start_offset = min(self._log_start_offset, self._leo)
+                self._epoch_cache.truncate_from_end(self._leo)
+                self._epoch_cache.flush()
+            except OSError as exc:
+                raise self._io_error(f"truncation to offset {offset}", exc,
+                                     undone=False) from exc
             return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
-        """Delete every segment and restart the log, empty, at ``offset``."""
+        """Delete every segment and restart the log, empty, at ``offset``. An I/O error
+        takes the log dir offline."""
         if offset < 0:
             raise OffsetOutOfRangeError(f"{self.topic_partition}: cannot start at {offset}")
         with self._lock:
@@ -521,13 +661,23 @@ class Log:
             self._note_truncation(offset)
             now = self._clock_ms()
             self._bound_cache = None
-            for seg in self._segments:
-                self._schedule_delete(seg, now)
-            self._segments = [self._new_segment(offset, now)]
+            try:
+                for seg in self._segments:
+                    self._schedule_delete(seg, now)
+                new = self._new_segment(offset, now)
+            except OSError as exc:  # the list keeps its (renamed) segments: reads fail
+                raise self._io_error(f"truncation to restart at offset {offset}", exc,
+                                     undone=False) from exc
+            self._segments = [new]
             self._bases = [offset]
+            self._dir_dirty = True
             self._leo = self._log_start_offset = self._recovery_point = offset
             self._epoch_cache.clear()
-            self._epoch_cache.flush()
+            try:
+                self._epoch_cache.flush()
+            except OSError as exc:
+                raise self._io_error(f"truncation to restart at offset {offset}", exc,
+                                     undone=False) from exc
 
     # ------------------------------------------------------------------ retention
     def delete_records(self, offset: int, high_watermark: int | None = None) -> Offset:
@@ -550,7 +700,9 @@ class Log:
     def delete_old_segments(
         self, now_ms: int | None = None, high_watermark: int | None = None
     ) -> int:
-        """One retention pass (see ``storage.retention``); returns segments deleted."""
+        """One retention pass (see ``storage.retention``); returns segments deleted. A
+        segment whose files cannot be renamed stays (and the ones after it): a full disk
+        raises ``LogIOError``, anything else takes the log dir offline."""
         with self._lock:
             self._check_open()
             now = self._clock_ms() if now_ms is None else now_ms
@@ -572,23 +724,34 @@ class Log:
             if n == 0:
                 return 0
             doomed = self._segments[:n]
-            del self._segments[:n]
-            del self._bases[:n]
+            failure: OSError | None = None
+            done = 0
             for seg in doomed:
-                self._schedule_delete(seg, now)
-            self._log_start_offset = max(self._log_start_offset, self._bases[0])
-            self._epoch_cache.truncate_from_start(self._log_start_offset)
-            log.info("%s: deleted %d segment(s) %s: %s; log start offset now %d",
-                     self.topic_partition, n, [s.base_offset for s in doomed],
-                     decision.reason, self._log_start_offset)
-            return n
+                try:
+                    self._schedule_delete(seg, now)
+                except OSError as exc:
+                    failure = exc
+                    break
+                done += 1
+            del self._segments[:done]
+            del self._bases[:done]
+            if done:
+                self._log_start_offset = max(self._log_start_offset, self._bases[0])
+                self._epoch_cache.truncate_from_start(self._log_start_offset)
+                log.info("%s: deleted %d segment(s) %s: %s; log start offset now %d",
+                         self.topic_partition, done, [s.base_offset for s in doomed[:done]],
+                         decision.reason, self._log_start_offset)
+            if failure is not None:
+                raise self._io_error("retention delete", failure, undone=True) from failure
+            return done
 
     def _schedule_delete(self, seg: LogSegment, now: int) -> None:
+        """Rename ``seg``'s files ``*.deleted`` (OSError: nothing renamed) and queue them."""
         seg.mark_deleted()
         self._pending_deletes.append((now + self.config.file_delete_delay_ms, seg))
         if len(self._pending_deletes) > MAX_PENDING_DELETES:
             _, oldest = self._pending_deletes.pop(0)
-            oldest.delete_files()
+            _delete_files(oldest)
 
     def delete_pending_files(self, now_ms: int | None = None, *, force: bool = False) -> int:
         """Close and unlink segments whose ``file.delete.delay.ms`` passed (blocking)."""
@@ -597,7 +760,7 @@ class Log:
             due = [s for t, s in self._pending_deletes if force or t <= now]
             self._pending_deletes = [(t, s) for t, s in self._pending_deletes if not (force or t <= now)]
         for seg in due:
-            seg.delete_files()
+            _delete_files(seg)
         return len(due)
 
     # ------------------------------------------------------------------ cleaning
@@ -670,27 +833,37 @@ class Log:
             if last >= len(self._segments) or any(
                     a is not b for a, b in zip(self._segments[first:last], old, strict=True)):
                 return False  # never the active segment; the old ones must be contiguous
-            new.rename_suffix(SWAP_SUFFIX)
-            step("swap-renamed")
-            now = self._clock_ms()
-            for seg in old:
-                self._schedule_delete(seg, now)
-            step("old-deleted")
-            new.rename_suffix("")
+            try:
+                new.rename_suffix(SWAP_SUFFIX)
+                step("swap-renamed")
+                now = self._clock_ms()
+                for seg in old:
+                    self._schedule_delete(seg, now)
+                step("old-deleted")
+                new.rename_suffix("")
+            except OSError as exc:  # half a swap: the loader completes or undoes it
+                raise self._io_error("segment swap", exc, undone=False) from exc
             self._segments[first:last] = [new]
             self._bases[first:last] = [new.base_offset]
             self._bound_cache = None
             self._dir_dirty = True
             step("swap-done")
-        fsync_dir(self.dir)
+        try:
+            fsync_dir(self.dir)
+        except OSError as exc:
+            with self._lock:
+                raise self._io_error("segment swap", exc, undone=False) from exc
         return True
 
     # ------------------------------------------------------------------ flushing
     def flush(self, up_to: int | None = None) -> None:
         """fsync everything below ``up_to`` (default: the log end offset) and advance the
-        recovery point. Blocking; runs the fsyncs outside the lock."""
+        recovery point. Blocking; runs the fsyncs outside the lock. A failed fsync takes
+        the log dir offline (what reached the disk is unknown after one); a full disk
+        while writing the epoch checkpoint raises ``LogIOError`` and leaves the recovery
+        point where it was."""
         with self._lock:
-            if self._closed:
+            if self._closed or self._offline:
                 return
             target = self._leo if up_to is None else min(up_to, self._leo)
             start = self._recovery_point
@@ -704,35 +877,65 @@ class Log:
                 and s.base_offset < max(target, start + 1)
             ]
         started_ns = time.monotonic_ns()
-        for seg in segs:
-            try:
-                seg.flush()
-            except (ValueError, OSError) as exc:  # segment closed or deleted meanwhile
-                log.debug("%s: flush skipped %s: %s", self.topic_partition, seg, exc)
-        if dir_dirty:  # new segment files (or a new partition directory) since last flush
-            fsync_dir(self.dir)
-            fsync_dir(self.dir.parent)
+        try:
+            for seg in segs:
+                try:
+                    seg.flush()
+                except (ValueError, OSError) as exc:
+                    # Deleted (files closed) or the log closed meanwhile, by another thread:
+                    # ValueError, or EBADF when the close came between fileno() and fsync.
+                    if isinstance(exc, OSError) and not (
+                        seg.deleted or seg.file.closed or self._closed
+                    ):
+                        raise
+                    log.debug("%s: flush skipped %s: %s", self.topic_partition, seg, exc)
+            if dir_dirty:  # new segment files (or a new partition directory) since last flush
+                fsync_dir(self.dir)
+                fsync_dir(self.dir.parent)
+        except OSError as exc:
+            with self._lock:
+                if self._closed:  # closed (deleted, renamed) by another thread meanwhile
+                    log.debug("%s: flush after close: %s", self.topic_partition, exc)
+                    return
+                raise self._io_error("flush", exc, undone=False) from exc
         LOG_FLUSH_STATS.record(time.monotonic_ns() - started_ns)
         with self._lock:
-            self._epoch_cache.flush()
+            if self._offline:
+                return
+            try:
+                self._epoch_cache.flush()
+            except OSError as exc:  # the old checkpoint stands; retried on the next flush
+                raise self._io_error("leader epoch checkpoint", exc, undone=True) from exc
             self._recovery_point = max(self._recovery_point, target)
             self._last_flush_ms = self._clock_ms()
 
     def flush_due(self, now_ms: int) -> bool:
         """True when ``flush.ms`` has passed since the last flush and data is unflushed."""
         return (
-            self._leo > self._recovery_point
+            not self._offline
+            and self._leo > self._recovery_point
             and now_ms - self._last_flush_ms >= self.config.flush_ms
         )
 
     def close(self) -> None:
-        """Flush, write the epoch checkpoint, trim indexes, close files (blocking)."""
+        """Flush, write the epoch checkpoint, trim indexes, close files (blocking). If that
+        meets an I/O error (or the dir is offline) the files are closed without writing
+        and the log dir is offline: its next start recovers it."""
         with self._lock:
             if self._closed:
                 return
-            self.flush()
-            for seg in self._segments:
-                seg.close()
+            try:
+                if self._offline:
+                    raise LogDirOfflineError(f"log dir {self._log_dir} is offline")
+                self.flush()
+                for seg in self._segments:
+                    seg.close()
+            except (StorageError, OSError) as exc:
+                if not self._offline:
+                    self._offline = True
+                    self._failures.fail(self._log_dir, f"close of {self.topic_partition}", exc)
+                for seg in self._segments:
+                    seg.abandon()
             self._closed = True
         self.delete_pending_files(force=True)
 
@@ -741,7 +944,7 @@ class Log:
         with self._lock:
             self._closed = True
             for seg in self._segments:
-                seg.delete_files()
+                _delete_files(seg)
         self.delete_pending_files(force=True)
 
     def abandon(self) -> None:
@@ -759,3 +962,10 @@ class Log:
                 f"end={self._leo}, segments={len(self._segments)})")
 
 
+def _delete_files(seg: LogSegment) -> None:
+    """Unlink a deleted segment's files; a failure is logged (start-up removes leftover
+    ``*.deleted`` files)."""
+    try:
+        seg.delete_files()
+    except OSError as exc:
+        log.warning("%s: cannot remove deleted segment files: %s", seg.directory, exc)

@@ -1,20 +1,19 @@
-"""``LogManager``: every partition log in one log directory (Kafka's ``LogManager``).
+"""``LogManager``: every partition log in the broker's log directories (Kafka's ``LogManager``).
 
-Directory layout (``log.dirs`` entry)::
+``log.dirs`` may name several directories (JBOD); each is a ``storage.log_dir.LogDir``
+with its own lock, checkpoints and clean-shutdown marker. A new partition goes to the
+online directory holding the fewest partitions (Kafka's ``nextLogDirs``); a partition
+found in two directories fails start-up, as in Kafka.
 
-    .lock                              flock'd while a broker uses the directory
-    .kafka_cleanshutdown               written last on clean shutdown, removed on start
-    meta.properties                    broker.id, version, cluster.id
-    recovery-point-offset-checkpoint   topic partition recoveryPoint
-    log-start-offset-checkpoint        topic partition logStartOffset
-    replication-offset-checkpoint      topic partition highWatermark (the broker's values)
-    <topic>-<partition>/               one ``Log`` each
-    <topic>-<partition>.<uuid>-delete/ a deleted partition, removed after file.delete.delay.ms
-
-Start-up (``startup``) loads every partition: after a clean shutdown it trusts the files
-(no scans); otherwise each log recovers from its checkpointed recovery point. Bad input
-is repaired and logged, never fatal: stray files are reported and left, unreadable
-checkpoints mean full recovery, corrupt segment tails are cut.
+Disk failures (``storage.log_dir_failure``): the manager owns the
+``LogDirFailureChannel`` and is its first listener. When a directory fails, at start-up
+or later (an append whose rollback failed, EIO, a failed fsync, a checkpoint that cannot
+be written), every log in it is marked offline and stays in the table, so its partitions
+answer KAFKA_STORAGE_ERROR instead of being recreated empty somewhere else; the other
+directories keep serving. ``failure_channel.subscribe`` is the hook for the rest of the
+broker (and, in a cluster, for the controller's ``/log_dir_event_notification``). Start-up
+fails only when every directory failed. A full disk is not a failure: the operation is
+undone and the next one may succeed once space is freed.
 
 All methods here block (disk, fsync): the broker calls them at start-up, at shutdown, and
 from a thread pool for periodic work (``retention_pass``, ``flush_due``,
@@ -24,82 +23,56 @@ partition table; each ``Log`` has its own lock.
 
 from __future__ import annotations
 
-import fcntl
 import logging
-import os
 import shutil
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from storage.checkpoints import (
-    fsync_dir,
-    read_offset_checkpoint,
-    read_properties,
-    write_meta_properties,
-    write_offset_checkpoint,
-    write_partition_metadata,
-)
+from storage import fileio
+from storage.checkpoints import write_partition_metadata
 from storage.cleaner import CleanerConfig, LogCleaner, PartitionStates
 from storage.cleaner_manager import CleanerManager
 from storage.config import LogConfig
-from storage.errors import CorruptCheckpointError, StorageError
+from storage.errors import LogDirOfflineError, LogIOError, StorageError
 from storage.loader import load_log
 from storage.log import Log, now_ms
+from storage.log_dir import LOCK_FILE, MAX_PARTITIONS, LogDir, LogDirInUseError
+from storage.log_dir_failure import LogDirFailure, LogDirFailureChannel, is_disk_full
 from storage.naming import (
-    CLEAN_SHUTDOWN_MARKER,
-    CLEANER_CHECKPOINT,
-    FUTURE_DIR_SUFFIX,
-    LOG_START_OFFSET_CHECKPOINT,
-    META_PROPERTIES,
     PARTITION_METADATA,
-    RECOVERY_POINT_CHECKPOINT,
-    REPLICATION_CHECKPOINT,
-    STRAY_DIR_SUFFIX,
     TopicPartition,
     delete_dir_name,
-    is_delete_dir,
-    parse_partition_dir,
     partition_dir_name,
 )
 
+__all__ = ["LOCK_FILE", "LogDirInUseError", "LogManager"]
+
 log = logging.getLogger(__name__)
 
-LOCK_FILE = ".lock"
-_LOG_DIR_FILES = frozenset(
-    {
-        LOCK_FILE,
-        CLEAN_SHUTDOWN_MARKER,
-        META_PROPERTIES,
-        RECOVERY_POINT_CHECKPOINT,
-        LOG_START_OFFSET_CHECKPOINT,
-        REPLICATION_CHECKPOINT,
-        CLEANER_CHECKPOINT,
-    }
-)
 DEFAULT_RETENTION_CHECK_INTERVAL_MS = 300_000  # log.retention.check.interval.ms
-MAX_PARTITIONS = 1_000_000
 SHUTDOWN_THREADS = 8  # parallel log closes (fsync-bound) at shutdown
 
 
-class LogDirInUseError(StorageError):
-    """Another process holds the log directory's ``.lock``."""
-
-
 class LogManager:
-    """The logs of one log directory. Call ``startup()`` before use, ``shutdown()`` last."""
+    """The logs of the log directories. Call ``startup()`` before use, ``shutdown()`` last."""
 
     def __init__(
         self,
-        log_dir: Path,
+        log_dirs: Path | Sequence[Path],
         default_config: LogConfig | None = None,
         *,
         config_for: Callable[[str], LogConfig] | None = None,
         clock_ms: Callable[[], int] = now_ms,
         retention_check_interval_ms: int = DEFAULT_RETENTION_CHECK_INTERVAL_MS,
+        broker_files: Collection[str] = (),
+        failure_channel: LogDirFailureChannel | None = None,
     ) -> None:
-        self.log_dir = log_dir
+        paths = [log_dirs] if isinstance(log_dirs, Path) else list(log_dirs)
+        if not paths:
+            raise ValueError("at least one log dir is needed")
+        self._dirs = [LogDir(p, broker_files=broker_files) for p in paths]
         self.default_config = default_config or LogConfig()
         self._config_for = config_for
         self._clock_ms = clock_ms
@@ -107,96 +80,111 @@ class LogManager:
         self._logs: dict[TopicPartition, Log] = {}
         self._lock = threading.Lock()
         self._pending_dir_deletes: list[tuple[int, Path]] = []
-        self._lock_file: int | None = None
-        self.had_clean_shutdown = False
+        self.failure_channel = failure_channel or LogDirFailureChannel()
+        self.failure_channel.subscribe(self._on_dir_failure)
         self.cleaner: LogCleaner | None = None
+
+    # ------------------------------------------------------------------ directories
+    @property
+    def log_dirs(self) -> list[Path]:
+        """Every configured log directory, in configuration order."""
+        return [d.path for d in self._dirs]
+
+    @property
+    def log_dir(self) -> Path:
+        """The first log directory (where the broker keeps its own files)."""
+        return self._dirs[0].path
+
+    def is_offline(self, log_dir: Path) -> bool:
+        return self.failure_channel.is_offline(log_dir)
+
+    def online_dirs(self) -> list[Path]:
+        return [d.path for d in self._dirs if not self.is_offline(d.path)]
+
+    @property
+    def had_clean_shutdown(self) -> bool:
+        """Every online directory was shut down cleanly last time."""
+        return all(d.had_clean_shutdown for d in self._dirs if not self.is_offline(d.path))
+
+    def _on_dir_failure(self, failure: LogDirFailure) -> None:
+        # No lock: the failure may be met under it (get_or_create_log). Copying the values
+        # is one C call, atomic under the GIL.
+        for lg in list(self._logs.values()):
+            if lg.log_dir == failure.log_dir:
+                lg.mark_offline()
+
+    def _fail(self, log_dir: Path, what: str, exc: OSError) -> StorageError:
+        """Sort ``exc`` for an undone operation: LogIOError (full) or the dir goes offline."""
+        if is_disk_full(exc):
+            self.failure_channel.report_full(log_dir, what, exc)
+            return LogIOError(f"{what} failed: {exc}")
+        self.failure_channel.fail(log_dir, what, exc)
+        return LogDirOfflineError(f"{what} failed: {exc}; log dir {log_dir} is offline")
 
     # ------------------------------------------------------------------ start-up
     def config_for(self, topic: str) -> LogConfig:
         return self._config_for(topic) if self._config_for is not None else self.default_config
 
-    def _acquire_dir_lock(self) -> None:
-        fd = os.open(self.log_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise LogDirInUseError(
-                f"{self.log_dir} is in use by another process (.lock is held)"
-            ) from None
-        self._lock_file = fd
-
-    def _read_checkpoint(self, name: str) -> dict[TopicPartition, int]:
-        try:
-            return read_offset_checkpoint(self.log_dir / name)
-        except (CorruptCheckpointError, OSError) as exc:
-            log.warning("%s: ignoring unreadable %s (%s)", self.log_dir, name, exc)
-            return {}
-
     def startup(self) -> None:
-        """Lock the directory and load every partition (recovering after an unclean stop)."""
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        self._acquire_dir_lock()
-        marker = self.log_dir / CLEAN_SHUTDOWN_MARKER
-        clean = marker.exists()
-        self.had_clean_shutdown = clean
-        recovery_points = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT)
-        start_offsets = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT)
-        cleaned = self._read_checkpoint(CLEANER_CHECKPOINT)
-        if clean and not (self.log_dir / RECOVERY_POINT_CHECKPOINT).exists():
-            clean = False  # a marker without checkpoints proves nothing
-        for entry in os.scandir(self.log_dir):
-            name = entry.name
-            if not entry.is_dir():
-                if name not in _LOG_DIR_FILES and not name.endswith(".tmp"):
-                    log.warning("%s: ignoring stray file %s", self.log_dir, name)
+        """Lock every directory and load its partitions (recovering after an unclean stop).
+
+        A directory the disk fails while loading goes offline; start-up fails only when
+        every directory failed, another process holds a lock (``LogDirInUseError``), or a
+        partition is found in two directories."""
+        for d in self._dirs:
+            try:
+                d.lock()
+                logs = d.load(self.config_for, clock_ms=self._clock_ms,
+                              failure_channel=self.failure_channel,
+                              max_partitions=MAX_PARTITIONS - len(self._logs))
+            except OSError as exc:
+                self.failure_channel.fail(d.path, "loading the logs", exc)
                 continue
-            if is_delete_dir(name):
-                log.info("%s: removing deleted partition directory %s", self.log_dir, name)
-                shutil.rmtree(entry.path, ignore_errors=True)
+            except BaseException:
+                self.abandon()
+                raise
+            for tp, lg in logs.items():
+                other = self._logs.get(tp)
+                if other is not None:
+                    self.abandon()
+                    for opened in logs.values():
+                        opened.abandon()
+                    raise StorageError(f"Duplicate log directories for {tp} are found in "
+                                       f"both {other.dir} and {lg.dir}")
+                self._logs[tp] = lg
+        if not self.online_dirs():
+            self.abandon()
+            raise StorageError(f"every log dir failed at start-up: "
+                               f"{', '.join(str(p) for p in self.log_dirs)}")
+
+    def cluster_id(self) -> str | None:
+        """The cluster id the online directories' ``meta.properties`` hold (they must agree)."""
+        found: dict[str, Path] = {}
+        for d in self._dirs:
+            if self.is_offline(d.path):
                 continue
-            if name.endswith((FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX)):
-                log.warning("%s: ignoring directory %s", self.log_dir, name)
+            try:
+                cid = d.cluster_id()
+            except OSError as exc:
+                self.failure_channel.fail(d.path, "reading meta.properties", exc)
                 continue
-            tp = parse_partition_dir(name)
-            if tp is None:
-                log.warning("%s: ignoring stray directory %s", self.log_dir, name)
-                continue
-            if len(self._logs) >= MAX_PARTITIONS:
-                raise StorageError(f"{self.log_dir}: more than {MAX_PARTITIONS} partitions")
-            tp_clean = clean and tp in recovery_points
-            self._logs[tp] = load_log(
-                Path(entry.path),
-                tp,
-                self.config_for(tp.topic),
-                recovery_point=recovery_points.get(tp, 0),
-                log_start_offset=start_offsets.get(tp, 0),
-                clean_shutdown=tp_clean,
-                cleaned=tp in cleaned,
-                clock_ms=self._clock_ms,
-            )
-        # From now on a crash is an unclean shutdown.
-        if marker.exists():
-            marker.unlink()
-            fsync_dir(self.log_dir)
-        log.info("%s: loaded %d partition logs (clean shutdown: %s)",
-                 self.log_dir, len(self._logs), clean)
+            if cid is not None:
+                found.setdefault(cid, d.path)
+        if len(found) > 1:
+            raise StorageError("log dirs hold different cluster ids: " + ", ".join(
+                f"{p}: {cid}" for cid, p in found.items()))
+        return next(iter(found), None)
 
     def ensure_meta_properties(self, broker_id: int, cluster_id: str | None) -> None:
-        """Write ``meta.properties``, or check that it names this broker and cluster."""
-        path = self.log_dir / META_PROPERTIES
-        if not path.exists():
-            write_meta_properties(path, broker_id, cluster_id)
-            return
-        props = read_properties(path)
-        if props.get("broker.id") != str(broker_id):
-            raise StorageError(
-                f"{path}: broker.id {props.get('broker.id')} does not match {broker_id}"
-            )
-        if cluster_id is not None and props.get("cluster.id") not in (None, cluster_id):
-            raise StorageError(
-                f"{path}: cluster.id {props.get('cluster.id')} does not match {cluster_id}"
-            )
+        """Write ``meta.properties`` in every online directory, or check it names this
+        broker and cluster (StorageError when it does not)."""
+        for d in self._dirs:
+            if self.is_offline(d.path):
+                continue
+            try:
+                d.ensure_meta_properties(broker_id, cluster_id)
+            except OSError as exc:
+                self.failure_channel.fail(d.path, "writing meta.properties", exc)
 
     def start_cleaner(
         self, config: CleanerConfig, partition_states: PartitionStates | None = None
@@ -204,9 +192,9 @@ class LogManager:
         """Start the log cleaner's threads (after ``startup``); None when
         ``log.cleaner.enable`` is false (compacted logs then grow, as in Kafka)."""
         if not config.enable or config.threads < 1:
-            log.info("%s: log cleaner disabled", self.log_dir)
+            log.info("log cleaner disabled")
             return None
-        manager = CleanerManager(self.log_dir, self.logs)
+        manager = CleanerManager(self.online_dirs(), self.logs)
         self.cleaner = LogCleaner(config, manager, partition_states=partition_states,
                                   clock_ms=self._clock_ms)
         self.cleaner.start()
@@ -225,38 +213,70 @@ class LogManager:
         with self._lock:
             return dict(self._logs)
 
+    def logs_in(self, log_dir: Path) -> dict[TopicPartition, Log]:
+        return {tp: lg for tp, lg in self.logs().items() if lg.log_dir == log_dir}
+
+    def _next_log_dir(self) -> Path:
+        """The online directory with the fewest partitions (the first on a tie)."""
+        counts = {p: 0 for p in self.online_dirs()}
+        if not counts:
+            raise LogDirOfflineError("every log dir is offline")
+        for lg in self._logs.values():
+            if lg.log_dir in counts:
+                counts[lg.log_dir] += 1
+        return min(counts, key=lambda p: counts[p])
+
     def get_or_create_log(
         self,
         tp: TopicPartition,
         config: LogConfig | None = None,
         *,
         topic_id: bytes | None = None,
+        is_new: bool = True,
     ) -> Log:
-        """The partition's log, created empty (with ``partition.metadata``) if missing."""
+        """The partition's log, created empty (with ``partition.metadata``) if missing.
+
+        ``is_new=False`` (a partition that should already exist) refuses to create it while
+        a directory is offline, as Kafka does: it may be there. A disk error while
+        creating removes what was made and raises (LogIOError or LogDirOfflineError)."""
         with self._lock:
             existing = self._logs.get(tp)
             if existing is not None:
                 return existing
+            offline = [p for p in self.log_dirs if self.is_offline(p)]
+            if not is_new and offline:
+                raise LogDirOfflineError(
+                    f"Cannot create log for {tp}: log dirs {', '.join(map(str, offline))} "
+                    "are offline and may hold it")
             if len(self._logs) >= MAX_PARTITIONS:
-                raise StorageError(f"{self.log_dir}: more than {MAX_PARTITIONS} partitions")
-            directory = self.log_dir / partition_dir_name(tp)
-            directory.mkdir(parents=True, exist_ok=True)
-            if topic_id is not None:
-                write_partition_metadata(directory / PARTITION_METADATA, topic_id)
-            new = load_log(
-                directory,
-                tp,
-                config or self.config_for(tp.topic),
-                clean_shutdown=True,
-                clock_ms=self._clock_ms,
-            )
+                raise StorageError(f"more than {MAX_PARTITIONS} partitions")
+            parent = self._next_log_dir()
+            directory = parent / partition_dir_name(tp)
+            created = not directory.exists()
+            try:
+                fileio.mkdir(directory)
+                if topic_id is not None:
+                    write_partition_metadata(directory / PARTITION_METADATA, topic_id)
+                new = load_log(
+                    directory,
+                    tp,
+                    config or self.config_for(tp.topic),
+                    clean_shutdown=True,
+                    clock_ms=self._clock_ms,
+                    failure_channel=self.failure_channel,
+                )
+            except OSError as exc:
+                if created:
+                    shutil.rmtree(directory, ignore_errors=True)
+                raise self._fail(parent, f"creating the log of {tp}", exc) from exc
             new.topic_id = topic_id if topic_id is not None else new.topic_id
             self._logs[tp] = new  # the directory entry is fsynced by the log's first flush
             return new
 
     def delete_log(self, tp: TopicPartition) -> bool:
         """Close the log and rename its directory ``<tp>.<uuid>-delete`` (removed after
-        ``file.delete.delay.ms`` by ``delete_pending``). False if there was no log."""
+        ``file.delete.delay.ms`` by ``delete_pending``). False if there was no log.
+        On an offline directory the files stay where they are (logged)."""
         cleaner = self.cleaner
         if cleaner is not None:
             # A running cleaning of it stops at its next chunk; its swap would find the log
@@ -269,14 +289,22 @@ class LogManager:
         victim.close()
         if cleaner is not None:
             cleaner.manager.remove(tp)
-        target = self.log_dir / delete_dir_name(tp)
-        os.replace(victim.dir, target)
-        fsync_dir(self.log_dir)
+        parent = victim.log_dir
+        if self.is_offline(parent):
+            log.warning("%s: partition %s deleted; its files stay in the offline log dir",
+                        parent, tp)
+            return True
+        target = parent / delete_dir_name(tp)
+        try:
+            fileio.replace(victim.dir, target)
+            fileio.fsync_dir(parent)
+        except OSError as exc:
+            self.failure_channel.fail(parent, f"deleting the log of {tp}", exc)
+            raise LogDirOfflineError(f"deleting the log of {tp} failed: {exc}") from exc
         due = self._clock_ms() + victim.config.file_delete_delay_ms
         with self._lock:
             self._pending_dir_deletes.append((due, target))
-        log.info("%s: partition %s deleted (directory renamed to %s)", self.log_dir, tp,
-                 target.name)
+        log.info("%s: partition %s deleted (directory renamed to %s)", parent, tp, target.name)
         return True
 
     def delete_pending(self, now_ms: int | None = None, *, force: bool = False) -> int:
@@ -302,12 +330,14 @@ class LogManager:
         now = self._clock_ms() if now_ms is None else now_ms
         deleted = 0
         for tp, lg in self.logs().items():
+            if lg.offline:
+                continue
             hw = high_watermark_for(tp) if high_watermark_for is not None else None
             try:
                 deleted += lg.delete_old_segments(now, hw)
                 lg.delete_pending_files(now)
-            except StorageError as exc:  # a log closed or deleted meanwhile
-                log.debug("%s: retention skipped %s: %s", self.log_dir, tp, exc)
+            except StorageError as exc:  # closed or deleted meanwhile; disk errors reported
+                log.debug("retention skipped %s: %s", tp, exc)
         self.delete_pending(now)
         return deleted
 
@@ -315,35 +345,56 @@ class LogManager:
         """Flush every log whose ``flush.ms`` passed; returns how many were flushed."""
         now = self._clock_ms() if now_ms is None else now_ms
         flushed = 0
-        for lg in self.logs().values():
+        for tp, lg in self.logs().items():
             if lg.flush_due(now):
-                lg.flush()
+                try:
+                    lg.flush()
+                except StorageError as exc:  # already reported by the log
+                    log.debug("flush of %s failed: %s", tp, exc)
+                    continue
                 flushed += 1
         return flushed
 
     def write_checkpoints(self) -> None:
-        """Write recovery points and log start offsets (atomically, with fsync)."""
-        logs = self.logs()
-        write_offset_checkpoint(
-            self.log_dir / RECOVERY_POINT_CHECKPOINT,
-            {tp: lg.recovery_point for tp, lg in logs.items()},
-        )
-        write_offset_checkpoint(
-            self.log_dir / LOG_START_OFFSET_CHECKPOINT,
-            {tp: lg.log_start_offset for tp, lg in logs.items()},
-        )
+        """Write recovery points and log start offsets of every online directory
+        (atomically, with fsync). A directory whose write fails keeps its old files."""
+        for d in self._dirs:
+            if self.is_offline(d.path):
+                continue
+            try:
+                d.write_checkpoints(self.logs_in(d.path))
+            except OSError as exc:
+                self._fail(d.path, "writing the offset checkpoints", exc)
 
     def write_high_watermarks(self, high_watermarks: Mapping[TopicPartition, int]) -> None:
-        """``replication-offset-checkpoint``: the broker's high watermarks."""
-        write_offset_checkpoint(self.log_dir / REPLICATION_CHECKPOINT, high_watermarks)
+        """``replication-offset-checkpoint`` of every online directory: the broker's high
+        watermarks of the partitions that live there."""
+        where = {tp: lg.log_dir for tp, lg in self.logs().items()}
+        for d in self._dirs:
+            if self.is_offline(d.path):
+                continue
+            mine = {tp: hw for tp, hw in high_watermarks.items() if where.get(tp) == d.path}
+            try:
+                d.write_high_watermarks(mine)
+            except OSError as exc:
+                self._fail(d.path, "writing replication-offset-checkpoint", exc)
 
     def read_high_watermarks(self) -> dict[TopicPartition, int]:
-        return self._read_checkpoint(REPLICATION_CHECKPOINT)
+        out: dict[TopicPartition, int] = {}
+        for d in self._dirs:
+            if self.is_offline(d.path):
+                continue
+            try:
+                out.update(d.read_high_watermarks())
+            except OSError as exc:
+                self.failure_channel.fail(d.path, "reading replication-offset-checkpoint", exc)
+        return out
 
     # ------------------------------------------------------------------ shutdown
     def shutdown(self, high_watermarks: Mapping[TopicPartition, int] | None = None) -> None:
         """Ordered clean shutdown: flush and close every log (indexes trimmed), write the
-        checkpoints, then the clean-shutdown marker last, then release the lock."""
+        checkpoints, then the clean-shutdown marker last, then release the locks. An offline
+        directory gets no checkpoint and no marker: its next start recovers it."""
         self.stop_cleaner()  # no swap may run while the logs close
         logs = self.logs()
         # Close (flush: recovery point = log end offset) in parallel: fsync releases the GIL.
@@ -353,25 +404,27 @@ class LogManager:
         if high_watermarks is not None:
             self.write_high_watermarks(high_watermarks)
         self.delete_pending(force=True)
-        marker = self.log_dir / CLEAN_SHUTDOWN_MARKER
-        with open(marker, "wb") as f:
-            os.fsync(f.fileno())
-        fsync_dir(self.log_dir)
+        for d in self._dirs:
+            if self.is_offline(d.path):
+                log.warning("%s: offline, not marked as cleanly shut down", d.path)
+                continue
+            try:
+                d.write_clean_shutdown_marker()
+            except OSError as exc:
+                self.failure_channel.fail(d.path, "writing the clean-shutdown marker", exc)
         with self._lock:
             self._logs.clear()
-        if self._lock_file is not None:
-            os.close(self._lock_file)
-            self._lock_file = None
-        log.info("%s: clean shutdown complete", self.log_dir)
+        for d in self._dirs:
+            d.unlock()
+        log.info("clean shutdown of %s complete", ", ".join(str(p) for p in self.log_dirs))
 
     def abandon(self) -> None:
         """Drop every file handle without flushing, trimming or checkpoints: what a crash
-        leaves behind (crash-recovery tests; never used on a real shutdown)."""
+        leaves behind (crash-recovery tests, failed start-up; never a real shutdown)."""
         self.stop_cleaner()
         for lg in self.logs().values():
             lg.abandon()
         with self._lock:
             self._logs.clear()
-        if self._lock_file is not None:
-            os.close(self._lock_file)
-            self._lock_file = None
+        for d in self._dirs:
+            d.unlock()

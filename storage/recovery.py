@@ -131,4 +131,5 @@ def recover_segment(
     finally:
         view.release()
     truncated = segment.truncate_to_position(pos) if pos < size else 0
+    segment.mark_verified(pos)
     return SegmentRecovery(pos, truncated, state.expected, state.batches, reason)

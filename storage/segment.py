@@ -4,14 +4,20 @@ The ``.log`` file is a plain concatenation of magic-2 record batches, exactly as
 producer sent them after the log patched baseOffset and partitionLeaderEpoch (layout in
 ``protocol.records``). Files are named by the segment's base offset (20 digits).
 
-Writes go through ``os.pwrite`` at the tracked end of the file (one call per append);
-reads return ``FileSlice`` regions for ``sendfile``. Batch boundaries are found by reading
+Writes go through ``storage.fileio`` (``pwrite`` at the tracked end of the file, one call
+per append); reads return ``FileSlice`` regions for ``sendfile``. Batch boundaries are found by reading
 three header fields (``baseOffset`` @0, ``batchLength`` @8, ``lastOffsetDelta`` @23,
 ``maxTimestamp`` @35) from an mmap of the file, or with ``pread`` for the newest bytes not
 yet mapped; the map is refreshed once per ``_REMAP_STEP_BYTES`` of growth, not per append.
 
 Indexes are opened lazily (a clean start of thousands of partitions touches no index
 until it is used); an index that fails its sanity check is rebuilt from the log.
+
+Appends are undone with ``mark`` / ``rollback``: ``mark()`` notes the file size and index
+entry counts (and the in-memory state derived from them), ``rollback(mark)`` cuts the
+file back, drops (and zeroes) the index entries added since, and restores that state. The
+owning ``Log`` does this when an append fails half-way, so a failed append leaves no bytes
+and no index entry behind.
 
 Thread-safety: none of its own; the owning ``Log`` serialises every call under its lock.
 Blocking calls (``flush``, ``recover``, ``delete``) are meant for a thread pool.
@@ -30,7 +36,8 @@ from typing import NamedTuple
 
 from protocol.batch_header import HEAD_TO_MAX_TIMESTAMP
 from protocol.fileslice import FileSlice
-from protocol.records import LOG_OVERHEAD_BYTES, RecordBatch
+from protocol.records import LOG_OVERHEAD_BYTES, RecordBatch, StopReason, scan_batches
+from storage import fileio
 from storage.errors import CorruptIndexError, CorruptSegmentError
 from storage.index import OffsetIndex, TimeIndex, TimestampOffset
 from storage.naming import DELETED_SUFFIX, index_file, log_file, time_index_file
@@ -46,6 +53,14 @@ _REMAP_STEP_BYTES = 8 * 1024 * 1024
 _MAX_SCAN_BATCHES = 1 << 24  # bound on batch walks inside one segment (>= any real count)
 _TAIL_READ_BYTES = 4 * 1024 * 1024  # start-up reads at most this much of a segment's tail
 _INDEX_ENTRY = struct.Struct(">ii")
+_WHY = {  # what a corrupt batch found by ``verify`` is, in a log line
+    StopReason.CRC_MISMATCH: "its CRC does not match its bytes",
+    StopReason.CORRUPT: "its header does not parse",
+    StopReason.TRUNCATED: "it is cut short",
+    StopReason.BAD_MAGIC: "its magic byte is not 2",
+    StopReason.UNSUPPORTED_MAGIC: "its magic byte is not 2",
+    StopReason.TOO_LARGE: "it is too large",
+}
 
 
 def _with_suffix(path: Path, suffix: str) -> Path:
@@ -58,6 +73,17 @@ class BatchMeta(NamedTuple):
     size_bytes: int
     last_offset: int
     max_timestamp: int
+
+
+class SegmentMark(NamedTuple):
+    """A segment's state before an append (``LogSegment.mark``)."""
+
+    size_bytes: int
+    offset_index_entries: int
+    time_index_entries: int
+    bytes_since_last_index_entry: int
+    max_ts_and_offset: TimestampOffset | None
+    rolling_based_ts: int | None
 
 
 class BatchHead(NamedTuple):
@@ -88,7 +114,7 @@ class LogSegment:
         self.max_index_size_bytes = max_index_size_bytes
         self.suffix = suffix  # "" for a live segment, ".cleaned" / ".swap" while cleaning
         self.log_path = _with_suffix(log_file(directory, base_offset), suffix)
-        fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = fileio.open_new(self.log_path, os.O_RDWR)
         self.file = os.fdopen(fd, "r+b", buffering=0)
         self._size = os.fstat(fd).st_size
         self._mm: mmap.mmap | None = None
@@ -101,6 +127,10 @@ class LogSegment:
         self._rolling_based_ts: int | None = None
         self.created_ms = now_ms
         self.deleted = False
+        # Bytes from the start of the file known to be whole batches with good CRCs: what
+        # this process appended (its CRCs were checked on the way in) or recovered. Reads
+        # past it check the CRCs they return once (``verify``).
+        self._verified_bytes = 0
 
     @classmethod
     def open(
@@ -284,19 +314,37 @@ class LogSegment:
         start = self._size
         if start == 0:
             self._rolling_based_ts = batches[0].max_timestamp
-        total = len(data)
-        fd = self.file.fileno()
-        written = os.pwrite(fd, data, start)
-        if written < total:  # rare: a short write; finish it from a view
-            view = memoryview(data)
-            while written < total:  # each turn writes >= 1 byte or raises OSError
-                written += os.pwrite(fd, view[written:], start + written)
-            view.release()
-        self._size = start + total
+        fileio.pwrite_all(self.file.fileno(), data, start, self.log_path)
+        self._size = start + len(data)
+        if self._verified_bytes == start:  # the caller checked these batches' CRCs
+            self._verified_bytes = self._size
         position = start
         for meta in batches:
             self.index_batch(position, meta.size_bytes, meta.last_offset, meta.max_timestamp)
             position += meta.size_bytes
+
+    def mark(self) -> SegmentMark:
+        """The state an append can change, for ``rollback`` (opens the indexes)."""
+        return SegmentMark(self._size, self.offset_index.entries, self.time_index.entries,
+                           self._bytes_since_last_index_entry, self._max_ts_and_offset,
+                           self._rolling_based_ts)
+
+    def rollback(self, mark: SegmentMark) -> None:
+        """Undo everything appended since ``mark``: index entries first (they point into the
+        file), then the file is cut back to its old size. Raises ``OSError`` if the disk
+        refuses even that (the caller then takes the log dir offline)."""
+        self.offset_index.truncate_to_entries(mark.offset_index_entries)
+        self.time_index.truncate_to_entries(mark.time_index_entries)
+        self._bytes_since_last_index_entry = mark.bytes_since_last_index_entry
+        self._max_ts_and_offset = mark.max_ts_and_offset
+        self._rolling_based_ts = mark.rolling_based_ts
+        if self._mapped_bytes > mark.size_bytes:
+            self._mm = None
+            self._mapped_bytes = 0
+        # Always cut: a failed write may have extended the file past what _size says.
+        fileio.ftruncate(self.file.fileno(), mark.size_bytes, self.log_path)
+        self._size = mark.size_bytes
+        self._verified_bytes = min(self._verified_bytes, mark.size_bytes)
 
     def index_batch(self, position: int, size: int, last_offset: int, max_timestamp: int) -> None:
         """Account one batch already in the file at ``position`` (Kafka's per-batch rule:
@@ -485,6 +533,36 @@ class LogSegment:
             end = begin + start.size_bytes
         return FileSlice(self.file, begin, max(end - begin, 0))
 
+    @property
+    def verified_bytes(self) -> int:
+        return self._verified_bytes
+
+    def mark_verified(self, size_bytes: int) -> None:
+        """Recovery checked every batch up to ``size_bytes``."""
+        self._verified_bytes = min(max(self._verified_bytes, size_bytes), self._size)
+
+    def verify(self, begin: int, end: int) -> tuple[int, str]:
+        """Check the CRCs of the batches in ``[begin, end)`` (``begin`` a batch boundary)
+        not checked before: (end of the run of valid batches from ``begin``, why it stopped
+        short, "" if it did not). Extends ``verified_bytes`` when the run touches it."""
+        if end <= self._verified_bytes:
+            return end, ""
+        start = self._verified_bytes if begin <= self._verified_bytes else begin
+        mm = self._buffer_for(end)
+        data: bytes | memoryview = (memoryview(mm)[start:end] if mm is not None
+                                    else os.pread(self.file.fileno(), end - start, start))
+        try:
+            result = scan_batches(data, True, keep_batches=False)
+        finally:
+            if isinstance(data, memoryview):
+                data.release()
+        valid_end = start + result.valid_bytes
+        if begin <= self._verified_bytes:
+            self._verified_bytes = max(self._verified_bytes, valid_end)
+        if result.stop_reason is None:
+            return end, ""
+        return valid_end, _WHY.get(result.stop_reason, result.stop_reason.value)
+
     def read_batch_bytes(self, head: BatchHead) -> bytes:
         return os.pread(self.file.fileno(), head.size_bytes, head.position)
 
@@ -514,8 +592,9 @@ class LogSegment:
             return 0
         self._mm = None
         self._mapped_bytes = 0
-        os.ftruncate(self.file.fileno(), position)
+        fileio.ftruncate(self.file.fileno(), position, self.log_path)
         self._size = position
+        self._verified_bytes = min(self._verified_bytes, position)
         if position == 0:
             self._rolling_based_ts = None
         return removed
@@ -539,7 +618,7 @@ class LogSegment:
     # ------------------------------------------------------------------ lifecycle
     def flush(self) -> None:
         """fsync the log and msync the indexes (blocking)."""
-        os.fsync(self.file.fileno())
+        fileio.fsync(self.file.fileno(), self.log_path)
         for idx in (self._offset_index, self._time_index):
             if idx is not None:
                 idx.flush()
@@ -581,7 +660,7 @@ class LogSegment:
                *self._index_paths()]
         for src, dst in zip(old, new, strict=True):
             if src.exists():
-                os.replace(src, dst)
+                fileio.replace(src, dst)
         self.log_path = new[0]
         for idx, path in ((self._offset_index, new[1]), (self._time_index, new[2])):
             if idx is not None:
@@ -595,13 +674,23 @@ class LogSegment:
 
     def mark_deleted(self) -> None:
         """Rename the files to ``*.deleted`` (Kafka's async delete); the file stays open so
-        slices already handed out still send. ``delete_files`` finishes the job later."""
+        slices already handed out still send. ``delete_files`` finishes the job later.
+
+        All or nothing: if a rename fails, the ones done are renamed back and the
+        ``OSError`` is raised (a second failure there propagates: the dir goes offline)."""
         if self.deleted:
             return
         self._close_indexes()
-        for path in self.paths():
-            if path.exists():
-                os.replace(path, path.with_name(path.name + DELETED_SUFFIX))
+        done: list[Path] = []
+        try:
+            for path in self.paths():
+                if path.exists():
+                    fileio.replace(path, path.with_name(path.name + DELETED_SUFFIX))
+                    done.append(path)
+        except OSError:
+            for path in reversed(done):
+                fileio.replace(path.with_name(path.name + DELETED_SUFFIX), path)
+            raise
         # From now on the segment's names are the .deleted ones: a cleaned segment with the
         # same base offset may take the live names while these files wait for deletion.
         self.suffix += DELETED_SUFFIX
