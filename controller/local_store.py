@@ -19,7 +19,9 @@ partitions have no state yet; the next write upgrades the file.
 Writes are atomic: the whole file goes to ``minikafka-topics.json.tmp``, is fsynced, renamed
 over the old file and the directory is fsynced (in a worker thread), so a crash leaves
 either the old or the new store, never a torn one; the in-memory view changes only after
-the rename. A file that does not parse fails start-up with ``TopicStoreLoadError`` naming
+the rename; a write that fails (full or failing disk) changes nothing and raises
+``TopicStoreError`` (KAFKA_STORAGE_ERROR), except a failed directory fsync after the rename,
+which keeps the new state it wrote. A file that does not parse fails start-up with ``TopicStoreLoadError`` naming
 it (it is never silently dropped). Watchers hear of a change after it is durable.
 
 Thread-safety: the event loop that calls it; writes are serialized by an asyncio lock.
@@ -29,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -46,9 +47,12 @@ from controller.topic_store import (
     StateWriteResult,
     TopicExistsError,
     TopicRecord,
+    TopicStoreError,
     TopicStoreWatcher,
 )
+from protocol.errors import ErrorCode
 from protocol.topic_partition import TopicPartition
+from storage.checkpoints import DirSyncError, atomic_write_bytes
 
 STORE_FILE: Final = "minikafka-topics.json"
 FORMAT_VERSION: Final = 2
@@ -225,7 +229,16 @@ class LocalTopicStore:
                       states: Mapping[TopicPartition, LeaderIsrAndControllerEpoch]) -> None:
         """Write the new state durably (worker thread), then make it the visible one."""
         data = json.dumps(_to_json(topics, states), indent=1, sort_keys=True).encode("utf-8")
-        await asyncio.to_thread(_write_atomically, self._path, data)
+        try:
+            await asyncio.to_thread(_write_atomically, self._path, data)
+        except DirSyncError as exc:  # the new file is in place: so is the new state
+            self._topics = topics
+            self._states = dict(states)
+            raise TopicStoreError(ErrorCode.KAFKA_STORAGE_ERROR,
+                                  f"Cannot sync the topic store {self._path}: {exc}") from exc
+        except OSError as exc:  # the old file stands (temp file removed): nothing changed
+            raise TopicStoreError(ErrorCode.KAFKA_STORAGE_ERROR,
+                                  f"Cannot write the topic store {self._path}: {exc}") from exc
         self._topics = topics
         self._states = dict(states)
 
@@ -236,23 +249,10 @@ def _with_version(state: LeaderIsrAndControllerEpoch,
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
-    tmp = path.with_name(STORE_FILE + ".tmp")
+    """Temp file, fsync, rename, fsync dir (storage's writer: a failure before the rename
+    removes the temp file and leaves the old store; a full disk is an OSError here)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    atomic_write_bytes(path, data)
 
 
 # ---------------------------------------------------------------- file format
