@@ -24,6 +24,9 @@ exists only in that form, per mechanism: ``listener.name.<l>.<mechanism>.sasl.ja
 protocol needs (a PEM keystore for SSL, JAAS and mechanisms for SASL) is checked when the
 listener is built (``broker.security.listener``), before anything is bound.
 
+``log.dirs`` (else ``log.dir``) may list several directories (JBOD, ``log_dirs``); the first
+(``log_dir``) also holds the broker's own files (topic registry, producer-id block).
+
 ``BrokerConfig.explicit`` holds the properties set explicitly (file + overrides), as strings:
 DescribeConfigs reports them as STATIC_BROKER_CONFIG and topic configs resolve their broker
 synonyms from them (``broker.topic_config.resolve``).
@@ -32,6 +35,7 @@ synonyms from them (``broker.topic_config.resolve``).
 from __future__ import annotations
 
 import enum
+import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -443,11 +447,12 @@ class BrokerConfig:
     explicit: Mapping[str, str]
     listeners: tuple[Endpoint, ...]
     advertised_listeners: tuple[Endpoint, ...]
-    log_dir: Path
+    log_dir: Path  # the first of log.dirs: the broker's own files live there too
     ip_connection_overrides: Mapping[str, int] = field(default_factory=dict)
     # listener name -> security protocol (listener.security.protocol.map)
     security_protocols: Mapping[str, str] = field(default_factory=dict)
     inter_broker_listener_name: str = "PLAINTEXT"
+    log_dirs: tuple[Path, ...] = ()  # every entry of log.dirs (JBOD), log_dir first
 
     # -- construction ------------------------------------------------------------------
 
@@ -492,9 +497,12 @@ class BrokerConfig:
         log_dirs = values["log.dirs"]
         dirs = [d.strip() for d in str(log_dirs if log_dirs is not None else values["log.dir"]).split(",")
                 if d.strip()]
-        if len(dirs) != 1:
+        if not dirs:
             raise ConfigError(f"Invalid value {log_dirs!r} for configuration log.dirs: "
-                              "exactly one log directory is supported")
+                              "no log directory given")
+        if len({os.path.abspath(d) for d in dirs}) != len(dirs):
+            raise ConfigError(f"Invalid value {log_dirs!r} for configuration log.dirs: "
+                              "Duplicate log directory found")
         if values["zookeeper.connect"] is not None:
             _check_zookeeper_connect(str(values["zookeeper.connect"]))
             raise ConfigError("Invalid value for configuration zookeeper.connect: cluster mode "
@@ -514,6 +522,7 @@ class BrokerConfig:
             listeners=tuple(listeners),
             advertised_listeners=tuple(advertised),
             log_dir=Path(dirs[0]),
+            log_dirs=tuple(Path(d) for d in dirs),
             ip_connection_overrides=_ip_overrides(str(values["max.connections.per.ip.overrides"])),
             security_protocols={e.listener_name: protocol_map[e.listener_name] for e in listeners},
             inter_broker_listener_name=inter_broker,

@@ -8,8 +8,8 @@ REQUEST_TIMED_OUT. Keys: the topic-partitions; retried whenever one's HW moves.
 
 DelayedFetch (long poll): parked when the first read returned fewer than ``min_bytes``;
 retried whenever one of its partitions gets new data; completes when the bytes available
-over all partitions reach ``min_bytes``, when a partition errors (deleted, leader change),
-or after ``max_wait_ms``. On completion the partitions are read again (so the response
+over all partitions reach ``min_bytes``, when a partition errors (deleted, leader change,
+its log dir offline), or after ``max_wait_ms``. On completion the partitions are read again (so the response
 carries all the data there is at that moment) by ``read_all``.
 
 Thread-safety: none; the broker's event loop only.
@@ -48,6 +48,10 @@ class DelayedProduce(DelayedOperation):
             if partition is None:
                 status.acks_pending = False
                 status.result.error = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                continue
+            if partition.log.offline:  # its log dir failed while the request waited
+                status.acks_pending = False
+                status.result.error = ErrorCode.KAFKA_STORAGE_ERROR
                 continue
             reached, error = partition.check_enough_replicas_reach_offset(status.required_offset)
             if reached:
@@ -102,8 +106,8 @@ class DelayedFetch(DelayedOperation):
         params = self.params
         for s in self.statuses:
             partition = self._get_partition(s.topic, s.partition)
-            if partition is None or not partition.is_leader:
-                return True  # deleted or moved: answer now with the error
+            if partition is None or not partition.is_leader or partition.log.offline:
+                return True  # deleted, moved, or its log dir failed: answer now with the error
             if partition.check_leader_epoch(s.current_leader_epoch) is not ErrorCode.NO_ERROR:
                 return True
             end = partition.fetch_upper_bound(params.replica_id, params.isolation)

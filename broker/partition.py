@@ -52,7 +52,7 @@ from protocol.messages.leader_and_isr import LeaderAndIsrRequest
 from protocol.records import RecordBatch, iter_batches
 from protocol.topic_partition import TopicPartition
 from storage.config import LogConfig
-from storage.errors import StorageError
+from storage.errors import CorruptSegmentError, LogDirOfflineError, LogIOError, StorageError
 from storage.index import TimestampOffset
 from storage.log import Log
 
@@ -330,6 +330,9 @@ class Partition:
                                 error_message=f"{self.topic_partition} is not led by this broker")
         now_ms = int(time.time() * 1000)
         start = self.log_start_offset
+        if self.log.offline:
+            return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, log_start_offset=start,
+                                error_message=f"log dir {self.log.log_dir} is offline")
         try:
             if required_acks == -1 and len(self.isr) < self.min_insync_replicas:
                 raise PartitionError(
@@ -368,8 +371,9 @@ class Partition:
         except PartitionError as exc:
             return AppendResult(exc.error, log_start_offset=start, error_message=str(exc))
         except StorageError as exc:
-            log.warning("%s-%d: append failed (%s): %s", self.topic, self.partition,
-                        exc.error_code.name, exc)
+            if not isinstance(exc, LogIOError | LogDirOfflineError):  # those storage logs itself
+                log.warning("%s-%d: append failed (%s): %s", self.topic, self.partition,
+                            exc.error_code.name, exc)
             return AppendResult(exc.error_code, log_start_offset=start, error_message=str(exc))
         if batch.producer_id >= 0:
             first_seq = batch.base_sequence
@@ -399,6 +403,8 @@ class Partition:
              current_leader_epoch: int = UNDEFINED_EPOCH) -> ReadResult:
         """Records from ``fetch_offset`` (a FileSlice, never copied), up to the bound."""
         hw, lso, start = self.high_watermark, self.last_stable_offset, self.log_start_offset
+        if self.log.offline:
+            return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR, hw, lso, start)
         epoch_error = self.check_leader_epoch(current_leader_epoch)
         if epoch_error is not ErrorCode.NO_ERROR:
             return ReadResult(epoch_error, hw, lso, start)
@@ -505,7 +511,13 @@ class Partition:
         for _ in range(1 << 40):  # bounded: each turn moves past at least one batch
             if position >= self.log_end_offset:
                 return
-            data = self.log.read(position, chunk_bytes, None, min_one_batch=True).read_bytes()
+            try:
+                data = self.log.read(position, chunk_bytes, None,
+                                     min_one_batch=True).read_bytes()
+            except CorruptSegmentError as exc:  # logged once by the log; rebuild what is before
+                log.warning("%s-%d: state rebuild stops at offset %d: %s", self.topic,
+                            self.partition, position, exc)
+                return
             if not data:
                 return
             last = position

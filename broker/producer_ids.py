@@ -17,8 +17,9 @@ block runs in the default thread pool, and a lock keeps concurrent callers in or
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
+
+from storage.checkpoints import atomic_write_bytes
 
 PRODUCER_ID_BLOCK_SIZE = 1000
 BLOCK_FILE_NAME = "producer-id-block"
@@ -26,21 +27,7 @@ _MAX_PRODUCER_ID = 2**63 - 1
 
 
 class ProducerIdError(RuntimeError):
-    """The block file is unreadable or the id space is exhausted."""
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="ascii") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    """The block file is unreadable or cannot be written, or the id space is exhausted."""
 
 
 def read_next_block_start(path: Path) -> int:
@@ -82,9 +69,12 @@ class ProducerIdManager:
                 end = start + self.block_size
                 if end > _MAX_PRODUCER_ID:
                     raise ProducerIdError("producer id space exhausted")
-                await asyncio.to_thread(
-                    _write_atomically, self.path, f"version=0 next_block_start={end}\n"
-                )
+                try:
+                    await asyncio.to_thread(
+                        atomic_write_bytes, self.path,
+                        f"version=0 next_block_start={end}\n".encode("ascii"))
+                except OSError as exc:  # no id of the block was handed out: retry later
+                    raise ProducerIdError(f"cannot write {self.path}: {exc}") from exc
                 self._next_block_start = end
                 self._next_id, self._block_end = start, end
             pid = self._next_id

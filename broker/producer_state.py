@@ -48,6 +48,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
+import threading
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -57,6 +58,7 @@ import crc32c
 
 from protocol.errors import ErrorCode
 from protocol.records import RecordBatch
+from storage.checkpoints import atomic_write_bytes
 
 log = logging.getLogger(__name__)
 
@@ -214,15 +216,6 @@ def decode_snapshot(data: bytes) -> list[ProducerStateEntry]:
     return entries
 
 
-def _write_file_atomically(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 class ProducerStateManager:
     """The producer state of one partition. See the module docstring."""
 
@@ -342,7 +335,10 @@ class ProducerStateManager:
         """Write encoded state as ``<log_end_offset>.snapshot`` (blocking: a thread pool);
         one writer per partition at a time."""
         path = snapshot_path(self.partition_dir, log_end_offset)
-        _write_file_atomically(path, data)
+        # A background snapshot and the shutdown's may write the same offset at once: each
+        # writes a temp file of its own, and the last rename wins (same state, same bytes).
+        tmp_name = f"{path.name}.{threading.get_ident()}.tmp"
+        atomic_write_bytes(path, data, tmp_name=tmp_name)  # OSError: temp file removed
         self.snapshot_offset = max(self.snapshot_offset, log_end_offset)
         snapshots = list_snapshots(self.partition_dir)
         for offset, old in snapshots[:-SNAPSHOTS_TO_KEEP]:

@@ -53,6 +53,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from broker.delayed_ops import (
@@ -81,7 +82,7 @@ from protocol.messages.stop_replica import StopReplicaRequest
 from protocol.messages.update_metadata import UpdateMetadataRequest
 from protocol.topic_partition import TopicPartition
 from storage.config import LogConfig
-from storage.errors import StorageError
+from storage.errors import LogDirOfflineError, LogIOError, StorageError
 from storage.manager import LogManager
 from storage.naming import TopicPartition as StorageTopicPartition
 
@@ -149,6 +150,7 @@ class ReplicaManager:
         self._last_producer_check_ms = _now_ms()
         self.fetch_sessions = FetchSessionCache(fetch_session_cache_slots)
         self.partitions: dict[TopicPartition, Partition] = {}
+        self.offline_partitions: set[TopicPartition] = set()  # not opened: log dir offline
         self._topic_names: dict[uuid.UUID, str] = {}
         self._checkpointed_hws: dict[StorageTopicPartition, int] | None = None
         self._flushing: set[Partition] = set()
@@ -173,7 +175,10 @@ class ReplicaManager:
         return self._topic_names.get(topic_id)
 
     def unknown_partition_error(self, topic: str, partition: int) -> ErrorCode:
-        """The error for a partition not hosted here: another broker's, or none at all."""
+        """The error for a partition not hosted here: offline (its log dir failed before it
+        could be opened), another broker's, or none at all."""
+        if (topic, partition) in self.offline_partitions:
+            return ErrorCode.KAFKA_STORAGE_ERROR
         if self.metadata_cache.contains((topic, partition)):
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -182,6 +187,22 @@ class ReplicaManager:
         """For replication-offset-checkpoint (LogManager.write_high_watermarks / shutdown)."""
         return {StorageTopicPartition(t, i): p.high_watermark
                 for (t, i), p in self.partitions.items()}
+
+    def mark_offline(self, tp: TopicPartition) -> None:
+        """The partition's log could not be opened (its log dir is offline): it answers
+        KAFKA_STORAGE_ERROR, as Kafka's offline partitions do, until a restart."""
+        self.offline_partitions.add(tp)
+
+    def handle_log_dir_failure(self, log_dir: Path) -> list[TopicPartition]:
+        """A log dir went offline (Kafka's ``handleLogDirFailure``): its partitions' logs
+        refuse every call, so they answer KAFKA_STORAGE_ERROR; parked produce and fetch
+        requests on them are answered now. Returns those partitions. On the loop."""
+        offline = [tp for tp, p in self.partitions.items() if p.log.log_dir == log_dir]
+        for tp in offline:
+            self.produce_purgatory.check_and_complete(tp)
+            self.fetch_purgatory.check_and_complete(tp)
+        return offline
+
 
     def update_log_config(self, topic: str, log_config: LogConfig) -> None:
         """A topic's config changed: its hosted logs (and so partitions) use the new one."""
@@ -212,8 +233,10 @@ class ReplicaManager:
                 errors[tp] = self._check_leader_and_isr(tp, state, topic_ids.get(topic, ZERO_UUID))
                 if errors[tp] is ErrorCode.NO_ERROR:
                     (to_lead if state.leader == self.broker_id else to_follow)[tp] = state
+            states = {**to_lead, **to_follow}
             opened = await self._open_partitions(
-                [tp for tp in (*to_lead, *to_follow) if tp not in self.partitions], topic_ids)
+                [tp for tp in states if tp not in self.partitions], topic_ids,
+                {tp for tp, state in states.items() if state.is_new})
             for tp, error in opened.items():
                 errors[tp] = error
                 to_lead.pop(tp, None)
@@ -263,9 +286,12 @@ class ReplicaManager:
         return ErrorCode.STALE_CONTROLLER_EPOCH
 
     async def _open_partitions(self, new: list[TopicPartition],
-                               topic_ids: Mapping[str, uuid.UUID]) -> dict[TopicPartition, ErrorCode]:
+                               topic_ids: Mapping[str, uuid.UUID],
+                               is_new: set[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
         """Create (or open) the logs of partitions not hosted yet and host them; returns
-        the partitions that failed (KAFKA_STORAGE_ERROR)."""
+        the partitions that failed (KAFKA_STORAGE_ERROR). A partition not ``is_new`` (the
+        controller says it existed) is not created afresh while a log dir that may hold
+        it is offline (Kafka's rule); it is then offline itself."""
         if not new:
             return {}
         configs = {topic: await self._log_config(topic) for topic in {tp.topic for tp in new}}
@@ -277,7 +303,8 @@ class ReplicaManager:
                 try:
                     self.log_manager.get_or_create_log(
                         StorageTopicPartition(*tp), configs[tp.topic],
-                        topic_id=None if topic_id == ZERO_UUID else topic_id.bytes)
+                        topic_id=None if topic_id == ZERO_UUID else topic_id.bytes,
+                        is_new=tp in is_new)
                 except StorageError as exc:
                     failed[tp] = exc
             return failed
@@ -288,8 +315,13 @@ class ReplicaManager:
         errors: dict[TopicPartition, ErrorCode] = {}
         for tp in new:
             if tp in failed:
-                log.error("%s: cannot create its log: %s", tp, failed[tp])
+                if isinstance(failed[tp], LogIOError | LogDirOfflineError):  # storage logged it
+                    log.debug("%s: cannot create its log: %s", tp, failed[tp])
+                else:
+                    log.error("%s: cannot create its log: %s", tp, failed[tp])
                 errors[tp] = failed[tp].error_code
+                if isinstance(failed[tp], LogDirOfflineError):
+                    self.mark_offline(tp)
                 continue
             plog = self.log_manager.get_log(StorageTopicPartition(*tp))
             if plog is None:
@@ -489,15 +521,21 @@ class ReplicaManager:
             if flush:
                 p.log.flush()
             if snapshot is not None:
-                p.producer_state.write_snapshot(*snapshot)
+                try:
+                    p.producer_state.write_snapshot(*snapshot)
+                except OSError as exc:
+                    raise p.log.io_failed("producer state snapshot", exc) from exc
 
         future = asyncio.get_running_loop().run_in_executor(None, work)
 
         def done(f: asyncio.Future[None]) -> None:
             self._flushing.discard(p)
-            if not f.cancelled() and f.exception() is not None:
+            exc = None if f.cancelled() else f.exception()
+            if isinstance(exc, StorageError):  # a disk error: storage logged it
+                log.debug("%s-%d: background flush/snapshot failed: %s", p.topic, p.partition, exc)
+            elif exc is not None:
                 log.error("%s-%d: background flush/snapshot failed: %s", p.topic, p.partition,
-                          f.exception())
+                          exc)
 
         future.add_done_callback(done)
 
@@ -587,6 +625,8 @@ class ReplicaManager:
         """
         self.complete_delayed_operations()
         for p in self.partitions.values():
+            if p.log.offline:
+                continue  # no writes to a failed disk; the next start replays the log
             try:
                 p.producer_state.take_snapshot(p.log_end_offset)
             except OSError as exc:

@@ -4,14 +4,16 @@ Start-up, in order:
 
 1. bind the listeners (port 0 binds an ephemeral port); nothing is accepted yet;
 2. load the topic store (``controller.local_store``) and the topics' configs, then the log
-   manager: it locks the log dir (``.lock``, flock: a second broker on the same dir fails
+   manager: it locks every log dir (``.lock``, flock: a second broker on the same dir fails
    start-up, as in Kafka), loads and recovers every partition log; ``meta.properties``
-   keeps the cluster id (created on first start) and must name this broker.id;
+   keeps the cluster id (created on first start) and must name this broker.id. A log dir
+   the disk fails while loading goes offline; start-up fails only when every one did;
 3. build the services (metadata cache, replica manager, admin manager, group coordinator,
    control-request handler) and start the single node's controller
    (``controller.local``): it sends this broker UpdateMetadata and LeaderAndIsr for every
    partition, which is how the partitions come to be hosted (and ``__consumer_offsets``
-   groups loaded); start-up waits for them;
+   groups loaded); start-up waits for them. A partition whose log dir is offline is not
+   recreated elsewhere: it answers KAFKA_STORAGE_ERROR;
 4. start the network (IO workers, acceptors), the periodic log work (retention, flush,
    checkpoints: broker.log_maintenance) and the log cleaner's threads
    (broker.log_cleaning). A line ``minikafka: started broker N listening on
@@ -30,6 +32,14 @@ Shutdown (SIGTERM or SIGINT), in order, bounded by ``SHUTDOWN_TIMEOUT_S``:
 4. stop the log cleaner (a running cleaning stops at its next chunk), flush and close every
    log, write the checkpoints and the clean-shutdown marker, release the lock
    (LogManager.shutdown); exit 0. A second signal exits at once (1).
+
+Log dir failures (``storage.log_dir_failure``): the server listens on the log manager's
+``failure_channel``. A failed dir's partitions answer KAFKA_STORAGE_ERROR and their parked
+requests are answered at once (``ReplicaManager.handle_log_dir_failure``); when no log dir
+is left the broker stops (the ordered shutdown above, exit code 1) with a line saying why,
+as Kafka halts. In a cluster the ZooKeeper controller is told by subscribing to the same
+channel: each ``LogDirFailure`` becomes a ``/log_dir_event_notification`` znode
+(``controller.zk_data.encode_log_dir_event``), Kafka's ``propagateLogDirEvent``.
 """
 
 from __future__ import annotations
@@ -58,19 +68,23 @@ from broker.metrics.collectors import BrokerView
 from broker.metrics.endpoint import BrokerState
 from broker.metrics.service import LISTENER_PROPERTY, BrokerMetrics
 from broker.network.socket_server import SocketServer
-from broker.producer_ids import ProducerIdManager
+from broker.producer_ids import BLOCK_FILE_NAME, ProducerIdManager
 from broker.quota.manager import ClientQuotas
 from broker.replica_manager import ReplicaManager
+from broker.security.acl_store import STORE_FILE as ACL_FILE
 from broker.security.acl_store import AclStoreError, LocalAclStore
 from broker.security.authorizer import AclAuthorizer, parse_super_users
 from broker.security.credentials import CredentialStore
+from broker.security.entity_store import STORE_FILE as ENTITY_CONFIGS_FILE
 from broker.security.entity_store import EntityStoreError, LocalEntityConfigStore
 from broker.services import Broker, advertised_host
 from controller.channel import BrokerEndpoint, BrokerRegistration
 from controller.local import InProcessChannel, LocalController
+from controller.local_store import STORE_FILE as TOPICS_FILE
 from controller.local_store import LocalTopicStore, TopicStoreLoadError
-from storage.checkpoints import read_properties
+from storage import fileio
 from storage.errors import StorageError
+from storage.log_dir_failure import LogDirFailure
 from storage.manager import LogDirInUseError, LogManager
 
 log = logging.getLogger(__name__)
@@ -79,11 +93,13 @@ SHUTDOWN_TIMEOUT_S = 30.0
 DRAIN_TIMEOUT_S = 10.0
 # Kafka's SecurityProtocol ids, as a broker registration carries them.
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
-META_PROPERTIES = "meta.properties"
 # Tests only: while the file this names exists, start-up waits before loading the logs
 # (state RECOVERY, /ready answers 503), at most PAUSE_MAX_S.
 PAUSE_ENV = "MINIKAFKA_TEST_PAUSE_BEFORE_LOG_LOADING"
 PAUSE_MAX_S = 60.0
+# Tests only: a storage.fileio fault plan ("op=write,errno=EIO,times=0,path=/d2") applied
+# at start-up, so a test can make one log dir fail in a real broker process.
+FAULT_ENV = "MINIKAFKA_TEST_FAULT_INJECTION"
 
 
 class StartupError(RuntimeError):
@@ -93,17 +109,6 @@ class StartupError(RuntimeError):
 def new_cluster_id() -> str:
     """Kafka's ``Uuid.randomUuid().toString()``: 22 characters of URL-safe base64."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
-
-
-def read_cluster_id(log_dir: Path) -> str | None:
-    """The cluster id in ``<log_dir>/meta.properties``, if the broker ran here before."""
-    path = log_dir / META_PROPERTIES
-    if not path.exists():
-        return None
-    try:
-        return read_properties(path).get("cluster.id") or None
-    except (OSError, ValueError) as exc:
-        raise StartupError(f"{path}: unreadable: {exc}") from None
 
 
 class BrokerServer:
@@ -122,6 +127,7 @@ class BrokerServer:
         self._maintenance: LogMaintenance | None = None
         self._log_manager: LogManager | None = None
         self._logs_closed = False
+        self._exit_code = 0
 
     def request_stop(self, signum: int | None = None) -> None:
         self._signals += 1
@@ -191,7 +197,7 @@ class BrokerServer:
             await self.network.close()
             raise
         log.info("[KafkaServer id=%d] shut down completed", self.config.broker_id)
-        return 0
+        return self._exit_code
 
     async def _build_services(self, bound: list[Endpoint]) -> Broker:
         config = self.config
@@ -204,20 +210,22 @@ class BrokerServer:
             raise StartupError(str(exc)) from None
         log_configs = LogConfigs(config, store)
         await log_configs.load()
-        log_manager = LogManager(log_dir, config_for=log_configs.get,
+        log_manager = LogManager(config.log_dirs or (log_dir,), config_for=log_configs.get,
                                  retention_check_interval_ms=config.get_int(
-                                     "log.retention.check.interval.ms"))
+                                     "log.retention.check.interval.ms"),
+                                 broker_files=(TOPICS_FILE, BLOCK_FILE_NAME, ACL_FILE,
+                                               ENTITY_CONFIGS_FILE))
         self.metrics.set_state(BrokerState.RECOVERY)
         _test_pause()
         try:
             log_manager.startup()  # locks the dir, loads and recovers every partition log
         except LogDirInUseError as exc:
-            raise StartupError(f"Failed to acquire lock on file .lock in {log_dir}: {exc}") from None
+            raise StartupError(f"Failed to acquire lock on file .lock: {exc}") from None
         except StorageError as exc:
-            raise StartupError(f"cannot load the logs in {log_dir}: {exc}") from None
+            raise StartupError(f"cannot load the logs: {exc}") from None
         self._log_manager = log_manager
         try:
-            cluster_id = read_cluster_id(log_dir) or new_cluster_id()
+            cluster_id = log_manager.cluster_id() or new_cluster_id()
             log_manager.ensure_meta_properties(config.broker_id, cluster_id)
         except (StorageError, StartupError) as exc:
             raise StartupError(str(exc)) from None
@@ -258,6 +266,12 @@ class BrokerServer:
             broker=registration, store=store, channel=channel,
             inter_broker_listener=config.inter_broker_listener_name,
             unclean_leader_election=config.get_bool("unclean.leader.election.enable"))
+        loop = asyncio.get_running_loop()
+
+        def on_failure(failure: LogDirFailure) -> None:  # any thread: hand it to the loop
+            loop.call_soon_threadsafe(self._log_dir_failed, failure)
+
+        log_manager.failure_channel.subscribe(on_failure)
         offsets_topic = (await store.topics([GROUP_METADATA_TOPIC])).get(GROUP_METADATA_TOPIC)
         groups.startup(None if offsets_topic is None else offsets_topic.num_partitions)
         # The controller tells this broker its partitions (LeaderAndIsr) and the cluster
@@ -280,6 +294,20 @@ class BrokerServer:
                                        config.get_int("quota.window.size.seconds")),
             advertised_listeners=advertised,
         )
+
+    def _log_dir_failed(self, failure: LogDirFailure) -> None:
+        """On the loop: a log dir went offline (reported from any thread)."""
+        broker = self.broker
+        if broker is None:
+            return
+        offline = broker.replica_manager.handle_log_dir_failure(failure.log_dir)
+        log.error("Log dir %s failed: %d partitions answer KAFKA_STORAGE_ERROR until a restart",
+                  failure.log_dir, len(offline))
+        if not broker.log_manager.online_dirs() and not self._stop.is_set():
+            log.error("Shutdown broker because all log dirs in %s have failed",
+                      ", ".join(str(p) for p in broker.log_manager.log_dirs))
+            self._exit_code = 1
+            self.request_stop()
 
     async def _shutdown(self) -> None:
         # 1. No new connections.
@@ -367,6 +395,15 @@ def run_broker(config: BrokerConfig) -> int:
     """Run a broker in the foreground until SIGTERM/SIGINT; the process exit code."""
     import uvloop
 
+    spec = os.environ.get(FAULT_ENV)
+    if spec:
+        try:
+            plan = fileio.plan_from_spec(spec)
+        except ValueError as exc:
+            print(f"minikafka: error: {FAULT_ENV}: {exc}", file=sys.stderr)
+            return 1
+        log.warning("TEST HOOK: storage faults injected (%s=%s): %s", FAULT_ENV, spec, plan)
+        fileio.inject(plan)
     server = BrokerServer(config, ready_stream=sys.stdout)
 
     async def main() -> int:

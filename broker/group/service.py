@@ -37,6 +37,7 @@ from broker.metadata_cache import MetadataCache
 from broker.topics import TopicError
 from protocol.errors import ErrorCode
 from protocol.topic_partition import TopicPartition
+from storage.throttled_log import ThrottledLog
 
 if TYPE_CHECKING:
     from broker.admin_manager import AdminManager
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from broker.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
+_throttled = ThrottledLog(log)  # one line a minute while the disk stays full
 
 # How long a group request waits for __consumer_offsets to be created (a bound of ours,
 # below the clients' request timeouts; past it they get COORDINATOR_NOT_AVAILABLE and retry).
@@ -116,11 +118,11 @@ class GroupService:
                 timeout_ms=OFFSETS_TOPIC_CREATE_WAIT_MS)
         except TopicError as exc:
             if exc.error_code is not ErrorCode.TOPIC_ALREADY_EXISTS:
-                log.error("cannot create %s: %s", GROUP_METADATA_TOPIC, exc)
+                _throttled.error("create", "cannot create %s: %s", GROUP_METADATA_TOPIC, exc)
                 return False
             error = ErrorCode.NO_ERROR
         if error is not ErrorCode.NO_ERROR:
-            log.error("creating %s: %s", GROUP_METADATA_TOPIC, error.name)
+            _throttled.error("created", "creating %s: %s", GROUP_METADATA_TOPIC, error.name)
         return self.metadata_cache.contains_topic(GROUP_METADATA_TOPIC)
 
     # ------------------------------------------------------------ leadership (LeaderAndIsr)

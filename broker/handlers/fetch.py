@@ -17,7 +17,9 @@ Behavior:
   log end; log_start_offset is in the response), UNKNOWN_TOPIC_OR_PARTITION (v4-12 by name,
   unknown to the metadata cache), UNKNOWN_TOPIC_ID (v13+), NOT_LEADER_OR_FOLLOWER (known,
   but not led by this broker), FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH
-  (current_leader_epoch).
+  (current_leader_epoch), KAFKA_STORAGE_ERROR (the partition's log dir is offline),
+  CORRUPT_MESSAGE (a batch whose header or CRC is broken at the fetch position; the
+  batches before it are returned).
 - Fetch sessions (KIP-227, broker/fetch_session.py): epoch 0 creates a session (its id in
   the answer; session id 0 when the bounded cache has no room), epoch > 0 is incremental
   (only changed partitions in the request; only partitions with news in the answer),

@@ -8,6 +8,8 @@ Behavior:
 - transactional_id "" -> INVALID_REQUEST (Kafka's rule).
 - any other transactional_id -> COORDINATOR_NOT_AVAILABLE: transactions are not
   implemented (no transaction coordinator; the transaction APIs are not advertised).
+- the id block file cannot be written (full or failing disk) -> COORDINATOR_NOT_AVAILABLE,
+  which clients retry; one log line per minute.
 - producer id, epoch -1 with every error.
 
 Version notes:
@@ -20,10 +22,13 @@ from __future__ import annotations
 import logging
 
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
+from broker.producer_ids import ProducerIdError
 from protocol.errors import ErrorCode
 from protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
+from storage.throttled_log import ThrottledLog
 
 log = logging.getLogger(__name__)
+_throttled = ThrottledLog(log)
 
 
 def _error(code: ErrorCode) -> Respond:
@@ -40,6 +45,10 @@ async def handle_init_producer_id(
         log.info("InitProducerId for transactional id %r from %s: transactions not available",
                  request.transactional_id, ctx.client_id)
         return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    producer_id = await ctx.broker.producer_ids.generate()
+    try:
+        producer_id = await ctx.broker.producer_ids.generate()
+    except ProducerIdError as exc:  # retriable for the client: the next block may work
+        _throttled.error("block", "InitProducerId: no producer id: %s", exc)
+        return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     return Respond(InitProducerIdResponse(error_code=ErrorCode.NO_ERROR,
                                           producer_id=producer_id, producer_epoch=0))

@@ -10,6 +10,9 @@ Behavior:
 - Idempotent producers: a resent batch (same producer, epoch and sequence range as one of
   the last 5) is answered with its original base offset and NO_ERROR;
   OUT_OF_ORDER_SEQUENCE_NUMBER / INVALID_PRODUCER_EPOCH otherwise (broker/producer_state.py).
+- Disk errors are per partition: KAFKA_STORAGE_ERROR (retriable) when the append failed on a
+  full disk (nothing of it was kept: the log is as before) or the partition's log dir is
+  offline; the other partitions of the request are answered as they went.
 - acks=-1 waits (DelayedProduce in the purgatory) until the high watermark covers the
   append or timeout_ms passes (REQUEST_TIMED_OUT); acks=1 answers after the local append.
 - acks=0: no response; if any partition failed, the connection is closed instead, as Kafka
