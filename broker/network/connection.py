@@ -43,8 +43,11 @@ A response to a client over its quota carries ``throttle_ms``: the connection st
 that long after writing it (for an old client version the response itself waits), so the
 client's next request is read only once the throttle has passed, as Kafka throttles channels.
 
-Idle connections (no request for ``connections.max.idle.ms``) are closed by the socket
-server's sweeper. Errors are caught here, per connection: they are logged and the
+Idle connections (no byte received or response written for ``connections.max.idle.ms``,
+no request being handled, not waiting for pool memory) are closed by the socket server's
+sweeper, also when they stopped inside a frame: a stalled sender holds the pool at most
+that long after it was granted memory, and the connections waiting for it are served.
+Errors are caught here, per connection: they are logged and the
 connection closes; the broker keeps serving everyone else.
 """
 
@@ -74,11 +77,15 @@ from broker.security.tls import peer_dn
 from protocol.errors import ProtocolError
 from protocol.fileslice import ResponseParts
 from protocol.frames import API_VERSIONS_KEY, decode_frame_size, decode_request_header
+from storage.throttled_log import BurstLog
 
 if TYPE_CHECKING:
     from broker.network.request_channel import RequestChannel
 
 log = logging.getLogger(__name__)
+# What clients can cause at will (bad frames, aborted frames, refused requests) is logged at
+# a bounded rate: a fuzzer's 100,000 frames cost at most 10 lines a second, not 21 MB.
+bad_input_log = BurstLog(log, rate_per_s=10, burst=100)
 
 _ids = itertools.count()
 
@@ -148,6 +155,7 @@ class Connection(asyncio.Protocol):
             self.close()
 
     def data_received(self, data: bytes) -> None:
+        self.last_active_ns = time.monotonic_ns()  # idle time counts from the last byte
         self._buf += data
         if not self.in_flight:
             self._process()
@@ -215,7 +223,12 @@ class Connection(asyncio.Protocol):
 
     @property
     def idle(self) -> bool:
-        return not self.in_flight and self._frame_size == -1
+        """No request being handled and not waiting for pool memory. A frame half received
+        is idle too: its idle time runs from the last byte (Kafka's LRU of channel
+        activity), so a client that goes quiet mid-frame is closed and what it held in the
+        queued.max.request.bytes pool is released. Waiting for memory is the broker's
+        delay, not the client's: that clock starts when the memory is granted."""
+        return not self.in_flight and self._frame_size != -2
 
     @property
     def _closing(self) -> bool:
@@ -233,8 +246,8 @@ class Connection(asyncio.Protocol):
 
     def _close_for(self, exc: BaseException) -> None:
         if isinstance(exc, ProtocolError):
-            log.warning("Closing connection %s (client %s:%d): %s", self.id, self.host,
-                        self.port, exc)
+            bad_input_log.warning("Closing connection %s (client %s:%d): %s", self.id,
+                                  self.host, self.port, exc)
         elif isinstance(exc, ConnectionError | SendfileError):
             log.debug("Connection %s: %s", self.id, exc)
         else:
@@ -279,7 +292,8 @@ class Connection(asyncio.Protocol):
                 if len(buf) < 4:
                     if self._eof:
                         if buf:
-                            log.warning("Connection %s closed inside a frame size prefix", self.id)
+                            bad_input_log.warning(
+                                "Connection %s closed inside a frame size prefix", self.id)
                         self.close()
                     break
                 size = decode_frame_size(buf, self._frame_limit())  # ProtocolError -> close
@@ -292,14 +306,14 @@ class Connection(asyncio.Protocol):
                     break
                 self._reserved_bytes = size
                 self._frame_size = size
-                self.last_active_ns = time.monotonic_ns()
             elif self._frame_size == -2:
                 break
             size = self._frame_size
             if len(buf) < 4 + size:
                 if self._eof:
-                    log.warning("Connection %s closed after %d of a %d-byte request frame",
-                                self.id, len(buf) - 4, size)
+                    bad_input_log.warning(
+                        "Connection %s closed after %d of a %d-byte request frame",
+                        self.id, len(buf) - 4, size)
                     self.close()
                 self._resume_reading()  # a frame in progress is always read in full
                 break
@@ -325,7 +339,7 @@ class Connection(asyncio.Protocol):
             return
         self._reserved_bytes = size
         self._frame_size = size
-        self.last_active_ns = time.monotonic_ns()
+        self.last_active_ns = time.monotonic_ns()  # its idle time starts now
         self._resume_reading()
         self._process()
 
@@ -437,8 +451,8 @@ class Connection(asyncio.Protocol):
                 else:
                     self.transport.write(data)
             elif isinstance(outcome, CloseConnection):
-                log.warning("Closing connection %s (client %s:%d): %s", self.id, self.host,
-                            self.port, outcome.reason)
+                bad_input_log.warning("Closing connection %s (client %s:%d): %s", self.id,
+                                      self.host, self.port, outcome.reason)
                 self.close()
                 self._finish_request()
                 return

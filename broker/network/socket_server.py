@@ -41,12 +41,14 @@ from broker.network.sendfile import copy_mode_from_env
 from broker.security.listener import ListenerSecurity, build_listeners
 from broker.security.sasl.authenticator import SaslAuthenticator
 from broker.security.tls import describe_handshake_error
+from storage.throttled_log import BurstLog
 
 if TYPE_CHECKING:
     from broker.metrics.requests import RequestMetrics
     from broker.services import Broker
 
 log = logging.getLogger(__name__)
+rejected_log = BurstLog(log, rate_per_s=10, burst=100)  # a connection flood: bounded lines
 
 # Reading from a muted connection pauses once its buffer holds twice this.
 READ_LIMIT_BYTES = 64 * 1024
@@ -167,7 +169,8 @@ class SocketServer:
         try:
             self.quotas.inc(host)
         except TooManyConnectionsError as exc:
-            log.warning("Rejected connection from %s:%s on %s: %s", host, addr[1], endpoint, exc)
+            rejected_log.warning("Rejected connection from %s:%s on %s: %s", host, addr[1],
+                                 endpoint, exc)
             sock.close()
             return
         task = asyncio.create_task(self._serve_socket(sock, host, self._security[endpoint.listener_name]),
