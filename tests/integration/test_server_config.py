@@ -64,6 +64,14 @@ def test_file_then_overrides(tmp_path: Path) -> None:
     assert config.log_dir == Path("/x")  # log.dirs wins over log.dir, as in Kafka
 
 
+def test_several_log_dirs() -> None:
+    config = BrokerConfig.from_properties({"log.dirs": "/d1, /d2,/d3"})
+    assert config.log_dirs == (Path("/d1"), Path("/d2"), Path("/d3"))
+    assert config.log_dir == Path("/d1")  # the broker's own files live in the first
+    with pytest.raises(ConfigError, match=r"log\.dirs: Duplicate log directory found"):
+        BrokerConfig.from_properties({"log.dirs": "/d1,/d2/../d1"})
+
+
 def test_listener_forms() -> None:
     config = BrokerConfig.from_properties({"listeners": "PLAINTEXT://:9092,INTERNAL://[::1]:0",
                                            "listener.security.protocol.map":
