@@ -355,3 +355,50 @@ def test_flush_and_retention_from_threads_while_appending_and_reading(tmp_path: 
     assert got_offsets == list(range(got_offsets[0], 1200, 2))
     assert got_offsets[0] <= lg.log_start_offset < got_offsets[0] + 2
     lg.close()
+
+
+@pytest.mark.broker_errors(r"corrupt batch at byte \d+ \(base offset 3\)",
+                           r"bad batch length 5 at byte \d+")
+def test_read_meeting_a_corrupt_batch_answers_corrupt_message_once_logged(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Batches broken at rest (a bad CRC; a header that does not parse) are never served:
+    a read stops before one, a read that starts at one is CORRUPT_MESSAGE, logged once."""
+    import logging
+
+    from protocol.errors import ErrorCode
+    from storage.errors import CorruptSegmentError
+
+    size = len(batch(3))
+    lg = open_log(tmp_path, **{"segment.bytes": str(4 * size + 10)})  # 4 batches a segment
+    for _ in range(6):
+        lg.append(batch(3), leader_epoch=0)  # batch k holds offsets 3k..3k+2
+    assert lg.segment_base_offsets == [0, 12]
+    assert all(s.verified_bytes == s.size_bytes for s in lg._segments)  # checked on the way in
+    lg.close()
+    path = tmp_path / "t-0" / "00000000000000000000.log"
+    raw = bytearray(path.read_bytes())
+    raw[size + 70] ^= 0xFF  # a record byte of batch 1: its CRC no longer matches
+    raw[3 * size + 8:3 * size + 12] = (5).to_bytes(4, "big")  # batch 3's length: nonsense
+    path.write_bytes(bytes(raw))
+    lg = open_log(tmp_path)  # after a clean shutdown the files are trusted: no scan
+    caplog.set_level(logging.ERROR, logger="storage.log")
+    try:
+        assert offsets_in(lg.read(0, 1 << 20).read_bytes()) == [(0, 2)]  # stops before batch 1
+        for _ in range(3):
+            with pytest.raises(CorruptSegmentError) as raised:
+                lg.read(3, 1 << 20)
+            assert raised.value.error_code is ErrorCode.CORRUPT_MESSAGE
+        lines = [r.getMessage() for r in caplog.records if "CORRUPT_MESSAGE" in r.getMessage()]
+        assert len(lines) == 1, lines
+        assert f"at byte {size} (base offset 3)" in lines[0] and "reading offset 3" in lines[0]
+        assert str(path) in lines[0] and "CRC" in lines[0]
+        assert offsets_in(lg.read(6, 1 << 20).read_bytes()) == [(6, 8)]  # stops before batch 3
+        for _ in range(2):
+            with pytest.raises(CorruptSegmentError) as raised:
+                lg.read(9, 1 << 20)
+            assert raised.value.error_code is ErrorCode.CORRUPT_MESSAGE
+        lines = [r.getMessage() for r in caplog.records if "CORRUPT_MESSAGE" in r.getMessage()]
+        assert len(lines) == 2 and f"bad batch length 5 at byte {3 * size}" in lines[1], lines
+        assert offsets_in(lg.read(12, 1 << 20).read_bytes()) == [(12, 14), (15, 17)]
+    finally:
+        lg.close()
