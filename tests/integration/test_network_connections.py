@@ -164,3 +164,68 @@ async def test_thousand_concurrent_connections_do_not_stall_and_rss_stays_bounde
           f"{rss_open_kib} KiB with 1000 open, {rss_after_kib} KiB after")
     assert rss_after_kib - rss_before_kib < 64 * 1024, (rss_before_kib, rss_after_kib)
     assert rss_after_kib < 256 * 1024
+
+
+def _closed_at(client: RawClient, timeout_s: float) -> float | None:
+    """monotonic time at which the broker closed ``client`` (None: still open)."""
+    if client.is_closed_by_peer(timeout_s=timeout_s):
+        return time.monotonic()
+    return None
+
+
+def test_half_received_frame_counts_as_idle_from_its_last_byte(
+        broker_factory: Callable[..., BrokerProcess]) -> None:
+    """Kafka's idle expiry runs from the last byte: a client that stops inside a frame is
+    closed after connections.max.idle.ms; one still sending (slowly) is not."""
+    idle_ms = 1000
+    proc = broker_factory(connections_max_idle_ms=idle_ms)
+    mark = len(proc.stderr_text())
+    frame = RawClient.frame(RawClient.__new__(RawClient), 18, 3, ApiVersionsRequest(
+        client_software_name="t", client_software_version="1"), correlation_id=7)[1]
+    with RawClient(proc.bootstrap) as stalled, RawClient(proc.bootstrap) as trickler:
+        stalled.send(struct.pack(">i", 1000) + b"\x00" * 10)  # announces 1000, sends 10
+        last_byte = time.monotonic()
+        # The trickler sends its frame a byte every idle/4: never idle for idle_ms.
+        for i, byte in enumerate(frame):
+            trickler.send(bytes([byte]))
+            if i == len(frame) - 2:
+                break
+            time.sleep(idle_ms / 4000 if i < 12 else 0)
+        trickler.send(frame[-1:])
+        (size,) = struct.unpack(">i", trickler.recv_exactly(4))
+        assert struct.unpack_from(">i", trickler.recv_exactly(size))[0] == 7  # answered
+        closed = _closed_at(stalled, timeout_s=30)  # a bound on a hang, not a measurement
+        assert closed is not None, "the stalled half frame was never closed"
+        assert closed - last_byte >= idle_ms / 1000 - 0.05  # not before its idle time
+    assert "Closing idle connection" in wait_for_log(proc, "Closing idle connection", mark)
+
+
+def test_stalled_sender_holding_the_request_memory_pool_is_closed_and_others_served(
+        broker_factory: Callable[..., BrokerProcess]) -> None:
+    """queued.max.request.bytes = socket.request.max.bytes = 1 MiB. A client announces a
+    1 MiB frame, sends 10 bytes and goes quiet: it holds the whole pool. Another announces
+    1 MiB too and sends nothing more (whichever the broker reads first holds the pool). The
+    holder is closed connections.max.idle.ms after its last byte (Kafka's idle expiry); the
+    other gets the pool and, as quiet, is closed connections.max.idle.ms after that; a third
+    client, waiting for memory all that time, is not closed for it (waiting for memory is not
+    idle) and is answered."""
+    idle_ms = 1500
+    pool = 1024 * 1024
+    proc = broker_factory({"socket.request.max.bytes": pool, "queued.max.request.bytes": pool,
+                           "connections.max.idle.ms": idle_ms})
+    with RawClient(proc.bootstrap, timeout_s=30) as holder, \
+            RawClient(proc.bootstrap, timeout_s=30) as waiter, \
+            RawClient(proc.bootstrap, timeout_s=30) as client:
+        holder.send(struct.pack(">i", pool) + b"\x00" * 10)
+        started = time.monotonic()
+        waiter.send(struct.pack(">i", pool))  # the other 1 MiB announce, then nothing more
+        cid, frame = client.frame(18, 3, ApiVersionsRequest(client_software_name="t",
+                                                             client_software_version="1"))
+        client.send(frame)  # waits for memory: answered once the stalled ones are gone
+        (size,) = struct.unpack(">i", client.recv_exactly(4))
+        answered = time.monotonic() - started
+        got_cid, body = decode_response(client.recv_exactly(size), 18, 3)
+        assert got_cid == cid and body.error_code == ErrorCode.NO_ERROR
+        assert answered >= 2 * idle_ms / 1000 - 0.1  # only once both stalled ones expired
+        assert holder.is_closed_by_peer(timeout_s=1) and waiter.is_closed_by_peer(timeout_s=10)
+        assert api_versions_ok(client)  # the pool is whole again
