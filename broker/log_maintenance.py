@@ -40,7 +40,8 @@ class LogMaintenance:
         self._log_manager = log_manager
         self._high_watermarks = high_watermarks
         self._tasks: list[asyncio.Task[None]] = []
-        self._running: asyncio.Future[object] | None = None
+        # Jobs in their threads (one per periodic task at most): stop() waits for them.
+        self._running: set[asyncio.Future[object]] = set()
 
     def start(self) -> None:
         cfg = self._config
@@ -79,17 +80,18 @@ class LogMaintenance:
             await asyncio.sleep(interval_ms / 1000)
             job = make_job()
             # Shielded: cancelling this task (stop) does not abandon a job mid-run in its thread.
-            self._running = asyncio.ensure_future(asyncio.to_thread(job))
+            running = asyncio.ensure_future(asyncio.to_thread(job))
+            self._running.add(running)
             try:
-                result = await asyncio.shield(self._running)
+                result = await asyncio.shield(running)
             except asyncio.CancelledError:
                 raise
             except Exception:  # one failed pass must not stop the others
                 log.exception("Log %s job failed; retrying in %d ms", name, interval_ms)
                 continue
             finally:
-                if self._running.done():
-                    self._running = None
+                if running.done():
+                    self._running.discard(running)
             if isinstance(result, int) and result:
                 log.info("Log %s job: %d done", name, result)
 
@@ -98,6 +100,6 @@ class LogMaintenance:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
-        running, self._running = self._running, None
-        if running is not None:  # a job already in its thread finishes first
-            await asyncio.gather(running, return_exceptions=True)
+        running, self._running = self._running, set()
+        if running:  # jobs already in their threads finish first
+            await asyncio.gather(*running, return_exceptions=True)
