@@ -6,6 +6,9 @@ brings, listening on a free port of 127.0.0.1, and waits (bounded) for its
 ``[KafkaServer id=N] started`` log line. ``kafka_tool(...)`` runs one of Kafka's command-line
 classes (``org.apache.kafka.tools.TopicCommand``, ``kafka.admin.ConfigCommand``, ...).
 ``log_levels={"kafka.controller": "DEBUG"}`` raises a logger's level in ``server.log``.
+``host``/``port`` put the listener elsewhere (an address of the broker's own network
+namespace, entered through ``wrapper=["ip", "netns", "exec", NS]``); ``pause()``/``resume()``
+stop and continue the JVM (SIGSTOP/SIGCONT) for fault injection.
 
 Layout of ``work_dir``: ``server.properties``, ``log4j.properties``, ``server.log`` (the
 broker's log), ``stdout.log``, ``data/`` (``log.dirs``).
@@ -22,7 +25,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -67,13 +70,16 @@ class ApacheKafkaZk:
     def __init__(self, work_dir: Path, *, broker_id: int, zookeeper_connect: str,
                  properties: Mapping[str, str] | None = None, heap: str = "384m",
                  log_levels: Mapping[str, str] | None = None,
-                 classpath: Path | None = None) -> None:
+                 classpath: Path | None = None, host: str = "127.0.0.1",
+                 port: int | None = None, wrapper: Sequence[str] = ()) -> None:
         self.work_dir = Path(work_dir)
         self.broker_id = broker_id
         self.zookeeper_connect = zookeeper_connect
         self.heap = heap
         self.libs = kafka_libs(classpath)
-        self.port = free_ports(1)[0]
+        self.host = host
+        self.port = port if port is not None else free_ports(1)[0]
+        self.wrapper = list(wrapper)
         self.extra = dict(properties or {})
         self.log_levels = dict(log_levels or {})
         self.log_path = self.work_dir / "server.log"
@@ -81,7 +87,7 @@ class ApacheKafkaZk:
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def pid(self) -> int:
@@ -92,7 +98,7 @@ class ApacheKafkaZk:
     def properties(self) -> dict[str, str]:
         return {
             "broker.id": str(self.broker_id),
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "listeners": f"PLAINTEXT://{self.host}:{self.port}",
             "log.dirs": str(self.work_dir / "data"),
             "zookeeper.connect": self.zookeeper_connect,
             "offsets.topic.replication.factor": "1",
@@ -147,7 +153,7 @@ class ApacheKafkaZk:
         log4j.write_text(LOG4J.format(log_file=self.log_path) + "".join(
             f"log4j.logger.{name}={level}\n" for name, level in self.log_levels.items()))
         offset = self.log_size()
-        argv = ["java", f"-Xmx{self.heap}", "-Xms64m", *JVM_FLAGS,
+        argv = [*self.wrapper, "java", f"-Xmx{self.heap}", "-Xms64m", *JVM_FLAGS,
                 f"-Dlog4j.configuration=file:{log4j}", f"-Dkafka.logs.dir={self.work_dir}",
                 "-cp", f"{self.libs}/*", "kafka.Kafka", str(config)]
         setpriv = shutil.which("setpriv")
@@ -176,6 +182,13 @@ class ApacheKafkaZk:
             self.proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             self.kill()
+
+    def pause(self) -> None:
+        """SIGSTOP: the JVM stays but answers nothing (a hung broker)."""
+        self._signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self._signal(signal.SIGCONT)
 
     def kill(self) -> None:
         self._signal(signal.SIGKILL)

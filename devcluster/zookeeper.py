@@ -15,7 +15,9 @@ Layout of ``work_dir`` (one directory per node)::
 
 Ports (client, quorum, election) are free ephemeral ports picked at ``start()``; a clash with
 another process (the port was taken between picking and binding) shows as a node that exits
-or never serves, and ``start()`` retries with new ports (bounded). Readiness is the ``srvr``
+or never serves, and ``start()`` retries with new ports (bounded). Nodes given addresses of
+their own (``hosts=``, for instance one network namespace each, entered through ``wrappers=``
+such as ``["ip", "netns", "exec", "ns1"]``) use ZooKeeper's usual ports 2181/2888/3888. Readiness is the ``srvr``
 four-letter word answering ``Mode: standalone|leader|follower`` (``ruok`` answers ``imok``
 before an ensemble member has joined a quorum, so it is not used for that).
 
@@ -59,6 +61,7 @@ START_ATTEMPTS: Final = 3
 POLL_INTERVAL_S: Final = 0.1
 MAX_FOUR_LETTER_BYTES: Final = 64 * 1024
 LOG_TAIL_BYTES: Final = 4000
+OWN_HOST_PORTS: Final = (2181, 2888, 3888)  # client, quorum, election: nodes with hosts=
 SERVING_MODES: Final = frozenset({"standalone", "leader", "follower", "observer"})
 
 # A test server: small heap, quick start (C1 only), little CPU while idle.
@@ -157,6 +160,7 @@ class ZooKeeperNode:
         self.data_dir = self.dir / "data"
         self.log_path = self.dir / "zookeeper.log"
         self.stdout_path = self.dir / "stdout.log"
+        self.host = owner.host_of(myid)
         self.ports = NodePorts(0, 0, 0)
         self.proc: subprocess.Popen[bytes] | None = None
         self.paused = False
@@ -169,7 +173,7 @@ class ZooKeeperNode:
 
     @property
     def address(self) -> str:
-        return f"127.0.0.1:{self.ports.client}"
+        return f"{self.host}:{self.ports.client}"
 
     @property
     def pid(self) -> int:
@@ -184,7 +188,7 @@ class ZooKeeperNode:
         """The node's role as ``srvr`` reports it; None when down, paused or not serving."""
         if not self.running() or self.paused:
             return None
-        return server_mode(self.ports.client)
+        return server_mode(self.ports.client, host=self.host)
 
     def log_tail(self, limit: int = LOG_TAIL_BYTES) -> str:
         parts = []
@@ -206,7 +210,7 @@ class ZooKeeperNode:
             "syncLimit=10",
             f"dataDir={self.data_dir}",
             f"clientPort={self.ports.client}",
-            "clientPortAddress=127.0.0.1",
+            f"clientPortAddress={self.host}",
             "admin.enableServer=false",
             "4lw.commands.whitelist=*",
             f"minSessionTimeout={owner.min_session_timeout_ms}",
@@ -216,7 +220,7 @@ class ZooKeeperNode:
         ]
         if len(owner.nodes) > 1:
             (self.data_dir / "myid").write_text(f"{self.myid}\n")
-            lines += [f"server.{n.myid}=127.0.0.1:{n.ports.quorum}:{n.ports.election}"
+            lines += [f"server.{n.myid}={n.host}:{n.ports.quorum}:{n.ports.election}"
                       for n in owner.nodes]
         config = self.dir / "zoo.cfg"
         config.write_text("\n".join(lines) + "\n")
@@ -224,7 +228,7 @@ class ZooKeeperNode:
         return config
 
     def command(self) -> list[str]:
-        argv = ["java", *JVM_FLAGS,
+        argv = [*self._owner.wrapper_of(self.myid), "java", *JVM_FLAGS,
                 f"-Dlog4j.configuration=file:{self.dir / 'log4j.properties'}",
                 "-cp", f"{self._owner.libs}/*", MAIN_CLASS, str(self.dir / "zoo.cfg")]
         setpriv = shutil.which("setpriv")
@@ -286,6 +290,8 @@ class ZooKeeper:
     """A standalone ZooKeeper (``nodes=1``) or an ensemble (``nodes=3``) on 127.0.0.1.
 
     ``with ZooKeeper(tmp_dir, nodes=3) as zk: zk.connect_string`` -> ``"127.0.0.1:p1,..."``.
+    ``hosts`` gives each node an address of its own (default: all on 127.0.0.1, free ports)
+    and ``wrappers`` a command prefix per node that runs it there (``ip netns exec NS``).
     ``tick_time_ms`` is small by default (500 ms) so sessions expire close to their timeout
     (ZooKeeper expires sessions on tick boundaries); session timeouts from 1 s to 60 s are
     accepted. ``force_sync=False`` skips fsync of the transaction log (tests and development;
@@ -294,9 +300,16 @@ class ZooKeeper:
     def __init__(self, work_dir: Path, nodes: int = 1, *, tick_time_ms: int = 500,
                  min_session_timeout_ms: int = 1000, max_session_timeout_ms: int = 60000,
                  force_sync: bool = False, classpath: Path | None = None,
-                 die_with_parent: bool = True) -> None:
+                 die_with_parent: bool = True, hosts: Sequence[str] | None = None,
+                 wrappers: Sequence[Sequence[str]] | None = None) -> None:
         if nodes < 1:
             raise ValueError("a ZooKeeper needs at least one node")
+        if hosts is not None and len(hosts) != nodes:
+            raise ValueError(f"{len(hosts)} hosts for {nodes} ZooKeeper nodes")
+        if wrappers is not None and len(wrappers) != nodes:
+            raise ValueError(f"{len(wrappers)} wrappers for {nodes} ZooKeeper nodes")
+        self.hosts = list(hosts) if hosts is not None else None
+        self.wrappers = [list(w) for w in wrappers] if wrappers is not None else None
         self.work_dir = Path(work_dir)
         self.tick_time_ms = tick_time_ms
         self.min_session_timeout_ms = min_session_timeout_ms
@@ -310,6 +323,12 @@ class ZooKeeper:
     def connect_string(self) -> str:
         """``host:port,host:port`` of every node (append ``/chroot`` for a broker)."""
         return ",".join(node.address for node in self.nodes)
+
+    def host_of(self, myid: int) -> str:
+        return self.hosts[myid - 1] if self.hosts is not None else "127.0.0.1"
+
+    def wrapper_of(self, myid: int) -> list[str]:
+        return self.wrappers[myid - 1] if self.wrappers is not None else []
 
     def node(self, myid: int) -> ZooKeeperNode:
         return self.nodes[myid - 1]
@@ -330,9 +349,13 @@ class ZooKeeper:
         times; ``timeout_s`` bounds each attempt."""
         failures: list[str] = []
         for _attempt in range(START_ATTEMPTS):
-            ports = free_ports(3 * len(self.nodes))
-            for i, node in enumerate(self.nodes):
-                node.ports = NodePorts(*ports[3 * i:3 * i + 3])
+            if self.hosts is not None:  # an address each: the usual ports
+                for node in self.nodes:
+                    node.ports = NodePorts(*OWN_HOST_PORTS)
+            else:
+                ports = free_ports(3 * len(self.nodes))
+                for i, node in enumerate(self.nodes):
+                    node.ports = NodePorts(*ports[3 * i:3 * i + 3])
             try:
                 for node in self.nodes:
                     node.start()
