@@ -5,6 +5,7 @@ Examples::
     python -m tests.chaos --mode ci --seed 7                      # what CI runs
     python -m tests.chaos --target kafka --faults 20 --seed 1     # Apache Kafka 3.9.1
     python -m tests.chaos --mode long --faults 100 --seed 1       # both, dated report
+    python -m tests.chaos --mode selftest --target kafka --seed 1 # the harness catches loss
 
 Each run leaves its directory (``--work-dir``, default a new one under /tmp): ``report.md``,
 ``figures.json``, ``history.jsonl``, the brokers' and ZooKeeper's logs. ``--mode long`` runs
@@ -12,7 +13,8 @@ Apache Kafka then minikafka (``--target`` narrows it) and writes
 ``tests/chaos/results/<date>-<time>.md`` (and ``.json``) with both side by side.
 Exit status: 0 when no run has a failing finding, 1 otherwise (the findings are printed,
 each loss with its record, partition, the fault before it and the broker logs around it),
-2 for bad arguments.
+2 for bad arguments. ``--mode selftest`` inverts it for the run meant to lose data: 0 when
+the checker caught acknowledged loss there and none in the control run.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any
 from tests.chaos import faults, modes, report
 from tests.chaos.campaign import RunConfig, RunResult, run
 from tests.chaos.cluster import Target
+from tests.chaos.nodes import REPO_ROOT
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
@@ -36,9 +39,10 @@ RESULTS_DIR = Path(__file__).resolve().parent / "results"
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m tests.chaos", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--mode", choices=("run", "ci", "long"), default="run",
+    p.add_argument("--mode", choices=("run", "ci", "long", "selftest"), default="run",
                    help="run: one target as given; ci: CI's short run; long: Apache Kafka "
-                        "and minikafka, dated report")
+                        "and minikafka, dated report; selftest: unclean election must be "
+                        "caught losing data")
     p.add_argument("--target", choices=("minikafka", "kafka", "both"), default=None)
     p.add_argument("--faults", type=int, default=None, help="faults to inject")
     p.add_argument("--seed", type=int, default=None, help="fixes the schedule (default: time)")
@@ -55,6 +59,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="topics with unclean.leader.election.enable=true")
     p.add_argument("--broker-env", action="append", default=[], metavar="NAME=VALUE",
                    help="environment of minikafka brokers (test switches)")
+    p.add_argument("--minikafka-tree", type=Path, default=None,
+                   help="run the minikafka broker of another checkout (a source tree)")
     p.add_argument("--work-dir", type=Path, default=None)
     p.add_argument("--no-network", action="store_true", help="no namespaces (no partitions)")
     p.add_argument("--report", action="store_true", help="write a dated report in "
@@ -63,7 +69,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _configs(args: argparse.Namespace, seed: int, base: Path) -> list[RunConfig]:
-    caps = modes.minikafka_capabilities()
+    root = args.minikafka_tree.resolve() if args.minikafka_tree is not None else REPO_ROOT
+    caps = modes.minikafka_capabilities(root)
     if args.mode == "ci":
         return [modes.ci_config(base / "minikafka", seed, caps)]
     targets: list[Target]
@@ -100,6 +107,9 @@ def _configs(args: argparse.Namespace, seed: int, base: Path) -> list[RunConfig]
         if args.unclean:
             config.topic_configs = {**config.topic_configs,
                                     "unclean.leader.election.enable": "true"}
+        if args.minikafka_tree is not None:
+            config.minikafka_root = args.minikafka_tree.resolve()
+            config.label += f" ({args.minikafka_tree})"
         if args.broker_env:
             config.broker_env = dict(item.split("=", 1) for item in args.broker_env)
         configs.append(config)
@@ -130,11 +140,36 @@ def _stop_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, on_term)
 
 
+def _selftest(args: argparse.Namespace, seed: int, base: Path) -> int:
+    target: Target = "minikafka" if args.target == "minikafka" else "kafka"
+    try:
+        runs = modes.selftest_configs(target, base, seed)
+    except ValueError as exc:
+        print(f"chaos: {exc}", file=sys.stderr)
+        return 2
+    verdicts = []
+    for item in runs:
+        result = run(item.config)
+        path = report.write_run(result)
+        lost = sum(w.lost for w in result.result.writers.values() if w.spec.strict)
+        ok = (lost > 0) if item.expect_loss else not result.result.failed
+        verdicts.append(ok)
+        print(f"chaos: self-test {item.config.label}: {lost} acknowledged records lost, "
+              f"{'as expected' if ok else 'NOT as expected'} "
+              f"({'loss expected' if item.expect_loss else 'no loss expected'}); "
+              f"report {path}", flush=True)
+        if item.expect_loss and ok:
+            print(report.failure_text(result), flush=True)
+    return 0 if all(verdicts) else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     _stop_on_sigterm()
     seed = args.seed if args.seed is not None else int(time.time()) % 100_000
     base = args.work_dir or Path(tempfile.mkdtemp(prefix="minikafka-chaos-"))
+    if args.mode == "selftest":
+        return _selftest(args, seed, base)
     try:
         configs = _configs(args, seed, base)
         for config in configs:

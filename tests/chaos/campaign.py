@@ -76,6 +76,7 @@ class RunConfig:
     extra_properties: Mapping[str, str] = field(default_factory=dict)
     topic_configs: Mapping[str, str] = field(default_factory=dict)
     label: str = ""
+    minikafka_root: Path | None = None
 
     def spec(self) -> ClusterSpec:
         return ClusterSpec(self.target, brokers=self.brokers,
@@ -83,12 +84,14 @@ class RunConfig:
                            session_timeout_ms=self.session_timeout_ms,
                            replica_lag_time_max_ms=self.replica_lag_time_max_ms,
                            broker_env=dict(self.broker_env),
-                           extra_properties=dict(self.extra_properties))
+                           extra_properties=dict(self.extra_properties),
+                           minikafka_root=self.minikafka_root)
 
     def kinds_to_run(self) -> list[str]:
-        allowed = faults.applicable(self.brokers, self.zookeeper_nodes, self.network)
         if self.kinds is None:
-            return allowed
+            return faults.applicable(self.brokers, self.zookeeper_nodes, self.network)
+        allowed = faults.applicable(self.brokers, self.zookeeper_nodes, self.network,
+                                    named=True)
         unknown = [k for k in self.kinds if k not in faults.KINDS]
         if unknown:
             raise ValueError(f"unknown fault kinds: {unknown} (known: {list(faults.KINDS)})")

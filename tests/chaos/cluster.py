@@ -13,7 +13,8 @@ spec, ``min.insync.replicas`` for the broker default (and so ``__consumer_offset
 automatic topic creation, no group rebalance delay. A single minikafka broker runs without
 ZooKeeper.
 
-The harness's view of the cluster is ZooKeeper's (a kazoo session of its own, read only):
+The harness's view of the cluster is ZooKeeper's (a kazoo session of its own, read only
+apart from creating the chroot):
 ``/controller``, ``/brokers/ids``, and each partition's state znode, which is what the
 controller decided; a single node is asked over the Kafka protocol instead.
 """
@@ -38,6 +39,7 @@ from devcluster.zookeeper import ZooKeeper, free_ports
 from protocol.topic_partition import TopicPartition
 from tests.chaos.netns import Host, Network
 from tests.chaos.nodes import (
+    REPO_ROOT,
     STOP_TIMEOUT_S,
     BrokerNode,
     KafkaNode,
@@ -67,6 +69,7 @@ class ClusterSpec:
     tmpfs_mib: int = 512
     broker_env: Mapping[str, str] = field(default_factory=dict)  # minikafka test switches
     extra_properties: Mapping[str, str] = field(default_factory=dict)
+    minikafka_root: Path | None = None  # another checkout's broker (default: this one)
 
     @property
     def replication_factor(self) -> int:
@@ -136,9 +139,9 @@ class Cluster:
             self.zk = ZooKeeper(self.work_dir / "zookeeper", nodes=spec.zookeeper_nodes,
                                 hosts=hosts, wrappers=wrappers, max_session_timeout_ms=60000)
             self.zk.start()
-            self.kazoo = KazooClient(hosts=self.zookeeper_connect, timeout=30.0)
+            self.kazoo = KazooClient(hosts=self.zk.connect_string, timeout=30.0)
             self.kazoo.start(timeout=30)
-            self.kazoo.ensure_path("/")
+            self.kazoo.ensure_path(CHROOT)
         for broker_id in range(1, spec.brokers + 1):
             self.brokers[broker_id] = self._make_broker(broker_id)
         for broker_id, node in self.brokers.items():
@@ -165,7 +168,8 @@ class Cluster:
         if self.zk is not None:
             props["zookeeper.connect"] = self.zookeeper_connect
         return MinikafkaNode(home, broker_id=broker_id, host=host, port=port, properties=props,
-                             wrapper=wrapper, env=self.spec.broker_env)
+                             wrapper=wrapper, env=self.spec.broker_env,
+                             source_root=self.spec.minikafka_root or REPO_ROOT)
 
     def admin(self) -> SyncClient:
         """The harness's own client (the project's), for topics and group offsets."""
@@ -197,7 +201,7 @@ class Cluster:
         if self.kazoo is None:
             return next(iter(self.brokers)) if len(self.brokers) == 1 else None
         try:
-            data, _ = self.kazoo.get("/controller")
+            data, _ = self.kazoo.get(f"{CHROOT}/controller")
             return int(json.loads(data)["brokerid"])
         except (NoNodeError, ValueError, KeyError):
             return None
@@ -206,7 +210,7 @@ class Cluster:
         if self.kazoo is None:
             return {b for b, node in self.brokers.items() if node.running()}
         try:
-            return {int(child) for child in self.kazoo.get_children("/brokers/ids")}
+            return {int(child) for child in self.kazoo.get_children(f"{CHROOT}/brokers/ids")}
         except NoNodeError:
             return set()
 
@@ -215,14 +219,14 @@ class Cluster:
         if self.kazoo is None:
             return self._states_from_metadata(topic)
         try:
-            data, _ = self.kazoo.get(f"/brokers/topics/{topic}")
+            data, _ = self.kazoo.get(f"{CHROOT}/brokers/topics/{topic}")
         except NoNodeError:
             return {}
         assignment = json.loads(data)["partitions"]
         states = {}
         for p, replicas in assignment.items():
             try:
-                raw, _ = self.kazoo.get(f"/brokers/topics/{topic}/partitions/{p}/state")
+                raw, _ = self.kazoo.get(f"{CHROOT}/brokers/topics/{topic}/partitions/{p}/state")
             except NoNodeError:
                 continue
             state = json.loads(raw)
@@ -282,7 +286,7 @@ class Cluster:
             return True
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if self.kazoo.exists(f"/brokers/ids/{broker_id}") is None:
+            if self.kazoo.exists(f"{CHROOT}/brokers/ids/{broker_id}") is None:
                 return True
             time.sleep(POLL_INTERVAL_S)
         return False

@@ -31,6 +31,10 @@ Kinds (``KINDS``; ``needs`` says what the cluster must have for a kind to be sch
 - ``zk_node_loss``: SIGKILL of one ZooKeeper node of three for 2-6 s, then restarted;
 - ``disk_full``: a leader's log dir (its own tmpfs) filled to the last byte for 3-7 s, then
   freed; a broker that stopped meanwhile is started again.
+
+Only when named (``--kinds``), being two failures at once: ``lagging_takeover`` (a follower
+drops out of the ISR, then the leader and the other follower die: what unclean election
+trades data for; the harness's self-test).
 """
 
 from __future__ import annotations
@@ -72,6 +76,7 @@ class Needs:
     brokers: int = 1
     zookeeper: int = 0
     network: bool = False
+    default: bool = True  # scheduled unless kinds are named (False: only when named)
 
 
 class FaultContext:
@@ -328,6 +333,68 @@ def disk_full(ctx: FaultContext, f: ScheduledFault) -> FaultEvent:
     return event
 
 
+def _wait_for(predicate: Callable[[], bool], timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(Exception):  # ZooKeeper reconnecting: ask again
+            if predicate():
+                return True
+        time.sleep(0.2)
+    return False
+
+
+def lagging_takeover(ctx: FaultContext, f: ScheduledFault) -> FaultEvent:
+    """Two failures in a row, the case unclean leader election exists for: a follower cut
+    from the other brokers drops out of the ISR while the leader and the other follower
+    go on acknowledging; then the leader and that follower are killed. The partition has no
+    in-sync replica left: without unclean election it waits for them (unavailable, nothing
+    lost); with it, the lagging follower becomes leader and the records it never had are
+    gone, the returning brokers truncated to its log (Kafka's documented trade)."""
+    number, state = ctx.partition(f.a)
+    if state is None or len(state.replicas) < 3:
+        raise RuntimeError(f"{ctx.topic}-{number}: needs three replicas")
+    leader = state.leader
+    followers = [r for r in state.replicas if r != leader]
+    lagger = followers[int(f.b * len(followers)) % len(followers)]
+    other = next(r for r in followers if r != lagger)
+    event = ctx.history.fault(f.kind, f"{ctx.topic}-{number}: broker {lagger} lags, then "
+                                      f"leader {leader} and follower {other} are killed")
+    network = ctx.cluster.network
+    assert network is not None
+    hosts = ctx.cluster.broker_hosts
+    for peer in (leader, other):
+        network.cut(hosts[lagger].name, hosts[peer].name)
+
+    def out_of_isr() -> bool:
+        now = ctx.cluster.partition_states(ctx.topic).get(number)
+        return now is not None and lagger not in now.isr
+
+    shrunk = _wait_for(out_of_isr, 3 * ctx.lag_s + 10)
+    event.details.append(f"cut broker {lagger} from {leader} and {other}; "
+                         f"{'out of the ISR' if shrunk else 'still in the ISR'} at "
+                         f"{ctx.history.now():.1f} s")
+    _hold(_between(1, 3, f.c))
+    for victim in (leader, other):
+        ctx.cluster.brokers[victim].kill()
+    network.heal()
+    event.details.append(f"SIGKILL brokers {leader} and {other}; cut healed at "
+                         f"{ctx.history.now():.1f} s")
+
+    def new_leader() -> bool:
+        now = ctx.cluster.partition_states(ctx.topic).get(number)
+        return now is not None and now.leader == lagger
+
+    elected = _wait_for(new_leader, 2 * ctx.session_s + 10)
+    now = ctx.cluster.partition_states(ctx.topic).get(number)
+    event.details.append(f"leader now {now.leader if now else '?'}"
+                         + (" (the lagging follower: unclean election)" if elected else ""))
+    _hold(2.0)
+    event.t_healed = ctx.history.now()
+    for victim in (leader, other):
+        ctx.cluster.start_broker(victim)
+    return event
+
+
 FaultFn = Callable[[FaultContext, ScheduledFault], FaultEvent]
 
 KINDS: Final[dict[str, tuple[FaultFn, Needs]]] = {
@@ -345,13 +412,17 @@ KINDS: Final[dict[str, tuple[FaultFn, Needs]]] = {
                                                          network=True)),
     "zk_node_loss": (zk_node_loss, Needs(zookeeper=3)),
     "disk_full": (disk_full, Needs()),
+    "lagging_takeover": (lagging_takeover, Needs(brokers=3, zookeeper=1, network=True,
+                                                 default=False)),
 }
 
 
-def applicable(brokers: int, zookeeper_nodes: int, network: bool) -> list[str]:
+def applicable(brokers: int, zookeeper_nodes: int, network: bool, *,
+               named: bool = False) -> list[str]:
+    """The kinds this cluster can take (``named``: also those scheduled only on request)."""
     return [name for name, (_, needs) in KINDS.items()
             if brokers >= needs.brokers and zookeeper_nodes >= needs.zookeeper
-            and (network or not needs.network)]
+            and (network or not needs.network) and (named or needs.default)]
 
 
 def make_schedule(seed: int, kinds: Sequence[str], count: int, *,

@@ -8,7 +8,9 @@ shutdown, SIGKILL after a bound), ``start()`` (same id, address and data; waits,
 for the broker's ready line).
 
 - minikafka: ``python -m cli broker --override ...``; stdout and stderr to ``broker.log``;
-  ready on ``minikafka: started broker N listening on ...``.
+  ready on ``minikafka: started broker N listening on ...``. ``source_root`` runs the broker
+  of another checkout (its directory first on ``PYTHONPATH``), to put another branch under
+  the same harness.
 - Apache Kafka: ``devcluster.apache_kafka.ApacheKafkaZk`` (its ``server.log``); ready on
   ``[KafkaServer id=N] started``.
 
@@ -96,8 +98,9 @@ class MinikafkaNode:
 
     def __init__(self, home: Path, *, broker_id: int, host: str, port: int,
                  properties: Mapping[str, str], wrapper: Sequence[str] = (),
-                 env: Mapping[str, str] | None = None) -> None:
+                 env: Mapping[str, str] | None = None, source_root: Path = REPO_ROOT) -> None:
         self.home = home
+        self.source_root = source_root
         self.broker_id = broker_id
         self.host = host
         self.port = port
@@ -138,10 +141,12 @@ class MinikafkaNode:
         self.home.mkdir(parents=True, exist_ok=True)
         offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self.source_root),
+                                                          env.get("PYTHONPATH")]))
         with open(self.log_path, "ab") as out:
             self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=out,
-                                         stderr=subprocess.STDOUT, env=env, cwd=REPO_ROOT,
+                                         stderr=subprocess.STDOUT, env=env,
+                                         cwd=self.source_root,
                                          start_new_session=True)
         self.paused = False
         deadline = time.monotonic() + timeout_s

@@ -34,8 +34,10 @@ MAX_FINDINGS_SHOWN: Final = 50
 MAX_EXCERPTS: Final = 5
 MAX_FAILURES_PRINTED: Final = 20
 _STAMP = re.compile(rb"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})\]")
-_INTERESTING = re.compile(r"(?i)leader|isr|truncat|epoch|session|expire|zookeeper|controller|"
-                          r"shut|\b(WARN|ERROR|FATAL)\b|storage|offline|fenc")
+_SEVERE = re.compile(r"\] (WARN|ERROR|FATAL) ")
+_TOPICAL = re.compile(r"(?i)leader|\bisr\b|truncat|expired|election|controller|shutdown|"
+                      r"fenc|offline|storage|shrink|expand")
+_NOISE = re.compile(r"(?i)(client|server) environment:")
 
 
 def _line_time(line: bytes) -> float | None:
@@ -47,27 +49,37 @@ def _line_time(line: bytes) -> float | None:
 
 
 def log_excerpt(path: Path, start_wall: float, end_wall: float, partition: str | None) -> list[str]:
-    """Lines of one broker log between two wall-clock times that matter to a finding."""
+    """Lines of one broker log between two wall-clock times that matter to a finding: those
+    naming the partition or at WARN and above first, then those about leadership, the ISR,
+    truncation, sessions and the disk; in log order, at most ``EXCERPT_LINES``."""
     try:
         data = path.read_bytes()
     except OSError:
         return []
-    lines: list[str] = []
+    first: list[tuple[int, str]] = []
+    second: list[tuple[int, str]] = []
     current: float | None = None
-    for raw in data.splitlines():
+    for index, raw in enumerate(data.splitlines()):
         stamp = _line_time(raw)
-        if stamp is not None:
-            current = stamp
-        if current is None or current < start_wall:
+        if stamp is None:
+            continue  # a traceback's continuation: the line above carries the news
+        current = stamp
+        if current < start_wall:
             continue
         if current > end_wall:
             break
         text = raw.decode("utf-8", "replace")
-        if (partition and partition in text) or _INTERESTING.search(text):
-            lines.append(text[:400])
-            if len(lines) >= EXCERPT_LINES:
-                lines.append("...")
-                break
+        if _NOISE.search(text):
+            continue
+        if (partition and partition in text) or _SEVERE.search(text):
+            first.append((index, text[:400]))
+        elif _TOPICAL.search(text):
+            second.append((index, text[:400]))
+    chosen = first[:EXCERPT_LINES]
+    chosen += second[:EXCERPT_LINES - len(chosen)]
+    lines = [text for _, text in sorted(chosen)]
+    if len(first) + len(second) > len(chosen):
+        lines.append(f"... {len(first) + len(second) - len(chosen)} more matching lines")
     return lines
 
 
