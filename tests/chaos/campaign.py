@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Final, TextIO
 
 from tests.chaos import faults, netns
-from tests.chaos.checker import CheckResult, WriterSpec, check
+from tests.chaos.checker import CheckResult, Finding, WriterSpec, check
 from tests.chaos.cluster import Cluster, ClusterSpec, Target
 from tests.chaos.history import History
 from tests.chaos.replicas import ReplicaLog, read_broker
@@ -51,7 +51,7 @@ TOPIC_ACKS1: Final = "chaos-acks1"
 GROUP: Final = "chaos-group"
 WARMUP_TIMEOUT_S: Final = 90.0
 TAIL_S: Final = 3.0
-JOIN_TIMEOUT_S: Final = 60.0
+JOIN_TIMEOUT_S: Final = 90.0
 
 
 @dataclass(slots=True)
@@ -291,6 +291,12 @@ def run(config: RunConfig, out: TextIO = sys.stdout) -> RunResult:
                 if node.data_dir.exists():
                     replicas += read_broker(broker_id, node.data_dir, {TOPIC_ALL, TOPIC_ACKS1})
             result = check(history, replicas, leaders, writer_specs, end)
+            workers: list[Writer | GroupConsumer] = [*writers, *consumers]
+            for worker in workers:
+                if worker.crashed is not None or worker.is_alive():
+                    why = worker.crashed or f"still running {JOIN_TIMEOUT_S:.0f} s after stop"
+                    result.findings.append(Finding(
+                        "harness", f"{worker.name} did not run to the end: {why}", True))
             history.write_jsonl(run_dir / "history.jsonl")
             if result.failed:
                 for broker_id, node in cluster.brokers.items():

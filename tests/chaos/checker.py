@@ -65,6 +65,7 @@ class WriterFigures:
     offset_mismatches: int = 0
     failed_present: int = 0  # failed sends whose record was written anyway (allowed)
     unknown_present: int = 0
+    instances: int = 0  # producer instances (a new one after each fatal client error)
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,6 +312,7 @@ def check(history: History, replicas: Iterable[ReplicaLog],
     for send in sends:
         fig = figures[send.writer]
         fig.sent += 1
+        fig.instances = max(fig.instances, send.instance + 1)
         if send.outcome == "ok":
             fig.acked += 1
         elif send.outcome == "fail":

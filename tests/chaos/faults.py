@@ -355,7 +355,11 @@ def lagging_takeover(ctx: FaultContext, f: ScheduledFault) -> FaultEvent:
         raise RuntimeError(f"{ctx.topic}-{number}: needs three replicas")
     leader = state.leader
     followers = [r for r in state.replicas if r != leader]
-    lagger = followers[int(f.b * len(followers)) % len(followers)]
+    # Not the controller: cut from the leader, it would also stop the ISR shrink the
+    # leader asks of it (AlterPartition), and the follower would never fall out of the ISR.
+    controller = ctx.cluster.controller_id()
+    candidates = [r for r in followers if r != controller] or followers
+    lagger = candidates[int(f.b * len(candidates)) % len(candidates)]
     other = next(r for r in followers if r != lagger)
     event = ctx.history.fault(f.kind, f"{ctx.topic}-{number}: broker {lagger} lags, then "
                                       f"leader {leader} and follower {other} are killed")

@@ -151,13 +151,14 @@ def figures(run: RunResult) -> dict[str, Any]:
 def _writer_table(run: RunResult) -> list[str]:
     rows = ["| writer | acks | idempotent | sent | acknowledged | failed | unknown | "
             "acknowledged lost | duplicates | order violations | offset mismatches | "
-            "failed but written |",
-            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+            "failed but written | producer instances |",
+            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for w in run.result.writers.values():
         rows.append(f"| {w.spec.name} | {'all' if w.spec.acks == -1 else w.spec.acks} | "
                     f"{'yes' if w.spec.idempotent else 'no'} | {w.sent} | {w.acked} | "
                     f"{w.failed} | {w.unknown} | {w.lost} | {w.duplicates} | "
-                    f"{w.order_violations} | {w.offset_mismatches} | {w.failed_present} |")
+                    f"{w.order_violations} | {w.offset_mismatches} | {w.failed_present} | "
+                    f"{w.instances} |")
     return rows
 
 

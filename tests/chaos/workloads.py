@@ -40,10 +40,13 @@ from tests.chaos.history import Commit, History, Send, record_value
 
 log = logging.getLogger(__name__)
 
-REQUEST_TIMEOUT_MS: Final = 10_000
-DELIVERY_TIMEOUT_MS: Final = 30_000
+# Kafka's client defaults for the request timeout; a delivery timeout of half the default
+# (120 s), so that a record still unanswered when the load stops is answered within the
+# flush bound rather than left unknown.
+REQUEST_TIMEOUT_MS: Final = 30_000
+DELIVERY_TIMEOUT_MS: Final = 60_000
 MAX_BLOCK_MS: Final = 5_000
-FLUSH_TIMEOUT_S: Final = 35.0
+FLUSH_TIMEOUT_S: Final = 65.0
 CLOSE_TIMEOUT_S: Final = 5.0
 ERROR_PAUSE_S: Final = 0.2
 
@@ -70,16 +73,30 @@ class Writer(threading.Thread):
         self._pending = 0
         self._pending_lock = threading.Lock()
         self.errors = 0
+        self.crashed: str | None = None
 
     # -- the loop ------------------------------------------------------------------------
 
     def run(self) -> None:
+        try:
+            self._loop()
+        except BaseException as exc:  # the harness must hear of a writer that stopped
+            self.crashed = repr(exc)
+            self.history.note(f"{self.writer}: writer stopped: {exc!r}")
+            raise
+
+    def _loop(self) -> None:
         interval = 1.0 / self.rate
         next_at = time.monotonic()
         self.open()
         try:
             while not self._halt.is_set():
-                self.service()
+                try:
+                    self.service()
+                except Exception as exc:  # librdkafka raises a fatal error from poll()
+                    self.errors += 1
+                    self.replace(f"the client raised {exc!r}")
+                    continue
                 now = time.monotonic()
                 if now < next_at:
                     self._halt.wait(next_at - now)
@@ -272,11 +289,28 @@ class GroupConsumer(threading.Thread):
         self._halt = threading.Event()
         self.consumed = 0
         self.commit_errors = 0
+        self.crashed: str | None = None
 
     def stop(self) -> None:
         self._halt.set()
 
     def run(self) -> None:
+        try:
+            self._loop()
+        except BaseException as exc:
+            self.crashed = repr(exc)
+            self.history.note(f"{self.member}: consumer stopped: {exc!r}")
+            raise
+
+    def _loop(self) -> None:
+        while not self._halt.is_set():
+            try:
+                self._consume()
+            except Exception as exc:  # the client in a state it cannot leave: a new one
+                self.history.note(f"{self.member}: new consumer after {exc!r}")
+                self._halt.wait(ERROR_PAUSE_S)
+
+    def _consume(self) -> None:
         consumer = KafkaConsumer(
             self.topic, bootstrap_servers=self.bootstrap.split(","), group_id=self.group,
             client_id=f"chaos-{self.member}", enable_auto_commit=False,
