@@ -72,7 +72,11 @@ def _configs(args: argparse.Namespace, seed: int, base: Path) -> list[RunConfig]
     root = args.minikafka_tree.resolve() if args.minikafka_tree is not None else REPO_ROOT
     caps = modes.minikafka_capabilities(root)
     if args.mode == "ci":
-        return [modes.ci_config(base / "minikafka", seed, caps)]
+        config = modes.ci_config(base / "minikafka", seed, caps)
+        if args.minikafka_tree is not None:
+            config.minikafka_root = root
+            config.label += f" ({args.minikafka_tree})"
+        return [config]
     targets: list[Target]
     if args.target == "both" or (args.target is None and args.mode == "long"):
         targets = ["kafka", "minikafka"]
