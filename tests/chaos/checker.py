@@ -16,13 +16,17 @@ can read. Against it:
 - **replica divergence**: any replica whose records below min(its HW, the reference's HW)
   differ from the reference's (offset, writer, sequence);
 - **committed offsets moving backwards**: an offset the group's observer read lower than one
-  it read before, or lower than a commit acknowledged to a consumer before it asked;
+  it read before, or lower than a commit acknowledged to a consumer before it asked, and
+  never read back at that value or above afterwards (the commit is gone); when a later read
+  is back at it or above, the low read was a **stale read** (a deposed group coordinator
+  answering OffsetFetch from its cache until it learns it lost the partition: Apache Kafka
+  does it too), reported but not failing;
 - **unavailability** per fault: the longest stretch, from the injection to the next fault
   (or the end), in which some partition of the acks=all workloads had no acknowledged
   produce (the gaps of the busiest partitions bound its resolution: see ``baseline_gap_s``).
 
 Whether a finding fails the run: acknowledged loss, duplicates and order violations of the
-acks=all idempotent writers, divergence and backwards offsets do; the acks=1 writer's losses
+acks=all idempotent writers, divergence and backwards offsets (not stale reads) do; the acks=1 writer's losses
 are the documented difference and only reported.
 """
 
@@ -71,6 +75,7 @@ class WriterFigures:
 @dataclass(frozen=True, slots=True)
 class Finding:
     kind: str  # lost | duplicate | order | offset_mismatch | divergence | offsets_backwards
+    # | offsets_stale_read
     message: str
     fails: bool  # counts against the run
     t: float | None = None  # the history time it concerns (for log excerpts)
@@ -229,8 +234,29 @@ def _check_partition(tp: Partition, replicas: Sequence[ReplicaLog], leader: int 
                     topic=topic, partition=partition))
 
 
+def _regression(partition: Partition, seen: Sequence[Commit], highest: Sequence[int], i: int,
+                above: int, what: str, faults: Sequence[FaultEvent]) -> Finding:
+    """The observer's i-th read is below ``above``: a stale read when a later read is back
+    at it or above, else a committed offset gone backwards."""
+    topic, number = partition
+    obs = seen[i]
+    later = highest[i + 1]
+    where = _fault_around(faults, obs.t)
+    if later >= above:
+        back = next(c for c in seen[i + 1:] if c.offset >= above)
+        return Finding(
+            "offsets_stale_read", f"{topic}-{number}: committed offset read as {obs.offset} "
+            f"at {obs.t:.3f} s after {what}; read back at {back.offset} at {back.t:.3f} s "
+            f"(a stale read); {where}", False, t=obs.t, topic=topic, partition=number)
+    return Finding(
+        "offsets_backwards", f"{topic}-{number}: committed offset read as {obs.offset} at "
+        f"{obs.t:.3f} s after {what}; never read at {above} or above again (highest later "
+        f"read: {later}); {where}", True, t=obs.t, topic=topic, partition=number)
+
+
 def check_commits(commits: Iterable[Commit], faults: Sequence[FaultEvent]) -> list[Finding]:
-    """Committed group offsets that move backwards (see the module docstring)."""
+    """Committed group offsets that move backwards, and stale reads (see the module
+    docstring)."""
     findings: list[Finding] = []
     by_partition: dict[Partition, list[Commit]] = defaultdict(list)
     for commit in commits:
@@ -238,27 +264,27 @@ def check_commits(commits: Iterable[Commit], faults: Sequence[FaultEvent]) -> li
     for (topic, partition), items in sorted(by_partition.items()):
         acked = sorted((c for c in items if c.source == "consumer"), key=lambda c: c.t_done)
         seen = sorted((c for c in items if c.source == "observer"), key=lambda c: c.t)
+        # highest[i]: the highest offset of the observer's reads from the i-th on
+        highest = [-1] * (len(seen) + 1)
+        for i in range(len(seen) - 1, -1, -1):
+            highest[i] = max(highest[i + 1], seen[i].offset)
+
         best: Commit | None = None  # the highest offset read by the observer so far
         ack_index = 0
         best_acked: Commit | None = None
-        for obs in seen:
+        for i, obs in enumerate(seen):
             while ack_index < len(acked) and acked[ack_index].t_done < obs.t:
                 if best_acked is None or acked[ack_index].offset > best_acked.offset:
                     best_acked = acked[ack_index]
                 ack_index += 1
             if best is not None and best.t_done < obs.t and obs.offset < best.offset:
-                findings.append(Finding(
-                    "offsets_backwards", f"{topic}-{partition}: committed offset read as "
-                    f"{obs.offset} at {obs.t:.3f} s after {best.offset} at {best.t:.3f} s; "
-                    f"{_fault_around(faults, obs.t)}", True, t=obs.t, topic=topic,
-                    partition=partition))
+                findings.append(_regression((topic, partition), seen, highest, i, best.offset,
+                                            f"{best.offset} at {best.t:.3f} s", faults))
             if best_acked is not None and obs.offset < best_acked.offset:
-                findings.append(Finding(
-                    "offsets_backwards", f"{topic}-{partition}: committed offset read as "
-                    f"{obs.offset} at {obs.t:.3f} s after {best_acked.who} was told "
-                    f"{best_acked.offset} was committed at {best_acked.t_done:.3f} s; "
-                    f"{_fault_around(faults, obs.t)}", True, t=obs.t, topic=topic,
-                    partition=partition))
+                findings.append(_regression(
+                    (topic, partition), seen, highest, i, best_acked.offset,
+                    f"{best_acked.who} was told {best_acked.offset} was committed at "
+                    f"{best_acked.t_done:.3f} s", faults))
             if best is None or obs.offset > best.offset:
                 best = obs
     return findings

@@ -131,6 +131,7 @@ def figures(run: RunResult) -> dict[str, Any]:
         "order_violations": sum(w.order_violations for w in strict),
         "divergences": result.count("divergence"),
         "offsets_backwards": result.count("offsets_backwards"),
+        "offsets_stale_reads": result.count("offsets_stale_read", strict_only=False),
         "baseline_gap_s": round(result.baseline_gap_s, 3),
         "writers": {name: {k: v for k, v in asdict(w).items() if k != "spec"}
                     | {"acks": w.spec.acks, "idempotent": w.spec.idempotent}
@@ -195,6 +196,7 @@ def _summary_table(figs: Sequence[dict[str, Any]]) -> list[str]:
     row("order violations (goal 0)", "order_violations")
     row("replicas differing below the HW (goal 0)", "divergences")
     row("committed offsets moving backwards (goal 0)", "offsets_backwards")
+    row("stale committed-offset reads (reported)", "offsets_stale_reads")
     rows.append("| acks=1 writer: acknowledged / lost | " + " | ".join(
         f"{f['writers']['ck-acks1']['acked']} / {f['writers']['ck-acks1']['lost']}"
         for f in figs) + " |")

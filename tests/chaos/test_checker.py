@@ -178,14 +178,27 @@ def test_committed_offsets_must_not_move_backwards() -> None:
     fine = [_commit("observer", 5, 1.0, 1.1), _commit("consumer", 9, 1.2, 1.3),
             _commit("observer", 9, 1.4, 1.5), _commit("observer", 12, 2.0, 2.1)]
     assert check_commits(fine, []) == []
-    back = [_commit("observer", 9, 1.0, 1.1), _commit("observer", 4, 1.2, 1.3)]
-    found = check_commits(back, [])
-    assert [f.kind for f in found] == ["offsets_backwards"]
+    back = [_commit("observer", 9, 1.0, 1.1), _commit("observer", 4, 1.2, 1.3),
+            _commit("observer", 8, 1.4, 1.5)]
+    found = check_commits(back, [])  # 4, then 8: both below the 9 read before, for good
+    assert [(f.kind, f.fails) for f in found] == [("offsets_backwards", True)] * 2
     assert "read as 4 at 1.200 s after 9 at 1.000 s" in found[0].message
+    assert "highest later read: 8" in found[0].message
     lost_commit = [_commit("consumer", 20, 1.0, 1.1), _commit("observer", 15, 1.5, 1.6)]
     found = check_commits(lost_commit, [])
-    assert [f.kind for f in found] == ["offsets_backwards"]
+    assert [(f.kind, f.fails) for f in found] == [("offsets_backwards", True)]
     assert "was told 20 was committed" in found[0].message
+
+
+def test_a_low_read_followed_by_the_committed_value_is_a_stale_read() -> None:
+    # A deposed coordinator answers from its cache, then the new one answers the commit.
+    stale = [_commit("consumer", 20, 1.0, 1.1), _commit("observer", 15, 1.5, 1.6),
+             _commit("observer", 15, 2.0, 2.1), _commit("observer", 21, 2.5, 2.6)]
+    found = check_commits(stale, [])
+    assert [(f.kind, f.fails) for f in found] == [("offsets_stale_read", False)] * 2
+    assert "read back at 21 at 2.500 s" in found[0].message
+    result = CheckResult({}, found, [], 0.0)
+    assert not result.failed
 
 
 def test_an_observation_overlapping_a_commit_is_not_a_regression() -> None:
