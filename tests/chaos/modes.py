@@ -34,6 +34,9 @@ from tests.chaos.nodes import REPO_ROOT
 CI_BUDGET_S: Final = 300.0
 CI_FAULT_PHASE_S: Final = 170.0
 LONG_FAULTS: Final = 100
+CI_CLUSTER_KINDS: Final = ("kill_leader", "kill_controller", "restart", "pause_leader",
+                           "partition_peers", "isolate_leader", "zk_expiry_controller",
+                           "disk_full")
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +98,15 @@ def base_config(target: Target, work_dir: Path, *, faults: int, seed: int,
 def ci_config(work_dir: Path, seed: int, capabilities: Capabilities | None = None) -> RunConfig:
     caps = capabilities if capabilities is not None else minikafka_capabilities()
     if caps.replicated_cluster:
-        config = base_config("minikafka", work_dir, faults=13, seed=seed, capabilities=caps)
+        # One of each kind that stands for a failure mode (the long run has them all):
+        # kill -9 of a leader and of the controller, restart, pause, a leader cut from its
+        # peers, a leader cut from everyone, the controller's ZooKeeper session expiring,
+        # a full disk; one ZooKeeper node, 4 s sessions and lag bound, to stay in budget.
+        config = base_config("minikafka", work_dir, faults=len(CI_CLUSTER_KINDS), seed=seed,
+                             capabilities=caps, zookeeper_nodes=1)
+        config.kinds = list(CI_CLUSTER_KINDS)
+        config.session_timeout_ms = 4000
+        config.replica_lag_time_max_ms = 4000
     else:
         # Two of each kind a single broker takes (kill -9, restart, pause, full disk).
         config = base_config("minikafka", work_dir, faults=8, seed=seed, capabilities=caps)
