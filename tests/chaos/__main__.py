@@ -65,6 +65,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-network", action="store_true", help="no namespaces (no partitions)")
     p.add_argument("--report", action="store_true", help="write a dated report in "
                    "tests/chaos/results (always on with --mode long)")
+    p.add_argument("--combine", type=Path, nargs="+", default=None, metavar="RUN_DIR",
+                   help="no run: the dated side-by-side report of finished runs (their "
+                        "figures.json and report.md), e.g. Apache Kafka and minikafka run "
+                        "at the same time with the same seed")
     return p
 
 
@@ -136,6 +140,29 @@ def _write_dated(results: list[RunResult], seed: int) -> Path:
     return path
 
 
+def _combine(run_dirs: list[Path]) -> Path:
+    """The dated report of runs already made (each directory holds figures.json and
+    report.md), side by side."""
+    figs: list[dict[str, Any]] = []
+    texts: list[str] = []
+    for run_dir in run_dirs:
+        figs.append(json.loads((run_dir / "figures.json").read_text()))
+        texts.append((run_dir / "report.md").read_text())
+    seeds = sorted({str(f["seed"]) for f in figs})
+    faults_n = max(int(f["faults_scheduled"]) for f in figs)
+    stamp = time.strftime("%Y-%m-%d-%H%M%S", time.localtime())
+    text = report.side_by_side(figs, f"Fault injection, seed {', '.join(seeds)}, {faults_n} "
+                                     f"faults scheduled per target — {stamp}")
+    for body in texts:
+        text += "\n---\n\n" + body.replace("\n# ", "\n## ", 1).replace(
+            "# Fault-injection run", "## Run", 1)
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    path = RESULTS_DIR / f"{stamp}.md"
+    path.write_text(text)
+    (RESULTS_DIR / f"{stamp}.json").write_text(json.dumps(figs, indent=1))
+    return path
+
+
 def _stop_on_sigterm() -> None:
     """SIGTERM unwinds like Ctrl-C: the run's cleanup (brokers, namespaces, tmpfs) happens."""
     def on_term(signum: int, frame: object) -> None:
@@ -169,6 +196,9 @@ def _selftest(args: argparse.Namespace, seed: int, base: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.combine:
+        print(f"chaos: dated report {_combine(args.combine)}")
+        return 0
     _stop_on_sigterm()
     seed = args.seed if args.seed is not None else int(time.time()) % 100_000
     base = args.work_dir or Path(tempfile.mkdtemp(prefix="minikafka-chaos-"))

@@ -187,7 +187,7 @@ def _summary_table(figs: Sequence[dict[str, Any]]) -> list[str]:
             "|---|" + "---:|" * len(figs)]
 
     def row(name: str, key: str) -> None:
-        rows.append(f"| {name} | " + " | ".join(str(f[key]) for f in figs) + " |")
+        rows.append(f"| {name} | " + " | ".join(str(f.get(key, "-")) for f in figs) + " |")
 
     row("faults injected", "faults_injected")
     row("records acknowledged (acks=all, idempotent)", "acked_all")
