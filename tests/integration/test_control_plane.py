@@ -109,10 +109,10 @@ def live_broker(broker_id: int, host: str, port: int, rack: str | None = None) -
 def update_metadata(client: RawClient, brokers: list[Any], topic: str, topic_id: uuid.UUID,
                     partitions: list[tuple[int, int, int, list[int], list[int]]], *,
                     controller_epoch: int = CONTROLLER_EPOCH, broker_epoch: int = -1,
-                    version: int = 8) -> int:
+                    version: int = 8, controller_id: int = 0) -> int:
     """``partitions``: (index, leader, leader epoch, replicas, isr)."""
     _, resp = client.request(_UmR.API_KEY, version, _UmR(
-        controller_id=0, controller_epoch=controller_epoch, broker_epoch=broker_epoch,
+        controller_id=controller_id, controller_epoch=controller_epoch, broker_epoch=broker_epoch,
         topic_states=[_UmR.UpdateMetadataTopicState(topic_name=topic, topic_id=topic_id,
                                                     partition_states=[
             _UmR.UpdateMetadataPartitionState(
@@ -265,6 +265,41 @@ def test_metadata_of_partitions_this_broker_does_not_host(broker: BrokerProcess)
             endpoint_type=1))
         assert sorted(b.broker_id for b in cluster.brokers) == [0, 2]
         assert cluster.controller_id == 0
+
+
+@pytest.mark.parametrize("um_version", [7, 8])
+def test_metadata_names_the_leader_and_controller_the_controller_sent(
+        broker: BrokerProcess, um_version: int) -> None:
+    """Each partition's leader is the one the controller chose, not a replica picked by
+    position (it is neither the first nor the last replica here), and the controller is
+    the one that sent the update, not this broker: Metadata and DescribeCluster both."""
+    topic_id = uuid.uuid4()
+    with RawClient(broker.bootstrap) as client:
+        brokers = [live_broker(0, broker.host, broker.port),
+                   live_broker(1, "127.0.0.1", 19091), live_broker(2, "127.0.0.1", 19092)]
+        assert update_metadata(client, brokers, "led-elsewhere", topic_id, [
+            (0, 1, 4, [2, 1, 0], [0, 1, 2]),
+            (1, 2, 6, [0, 2, 1], [2, 1]),
+            (2, 0, 3, [1, 0, 2], [0]),
+        ], version=um_version, controller_id=2) == 0
+        for version in (1, 9, 12):  # before flexible versions, the first, the latest
+            _, resp = client.request(MetadataRequest.API_KEY, version, MetadataRequest(
+                topics=[MetadataRequest.MetadataRequestTopic(name="led-elsewhere")],
+                allow_auto_topic_creation=version < 4))  # v1-3 always auto-create
+            assert resp.controller_id == 2, version
+            (topic,) = resp.topics
+            assert [(p.partition_index, p.error_code, p.leader_id, p.replica_nodes, p.isr_nodes)
+                    for p in topic.partitions] == [
+                (0, 0, 1, [2, 1, 0], [0, 1, 2]),
+                (1, 0, 2, [0, 2, 1], [2, 1]),
+                (2, 0, 0, [1, 0, 2], [0]),
+            ], version
+            if version >= 7:
+                assert [p.leader_epoch for p in topic.partitions] == [4, 6, 3], version
+        _, cluster = client.request(DescribeClusterRequest.API_KEY, 1, DescribeClusterRequest(
+            endpoint_type=1))
+        assert cluster.controller_id == 2
+        assert sorted(b.broker_id for b in cluster.brokers) == [0, 1, 2]
 
 
 def test_topic_created_before_start_is_hosted_from_the_store(tmp_path: Path) -> None:
