@@ -36,6 +36,8 @@ TOOLS: dict[str, str] = {
     "console-consumer": "print records to stdout (kafka-console-consumer)",
     "dump-log": "print log segments and indexes (kafka-dump-log)",
     "spark-ingest": "land topics in Parquet with Spark, exactly once (needs the spark extra)",
+    "leader-election": "elect preferred or unclean leaders (kafka-leader-election)",
+    "cluster": "up|status|down: ZooKeeper and N brokers on 127.0.0.1 for development",
 }
 
 USAGE = "usage: minikafka {broker," + ",".join(TOOLS) + "} ...\n\n" + "\n".join(
@@ -112,6 +114,12 @@ def _tool(command: str) -> Callable[[list[str]], int]:
     if command == "dump-log":
         from storage.dump import main as dump_main
         return dump_main
+    if command == "leader-election":
+        from cli.leader_election import main as election_main
+        return election_main
+    if command == "cluster":
+        from cli.cluster import main as cluster_main
+        return cluster_main
     from spark_ingest.bulk_consume import main as ingest_main
     return ingest_main
 
