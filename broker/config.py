@@ -505,8 +505,10 @@ class BrokerConfig:
                               "Duplicate log directory found")
         if values["zookeeper.connect"] is not None:
             _check_zookeeper_connect(str(values["zookeeper.connect"]))
-            raise ConfigError("Invalid value for configuration zookeeper.connect: cluster mode "
-                              "is not available yet; leave it unset for a single node")
+            if _num(values["broker.id"]) < 0 and _num(values["node.id"]) < 0:
+                raise ConfigError("Invalid value -1 for configuration broker.id: set it (a "
+                                  "unique id per broker) when zookeeper.connect is set; ids "
+                                  "are not generated")
         queued_bytes = _num(values["queued.max.request.bytes"])
         if 0 < queued_bytes < _num(values["socket.request.max.bytes"]):
             raise ConfigError(f"Invalid value {queued_bytes} for configuration "

@@ -55,7 +55,9 @@ import uuid
 from pathlib import Path
 from typing import IO
 
+from broker import cluster_mode
 from broker.admin_manager import AdminManager
+from broker.cluster_ops import ClusterOps, LocalClusterOps
 from broker.config import BrokerConfig, ConfigError, Endpoint
 from broker.control_requests import ControlRequestHandler
 from broker.group.partitioning import GROUP_METADATA_TOPIC
@@ -82,6 +84,8 @@ from controller.channel import BrokerEndpoint, BrokerRegistration
 from controller.local import InProcessChannel, LocalController
 from controller.local_store import STORE_FILE as TOPICS_FILE
 from controller.local_store import LocalTopicStore, TopicStoreLoadError
+from controller.topic_store import TopicStore
+from controller.zk import ZkController
 from storage import fileio
 from storage.errors import StorageError
 from storage.log_dir_failure import LogDirFailure
@@ -123,7 +127,7 @@ class BrokerServer:
         self.metrics = BrokerMetrics(str(config.values[LISTENER_PROPERTY] or ""))
         self.network = SocketServer(config, request_metrics=self.metrics.requests)
         self.broker: Broker | None = None
-        self.controller: LocalController | None = None
+        self.controller: LocalController | ZkController | None = None
         self._maintenance: LogMaintenance | None = None
         self._log_manager: LogManager | None = None
         self._logs_closed = False
@@ -171,6 +175,9 @@ class BrokerServer:
             self.broker = await self._build_services(bound)
             assert self._maintenance is not None
             self.network.start(self.broker)
+            if isinstance(self.controller, ZkController):
+                await cluster_mode.wait_for_metadata(self.broker.metadata_cache,
+                                                     self.broker.broker_id)
             endpoints = ",".join(str(e) for e in self.broker.advertised_listeners)
             log.info("[KafkaServer id=%d] started (cluster id %s, listening on %s)",
                      self.broker.broker_id, self.broker.cluster_id, endpoints)
@@ -203,11 +210,32 @@ class BrokerServer:
         config = self.config
         log_dir = config.log_dir
         log_dir.mkdir(parents=True, exist_ok=True)
-        # Topic configs first: the log manager opens each log with its topic's LogConfig.
-        try:
-            store = LocalTopicStore.load(log_dir, config.broker_id)
-        except TopicStoreLoadError as exc:
-            raise StartupError(str(exc)) from None
+        # Bound ports replace port 0 when advertised.listeners is not set.
+        # A listener missing from advertised.listeners is advertised as bound.
+        advertised = list(config.advertised_listeners if "advertised.listeners" in config.explicit
+                          else bound)
+        advertised += [b for b in bound
+                       if all(a.listener_name != b.listener_name for a in advertised)]
+        zk: ZkController | None = None
+        zk_cluster_id: str | None = None
+        store: TopicStore
+        if config.zookeeper_connect is not None:
+            # A cluster: ZooKeeper first (the cluster id, the topic store), as Kafka starts.
+            zk = cluster_mode.zk_controller(config, lambda: [
+                (Endpoint(e.listener_name, advertised_host(e), e.port),
+                 config.security_protocol(e.listener_name)) for e in advertised])
+            self.controller = zk
+            try:
+                zk_cluster_id = await cluster_mode.connect(zk, new_cluster_id())
+            except cluster_mode.ClusterStartupError as exc:
+                raise StartupError(str(exc)) from None
+            store = zk.store
+        else:
+            # Topic configs first: the log manager opens each log with its topic's LogConfig.
+            try:
+                store = LocalTopicStore.load(log_dir, config.broker_id)
+            except TopicStoreLoadError as exc:
+                raise StartupError(str(exc)) from None
         log_configs = LogConfigs(config, store)
         await log_configs.load()
         log_manager = LogManager(config.log_dirs or (log_dir,), config_for=log_configs.get,
@@ -225,9 +253,15 @@ class BrokerServer:
             raise StartupError(f"cannot load the logs: {exc}") from None
         self._log_manager = log_manager
         try:
-            cluster_id = log_manager.cluster_id() or new_cluster_id()
+            if zk_cluster_id is not None:
+                # In a cluster /cluster/id rules; meta.properties must name the same cluster.
+                cluster_mode.check_cluster_id(zk_cluster_id, log_manager.cluster_id(),
+                                              config.log_dirs or (log_dir,))
+                cluster_id = zk_cluster_id
+            else:
+                cluster_id = log_manager.cluster_id() or new_cluster_id()
             log_manager.ensure_meta_properties(config.broker_id, cluster_id)
-        except (StorageError, StartupError) as exc:
+        except (StorageError, StartupError, cluster_mode.ClusterStartupError) as exc:
             raise StartupError(str(exc)) from None
         metadata_cache = MetadataCache(config.broker_id)
         replica_manager = ReplicaManager(
@@ -242,30 +276,6 @@ class BrokerServer:
         admin = AdminManager(config=config, store=store, metadata_cache=metadata_cache,
                              log_configs=log_configs)
         groups = GroupService(config, replica_manager, metadata_cache, admin)
-        # The broker epoch (a ZooKeeper registration's czxid in a cluster): the start time,
-        # so a later start of this broker always has a higher one.
-        broker_epoch = int(time.time() * 1000)
-        control = ControlRequestHandler(replica_manager=replica_manager, admin=admin,
-                                        groups=groups, broker_epoch=broker_epoch)
-        # Bound ports replace port 0 when advertised.listeners is not set.
-        # A listener missing from advertised.listeners is advertised as bound.
-        advertised = list(config.advertised_listeners if "advertised.listeners" in config.explicit
-                          else bound)
-        advertised += [b for b in bound
-                       if all(a.listener_name != b.listener_name for a in advertised)]
-        rack = config.values.get("broker.rack")
-        registration = BrokerRegistration(
-            config.broker_id,
-            tuple(BrokerEndpoint(e.listener_name, advertised_host(e), e.port,
-                                 SECURITY_PROTOCOL_IDS[config.security_protocol(e.listener_name)])
-                  for e in advertised),
-            rack if isinstance(rack, str) and rack else None, broker_epoch)
-        channel = InProcessChannel()
-        channel.register_handler(config.broker_id, control.handle)
-        self.controller = LocalController(
-            broker=registration, store=store, channel=channel,
-            inter_broker_listener=config.inter_broker_listener_name,
-            unclean_leader_election=config.get_bool("unclean.leader.election.enable"))
         loop = asyncio.get_running_loop()
 
         def on_failure(failure: LogDirFailure) -> None:  # any thread: hand it to the loop
@@ -273,10 +283,47 @@ class BrokerServer:
 
         log_manager.failure_channel.subscribe(on_failure)
         offsets_topic = (await store.topics([GROUP_METADATA_TOPIC])).get(GROUP_METADATA_TOPIC)
-        groups.startup(None if offsets_topic is None else offsets_topic.num_partitions)
-        # The controller tells this broker its partitions (LeaderAndIsr) and the cluster
-        # (UpdateMetadata); start-up waits for both before serving.
-        await self.controller.startup()
+        cluster: ClusterOps
+        if zk is not None:
+            # The broker epoch is the registration's czxid (a new one after a session
+            # expiry); the controller then tells this broker its partitions and the cluster.
+            try:
+                broker_epoch = await cluster_mode.register(zk)
+            except cluster_mode.ClusterStartupError as exc:
+                raise StartupError(str(exc)) from None
+            control = ControlRequestHandler(replica_manager=replica_manager, admin=admin,
+                                            groups=groups, broker_epoch=broker_epoch)
+            zk.session.on_registered = lambda epoch: setattr(control, "broker_epoch", epoch)
+            cluster = zk
+            groups.startup(None if offsets_topic is None else offsets_topic.num_partitions)
+            try:
+                await cluster_mode.elect(zk)
+            except cluster_mode.ClusterStartupError as exc:
+                raise StartupError(str(exc)) from None
+        else:
+            # The broker epoch: the start time, so a later start always has a higher one.
+            broker_epoch = int(time.time() * 1000)
+            control = ControlRequestHandler(replica_manager=replica_manager, admin=admin,
+                                            groups=groups, broker_epoch=broker_epoch)
+            rack = config.values.get("broker.rack")
+            registration = BrokerRegistration(
+                config.broker_id,
+                tuple(BrokerEndpoint(e.listener_name, advertised_host(e), e.port,
+                                     SECURITY_PROTOCOL_IDS[config.security_protocol(e.listener_name)])
+                      for e in advertised),
+                rack if isinstance(rack, str) and rack else None, broker_epoch)
+            channel = InProcessChannel()
+            channel.register_handler(config.broker_id, control.handle)
+            local = LocalController(
+                broker=registration, store=store, channel=channel,
+                inter_broker_listener=config.inter_broker_listener_name,
+                unclean_leader_election=config.get_bool("unclean.leader.election.enable"))
+            self.controller = local
+            cluster = LocalClusterOps(config.broker_id, broker_epoch, metadata_cache)
+            groups.startup(None if offsets_topic is None else offsets_topic.num_partitions)
+            # The controller tells this broker its partitions (LeaderAndIsr) and the cluster
+            # (UpdateMetadata); start-up waits for both before serving.
+            await local.startup()
         self._maintenance = LogMaintenance(config, log_manager, replica_manager.high_watermarks)
         producer_ids = ProducerIdManager(log_dir)
         try:
@@ -292,7 +339,7 @@ class BrokerServer:
             authorizer=authorizer,
             quotas=ClientQuotas.create(entity_configs, config.get_int("quota.window.num"),
                                        config.get_int("quota.window.size.seconds")),
-            advertised_listeners=advertised,
+            advertised_listeners=advertised, cluster=cluster,
         )
 
     def _log_dir_failed(self, failure: LogDirFailure) -> None:
@@ -310,6 +357,11 @@ class BrokerServer:
             self.request_stop()
 
     async def _shutdown(self) -> None:
+        # 0. In a cluster: controlled shutdown (the controller moves this broker's
+        #    leaderships away while it still serves), bounded.
+        if isinstance(self.controller, ZkController) and self.broker is not None:
+            await cluster_mode.shutdown_first(self.config, self.controller,
+                                              self.broker.metadata_cache)
         # 1. No new connections.
         self.network.stop_accepting()
         log.info("Shutdown step 1/4: stopped accepting connections")

@@ -14,6 +14,7 @@ import socket
 from dataclasses import dataclass, field
 
 from broker.admin_manager import AdminManager
+from broker.cluster_ops import ClusterOps
 from broker.config import BrokerConfig, Endpoint
 from broker.control_requests import ControlRequestHandler
 from broker.group.service import GroupService
@@ -45,6 +46,7 @@ class Broker:
     authorizer: AclAuthorizer | None
     # Client quotas (produce / fetch byte rates, request percentage) from the entity configs.
     quotas: ClientQuotas
+    cluster: ClusterOps  # the controller's answers (ControlledShutdown, ElectLeaders, AlterPartition)
     # The endpoints clients are told to use (advertised.listeners, else the bound
     # listeners with the ports actually bound: port 0 in listeners binds an ephemeral one).
     advertised_listeners: list[Endpoint] = field(default_factory=list)

@@ -57,12 +57,21 @@ def main(argv: list[str]) -> int:
             return 0
         if args.action == "status":
             return status(ClusterState.load(args.dir))
-        state = down(args.dir)
+        state = down(args.dir, controller_id=_controller_id(ClusterState.load(args.dir)))
         print(f"stopped {len(state.brokers)} brokers and ZooKeeper")
         return 0
     except ClusterError as exc:
         print(f"minikafka cluster: {exc}", file=sys.stderr)
         return 1
+
+
+def _controller_id(state: ClusterState) -> int | None:
+    """The controller's id, if a broker answers (it is stopped last)."""
+    try:
+        with SyncClient(state.bootstrap) as client:
+            return client.describe_cluster().controller_id
+    except ClientError:
+        return None
 
 
 def status(state: ClusterState) -> int:

@@ -5,6 +5,8 @@
               | console-producer | console-consumer  --bootstrap-server H:P ...
     minikafka dump-log FILE... [options]
     minikafka spark-ingest --bootstrap-server H:P --topics T --output DIR ...
+    minikafka leader-election --bootstrap-server H:P ...   (kafka-leader-election)
+    minikafka cluster up|status|down ...                  (a development cluster)
 
 ``broker`` runs one broker in the foreground until SIGTERM/SIGINT (then exits 0 after an
 ordered shutdown); its properties come from the file, then ``MINIKAFKA_*`` environment

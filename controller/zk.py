@@ -136,6 +136,34 @@ class ZkController:
     def broker_epoch(self) -> int:
         return self.session.broker_epoch
 
+    # What the controller metrics read (Kafka's KafkaController gauges); 0 unless active.
+
+    @property
+    def state(self) -> int:
+        return 0  # Kafka's ControllerState Idle: events are processed as they come
+
+    @property
+    def global_topic_count(self) -> int:
+        core = self._core
+        return len(core.context.topics) if core is not None and self.is_active else 0
+
+    @property
+    def global_partition_count(self) -> int:
+        core = self._core
+        if core is None or not self.is_active:
+            return 0
+        return sum(t.num_partitions for t in core.context.topics.values())
+
+    @property
+    def offline_partitions_count(self) -> int:
+        core = self._core
+        if core is None or not self.is_active:
+            return 0
+        ctx = core.context
+        return sum(1 for tp in ctx.all_partitions()
+                   if tp not in ctx.leadership
+                   or not ctx.is_replica_online(ctx.leadership[tp].leader_and_isr.leader))
+
     # ------------------------------------------------------------ life cycle
 
     async def connect(self, stored_cluster_id: str | None, meta_path: str,

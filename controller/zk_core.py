@@ -5,6 +5,8 @@ shutdown, preferred (and unclean) leader election (Kafka's ``KafkaController``:
 
 Events, on the same queue and context as the core's:
 
+- ``activate`` (becoming controller) adds, to the core's: replicas on brokers that are not
+  live leave every ISR, as Kafka's replica state machine does at failover.
 - ``BrokerChange``: ``/brokers/ids`` changed. New brokers get UpdateMetadata with every
   partition and LeaderAndIsr for the replicas they host (they start as what the state says:
   follower, or leader if they lead), offline partitions get a leader; the others learn of
@@ -126,6 +128,12 @@ class ZkControllerCore(ControllerCore):
         if not self.context.leadership:
             self._batch.add_update_metadata(self.context.live_brokers)
             sent += self._send()
+        # Kafka's replica state machine at failover: replicas on brokers that are not live
+        # leave the ISRs (OfflineReplica), as if their brokers had just failed.
+        ctx = self.context
+        offline = {b for tp in ctx.all_partitions() for b in ctx.replicas(tp)} - set(ctx.live_brokers)
+        if offline:
+            await self._remove_from_isr(offline, ctx.all_partitions())
         return sent
 
     async def process(self, event: object) -> None:

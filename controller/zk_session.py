@@ -73,8 +73,10 @@ class ZkBrokerSession:
     def __init__(self, settings: ZkSettings, registration: Callable[[], zd.BrokerRegistration],
                  *, on_elected: Callable[[ControllerEpoch], Awaitable[None]] | None = None,
                  on_resigned: Callable[[], Awaitable[None]] | None = None,
-                 handler: Callable[[object], Awaitable[None]] | None = None) -> None:
+                 handler: Callable[[object], Awaitable[None]] | None = None,
+                 on_registered: Callable[[int], None] | None = None) -> None:
         self.settings = settings
+        self.on_registered = on_registered
         self._registration = registration
         self.events = ControllerEventManager(self._process, name="zk-controller-events")
         self._on_elected = on_elected
@@ -202,3 +204,5 @@ class ZkBrokerSession:
         session = self.zk.session_id
         self.broker_epoch = await register_broker(self.zk, self._registration())
         self._registered_session = session
+        if self.on_registered is not None:
+            self.on_registered(self.broker_epoch)

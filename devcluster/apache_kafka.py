@@ -203,7 +203,8 @@ class ApacheKafkaZk:
 
 def kafka_tool(main_class: str, *args: str, classpath: Path | None = None,
                timeout_s: float = TOOL_TIMEOUT_S, check: bool = True,
-               work_dir: Path | None = None) -> subprocess.CompletedProcess[str]:
+               work_dir: Path | None = None,
+               input_text: str | None = None) -> subprocess.CompletedProcess[str]:
     """Run one of Kafka's command-line classes; ApacheKafkaError on a non-zero exit."""
     libs = kafka_libs(classpath)
     log4j_flag: list[str] = []
@@ -214,7 +215,7 @@ def kafka_tool(main_class: str, *args: str, classpath: Path | None = None,
         log4j_flag = [f"-Dlog4j.configuration=file:{log4j}"]
     argv = ["java", *TOOL_JVM_FLAGS, *log4j_flag, "-cp", f"{libs}/*", main_class, *args]
     result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False,
-                            stdin=subprocess.DEVNULL)
+                            input=input_text if input_text is not None else "")
     if check and result.returncode != 0:
         raise ApacheKafkaError(f"{main_class} {' '.join(args)} exited with "
                                f"{result.returncode}:\n{result.stdout}\n{result.stderr}")

@@ -12,9 +12,10 @@ Brokers run ``python -m cli broker`` with ``broker.id=N``, ``listeners`` on 127.
 (``base_port + N - 1``, or a free port when ``base_port`` is 0), ``log.dirs`` and
 ``zookeeper.connect=<ensemble>/minikafka``, plus any extra properties. A broker is up when
 its ``minikafka: started broker N listening on ...`` line appears in its log (bounded wait).
-``up`` detaches (the processes outlive the command, in their own sessions); ``down`` sends
-SIGTERM to every broker (each moves its leaderships away first: controlled shutdown), waits
-(bounded), then stops ZooKeeper. ``status`` asks a broker for the cluster's metadata.
+``up`` detaches (the processes outlive the command, in their own sessions); ``down`` stops
+the brokers one at a time with SIGTERM (each moves its leaderships to the brokers still
+running first: controlled shutdown), the controller last, each wait bounded, then ZooKeeper.
+``status`` asks a broker for the cluster's metadata.
 """
 
 from __future__ import annotations
@@ -161,13 +162,15 @@ def up(directory: Path, *, brokers: int = 3, zookeeper_nodes: int = 1, base_port
     return state
 
 
-def down(directory: Path, *, timeout_s: float = BROKER_STOP_TIMEOUT_S) -> ClusterState:
-    """SIGTERM every broker (controlled shutdown), wait, then stop ZooKeeper."""
+def down(directory: Path, *, timeout_s: float = BROKER_STOP_TIMEOUT_S,
+         controller_id: int | None = None) -> ClusterState:
+    """Stop the brokers one at a time, the controller last (each SIGTERM is a controlled
+    shutdown: its leaderships move to brokers still running), then ZooKeeper."""
     state = ClusterState.load(directory)
-    for broker in state.brokers:
+    order = sorted(state.brokers, key=lambda b: (b.broker_id == controller_id, b.broker_id))
+    for broker in order:
         _signal(broker.pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout_s
-    for broker in state.brokers:
+        deadline = time.monotonic() + timeout_s
         while _alive(broker.pid) and time.monotonic() < deadline:
             time.sleep(POLL_INTERVAL_S)
         if _alive(broker.pid):

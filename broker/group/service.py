@@ -6,9 +6,10 @@
   first use (the first FindCoordinator or group request), through the admin manager like
   any topic (store, controller, LeaderAndIsr), without blocking the event loop; concurrent
   requests wait for the same creation, bounded (COORDINATOR_NOT_AVAILABLE if it does not
-  finish: clients retry). Kafka would refuse to create it while fewer brokers than
-  ``offsets.topic.replication.factor`` are alive; here the factor is capped at the live
-  brokers and the cap is logged.
+  finish: clients retry). In a cluster (``zookeeper.connect``), as in Kafka, it is not
+  created while fewer brokers than ``offsets.topic.replication.factor`` are alive
+  (COORDINATOR_NOT_AVAILABLE until then); on a single node the factor is capped at the
+  live brokers and the cap is logged.
 - Groups follow leadership, as in Kafka: a LeaderAndIsr that makes this broker leader of
   ``__consumer_offsets-<p>`` loads that partition's groups and offsets (``on_election``);
   becoming follower, or a StopReplica deleting it, unloads them (``on_resignation``).
@@ -66,6 +67,7 @@ class GroupService:
         self.replica_manager = replica_manager
         self.metadata_cache = metadata_cache
         self.admin = admin
+        self.cluster_mode = config.zookeeper_connect is not None
         self.record_log = ReplicaRecordLog(replica_manager, self.config.offsets_commit_timeout_ms)
         self.coordinator = GroupCoordinator(self.config, LoopTimers(), self.record_log)
         self._creating: asyncio.Task[bool] | None = None
@@ -101,7 +103,16 @@ class GroupService:
 
     async def _create_offsets_topic(self) -> bool:
         live = len(self.admin.live_broker_ids())
-        rf = min(self.config.offsets_topic_replication_factor, max(live, 1))
+        wanted = self.config.offsets_topic_replication_factor
+        if self.cluster_mode and live < wanted:
+            # Kafka's rule in a cluster: wait for enough brokers (COORDINATOR_NOT_AVAILABLE,
+            # retriable, until then).
+            log.info("Number of alive brokers '%d' does not meet the required replication "
+                     "factor '%d' for the offsets topic (configured via "
+                     "'offsets.topic.replication.factor'). This error can be ignored if the "
+                     "cluster is starting up and not all brokers are up yet.", live, wanted)
+            return False
+        rf = min(wanted, max(live, 1))
         if rf < self.config.offsets_topic_replication_factor:
             log.warning("offsets.topic.replication.factor is %d but %d brokers are alive: "
                         "creating %s with replication factor %d",

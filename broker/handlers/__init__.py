@@ -58,6 +58,10 @@ HANDLER_MODULES: tuple[str, ...] = (
     "leader_and_isr",
     "update_metadata",
     "stop_replica",
+    # cluster requests to the controller
+    "controlled_shutdown",
+    "elect_leaders",
+    "alter_partition",
 )
 
 

@@ -8,6 +8,9 @@
   ``healthy_ensemble`` hands it over with every node serving and heals it again after the
   test (resumes paused nodes, restarts killed ones), so tests of a module stay independent.
 - ``kazoo_factory(hosts)``: started kazoo clients, stopped at teardown.
+- ``cluster_brokers(count=3, **props)``: minikafka broker processes (``broker.id`` 1..count)
+  on the test's chroot, with ``CLUSTER_TEST_PROPS``; stopped (SIGTERM, one by one) at
+  teardown, their logs printed when the test failed.
 
 Every start and stop is bounded (devcluster.zookeeper's timeouts). When a test fails, the
 server logs' tails are printed.
@@ -18,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,6 +29,7 @@ from kazoo.client import KazooClient
 
 from devcluster.zookeeper import ZooKeeper
 from tests.cluster.zk_support import kazoo_client
+from tests.integration.broker_process import BrokerProcess
 
 KazooFactory = Callable[..., KazooClient]
 
@@ -116,3 +121,67 @@ def kazoo_factory() -> Iterator[KazooFactory]:
         with contextlib.suppress(Exception):
             client.stop()
             client.close()
+
+
+# -- brokers of a cluster ------------------------------------------------------------------
+
+# Properties every test broker of a cluster gets: short session timeout (failover within
+# seconds), quick controlled-shutdown retries (teardown stops brokers one by one).
+CLUSTER_TEST_PROPS: dict[str, str] = {
+    "zookeeper.session.timeout.ms": "6000",
+    "controlled.shutdown.retry.backoff.ms": "300",
+    "group.initial.rebalance.delay.ms": "0",
+}
+
+
+class ClusterBrokers:
+    """Broker processes of one cluster (one ZooKeeper chroot): ``start(broker_id)``."""
+
+    def __init__(self, tmp_dir: Path, zk_connect: str, props: dict[str, str]) -> None:
+        self.tmp_dir = tmp_dir
+        self.zk_connect = zk_connect
+        self.props = props
+        self.brokers: dict[int, BrokerProcess] = {}
+        self.all: list[BrokerProcess] = []
+
+    def start(self, broker_id: int, **props: str) -> BrokerProcess:
+        overrides = {"broker.id": str(broker_id), "zookeeper.connect": self.zk_connect,
+                     **CLUSTER_TEST_PROPS, **self.props,
+                     **{k.replace("_", "."): v for k, v in props.items()}}
+        proc = self.brokers.get(broker_id)
+        if proc is None:
+            proc = BrokerProcess(self.tmp_dir, overrides, name=f"broker{broker_id}")
+            self.brokers[broker_id] = proc
+            self.all.append(proc)
+        else:
+            proc.overrides.update(overrides)
+        return proc.start()
+
+    def bootstrap(self, *, exclude: int | None = None) -> str:
+        return ",".join(p.bootstrap for i, p in sorted(self.brokers.items())
+                        if i != exclude and p.is_running())
+
+
+@pytest.fixture
+def cluster_brokers(tmp_path: Path, zk_connect: str,
+                    request: pytest.FixtureRequest) -> Iterator[Callable[..., ClusterBrokers]]:
+    made: list[ClusterBrokers] = []
+
+    def make(count: int = 3, connect: str | None = None, **props: str) -> ClusterBrokers:
+        brokers = ClusterBrokers(tmp_path, connect or zk_connect,
+                                 {k.replace("_", "."): v for k, v in props.items()})
+        made.append(brokers)
+        for broker_id in range(1, count + 1):
+            brokers.start(broker_id)
+        return brokers
+
+    yield make
+    failed = _failed(request.node)
+    for brokers in made:
+        for proc in reversed(brokers.all):
+            try:
+                with contextlib.suppress(Exception):
+                    proc.stop()
+            finally:
+                if failed:
+                    print(f"\n----- {proc.name} stderr -----\n{proc.stderr_text()[-20000:]}")

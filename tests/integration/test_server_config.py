@@ -84,7 +84,8 @@ def test_listener_forms() -> None:
     ({"listeners": "127.0.0.1:9092"}, "listeners"),
     ({"listeners": "UNKNOWN://127.0.0.1:9092"}, "listeners"),
     ({"advertised.listeners": "PLAINTEXT://h:0"}, "advertised.listeners"),
-    ({"zookeeper.connect": "127.0.0.1:2181"}, "zookeeper.connect"),
+    ({"zookeeper.connect": "127.0.0.1"}, "zookeeper.connect"),
+    ({"zookeeper.connect": "127.0.0.1:2181/kafka"}, "broker.id"),  # not generated
     ({"broker.id": "1", "node.id": "2"}, "node.id"),
     ({"message.max.bytes": "-1"}, "message.max.bytes"),
     ({"log.segment.bytes": "10"}, "log.segment.bytes"),

@@ -9,6 +9,13 @@ import pytest
 from broker.config import BrokerConfig, ConfigError
 
 
+def test_cluster_mode() -> None:
+    config = BrokerConfig.from_properties({"zookeeper.connect": "a:1,b:2/kafka", "broker.id": "3",
+                                           "zookeeper.session.timeout.ms": "6000"})
+    assert config.zookeeper_connect == "a:1,b:2/kafka" and config.broker_id == 3
+    assert config.zookeeper_connection_timeout_ms == 6000
+
+
 def test_defaults() -> None:
     config = BrokerConfig.from_properties({})
     assert config.zookeeper_connect is None

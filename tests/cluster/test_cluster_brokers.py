@@ -1,0 +1,348 @@
+"""Three minikafka broker processes on a real ZooKeeper, with stock clients.
+
+Replication (followers fetching from leaders) is not part of this cluster yet: a follower
+holds no data, so the high watermark of a partition with more than one replica in its ISR
+does not advance (consumers see nothing, acks=all waits). These tests therefore check
+metadata, leadership and the controller with replication factor 3 topics, and the data
+path across brokers with replication factor 1 topics (each partition on its own broker).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from kafka import KafkaAdminClient
+from kafka.admin import NewTopic
+
+from client.sync import SyncClient
+from controller import zk_data as zd
+from controller.channel import BrokerRegistration, ControlRequestBatch
+from controller.network_channel import NetworkChannel
+from controller.zk import to_channel_registration
+from devcluster.apache_kafka import kafka_tool
+from devcluster.zookeeper import ZooKeeper, free_ports
+from protocol.errors import ErrorCode
+from protocol.messages.produce import ProduceRequest
+from protocol.messages.update_metadata import UpdateMetadataResponse
+from protocol.records import NewRecord, build_batch
+from tests.cluster.conftest import ClusterBrokers, KazooFactory
+from tests.cluster.zk_support import wait_until
+from tests.integration.broker_process import BrokerProcess, BrokerStartError
+
+pytestmark = [pytest.mark.timeout(240)]
+
+SESSION_TIMEOUT_S = 6.0
+
+
+def admin(bootstrap: str) -> KafkaAdminClient:
+    return KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30000)
+
+
+def describe(bootstrap: str, topic: str) -> dict[int, tuple[int, list[int], list[int]]]:
+    client = admin(bootstrap)
+    try:
+        (info,) = client.describe_topics([topic])
+    finally:
+        client.close()
+    return {p["partition_index"]: (p["leader_id"], sorted(p["replica_nodes"]),
+                                   sorted(p["isr_nodes"])) for p in info["partitions"]}
+
+
+def controller_of(bootstrap: str) -> int | None:
+    """The controller id a broker names; None while it cannot be asked (a broker of the
+    bootstrap list, or the one kafka-python picks, may just have gone)."""
+    try:
+        client = admin(bootstrap)
+    except Exception:  # not reachable now
+        return None
+    try:
+        return int(client.describe_cluster()["controller_id"])
+    except Exception:
+        return None
+    finally:
+        client.close()
+
+
+def create(bootstrap: str, topic: str, assignment: dict[int, list[int]]) -> None:
+    client = admin(bootstrap)
+    try:
+        client.create_topics([NewTopic(topic, replica_assignments=assignment)], timeout_ms=60000)
+    finally:
+        client.close()
+
+
+def leaders_of(brokers: ClusterBrokers, topic: str, broker_id: int) -> dict[int, int]:
+    return {p: v[0] for p, v in describe(brokers.brokers[broker_id].bootstrap, topic).items()}
+
+
+def everyone_sees(brokers: ClusterBrokers, topic: str, expected: dict[int, int]) -> bool:
+    try:
+        return all(leaders_of(brokers, topic, i) == expected
+                   for i, p in brokers.brokers.items() if p.is_running())
+    except Exception:
+        return False
+
+
+def send_update_metadata(target: BrokerRegistration, controller_id: int,
+                         controller_epoch: int) -> int:
+    """An UpdateMetadata (live brokers only) as controller ``controller_id`` at
+    ``controller_epoch`` would send it, over the controller's network channel."""
+
+    async def go() -> int:
+        channel = NetworkChannel(controller_id, "PLAINTEXT")
+        channel.add_broker(target)
+        try:
+            batch = ControlRequestBatch(controller_id, controller_epoch, "PLAINTEXT")
+            batch.add_update_metadata([target.broker_id])
+            ((_, _, future),) = batch.send_all(channel, {target.broker_id: target},
+                                               lambda _t: uuid.UUID(int=0))
+            response = await asyncio.wait_for(future, 30)
+            assert isinstance(response, UpdateMetadataResponse)
+            return response.error_code
+        finally:
+            await channel.close()
+
+    return asyncio.run(go())
+
+
+def zk_epoch(kazoo_factory: KazooFactory, zk_connect: str) -> int:
+    return zd.decode_controller_epoch(kazoo_factory(zk_connect).get(zd.CONTROLLER_EPOCH)[0])
+
+
+# -- the cluster and its clients ------------------------------------------------------------
+
+
+@pytest.mark.java
+def test_three_brokers_serve_one_cluster(cluster_brokers: Callable[..., ClusterBrokers],
+                                         tmp_path: Path) -> None:
+    brokers = cluster_brokers(3, offsets_topic_replication_factor="1")
+    bootstrap = brokers.bootstrap()
+    wait_until(lambda: all((controller_of(p.bootstrap) or -1) >= 0 for p in brokers.all),
+               timeout_s=30, what="every broker to know the controller")
+    controllers = {controller_of(p.bootstrap) for p in brokers.all}
+    assert len(controllers) == 1 and controllers <= {1, 2, 3}
+    # Replication factor 3: placement, leaders and ISR agree on every broker.
+    client = admin(bootstrap)
+    try:
+        client.create_topics([NewTopic("rf3", num_partitions=6, replication_factor=3)],
+                             timeout_ms=60000)
+    finally:
+        client.close()
+    views = [describe(p.bootstrap, "rf3") for p in brokers.all]
+    assert views[0] == views[1] == views[2]
+    assert all(replicas == [1, 2, 3] and isr == [1, 2, 3] for _, replicas, isr in views[0].values())
+    assert sorted(leader for leader, _, _ in views[0].values()) == [1, 1, 2, 2, 3, 3]
+    # Kafka's own tool describes it through any broker.
+    described = kafka_tool("org.apache.kafka.tools.TopicCommand", "--bootstrap-server",
+                           brokers.brokers[2].bootstrap, "--describe", "--topic", "rf3",
+                           work_dir=tmp_path).stdout
+    assert "PartitionCount: 6" in described and "ReplicationFactor: 3" in described
+    assert described.count("Replicas: ") == 6
+    # The data path across brokers: three single-replica partitions, one per broker.
+    create(bootstrap, "spread", {0: [1], 1: [2], 2: [3]})
+    wait_until(lambda: everyone_sees(brokers, "spread", {0: 1, 1: 2, 2: 3}), timeout_s=30,
+               what="the spread topic's leaders")
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(300):
+        producer.produce("spread", f"v{i}".encode(), key=str(i).encode(), partition=i % 3)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "spread-readers",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": True})
+    consumer.subscribe(["spread"])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(got) < 300 and time.monotonic() < deadline:
+        msg = consumer.poll(1.0)
+        if msg is not None and msg.error() is None:
+            got.append(msg.value())
+    consumer.close()
+    assert sorted(got) == sorted(f"v{i}".encode() for i in range(300))
+    # Kafka's console tools against the cluster.
+    kafka_tool("kafka.tools.ConsoleProducer", "--bootstrap-server", bootstrap, "--topic",
+               "spread", "--property", "parse.key=true", work_dir=tmp_path,
+               input_text="".join(f"k{i}\tjava {i}\n" for i in range(3)))
+    out = kafka_tool("org.apache.kafka.tools.consumer.ConsoleConsumer", "--bootstrap-server",
+                     bootstrap, "--topic", "spread", "--from-beginning", "--max-messages", "303",
+                     "--timeout-ms", "30000", work_dir=tmp_path).stdout
+    assert sum(1 for line in out.splitlines() if line.startswith("java ")) == 3
+    # A produce to a broker that does not lead the partition: NOT_LEADER_OR_FOLLOWER.
+    with SyncClient(brokers.brokers[2].bootstrap) as raw:
+        batch = build_batch([NewRecord(None, b"misrouted")])
+        response = raw.send(ProduceRequest(acks=1, timeout_ms=5000, topic_data=[
+            ProduceRequest.TopicProduceData(name="spread", partition_data=[
+                ProduceRequest.PartitionProduceData(index=0, records=batch)])]), version=9)
+    (topic,) = response.responses
+    assert topic.partition_responses[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+# -- failover ---------------------------------------------------------------------------------
+
+
+def test_kill_the_controller(cluster_brokers: Callable[..., ClusterBrokers], zk_connect: str,
+                             kazoo_factory: KazooFactory) -> None:
+    brokers = cluster_brokers(3)
+    old = controller_of(brokers.bootstrap())
+    assert old is not None
+    epoch = zk_epoch(kazoo_factory, zk_connect)
+    others = [i for i in (1, 2, 3) if i != old]
+    create(brokers.bootstrap(), "moved", {0: [old, *others], 1: [others[0], old, others[1]]})
+    wait_until(lambda: everyone_sees(brokers, "moved", {0: old, 1: others[0]}), timeout_s=30,
+               what="the initial leaders")
+    killed_at = time.monotonic()
+    brokers.brokers[old].kill9()
+    survivors = brokers.bootstrap(exclude=old)
+    wait_until(lambda: controller_of(survivors) in others, timeout_s=SESSION_TIMEOUT_S + 20,
+               what="a new controller")
+    elapsed = time.monotonic() - killed_at
+    assert elapsed < SESSION_TIMEOUT_S + 10, elapsed
+    assert zk_epoch(kazoo_factory, zk_connect) > epoch
+    # Its partition moved to the next in-sync replica, and it left the ISRs.
+    wait_until(lambda: everyone_sees(brokers, "moved", {0: others[0], 1: others[0]}),
+               timeout_s=30, what="partition 0's new leader everywhere")
+    for _, replicas, isr in describe(survivors, "moved").values():
+        assert old in replicas and old not in isr
+    # Clients carry on with the new leader.
+    producer = Producer({"bootstrap.servers": survivors, "message.timeout.ms": 30000})
+    for i in range(20):
+        producer.produce("moved", f"after-{i}".encode(), partition=0)
+    assert producer.flush(40) == 0
+    del producer
+    # It returns (after its old session expired) as a follower, and learns the cluster.
+    restarted = brokers.start(old)
+    wait_until(lambda: leaders_of(brokers, "moved", old) == {0: others[0], 1: others[0]},
+               timeout_s=30, what="the returning broker to follow")
+    assert controller_of(restarted.bootstrap) in others
+
+
+def test_paused_controller_is_fenced(cluster_brokers: Callable[..., ClusterBrokers],
+                                     zk_connect: str, kazoo_factory: KazooFactory) -> None:
+    brokers = cluster_brokers(3)
+    old = controller_of(brokers.bootstrap())
+    assert old is not None
+    epoch = zk_epoch(kazoo_factory, zk_connect)
+    proc = brokers.brokers[old]
+    proc.signal(signal.SIGSTOP)
+    try:
+        survivors = brokers.bootstrap(exclude=old)
+        wait_until(lambda: controller_of(survivors) not in (old, -1),
+                   timeout_s=SESSION_TIMEOUT_S + 20, what="a new controller")
+        new = controller_of(survivors)
+        assert zk_epoch(kazoo_factory, zk_connect) == epoch + 1
+        # While it is paused, topics still get created and led by the live brokers.
+        create(survivors, "during-pause", {0: [new]})
+    finally:
+        proc.signal(signal.SIGCONT)
+    # The zombie wakes up: its session is gone; it resigns, registers again and follows.
+    wait_until(lambda: "Resigned as the controller" in proc.stderr_text(), timeout_s=30,
+               what="the old controller to resign")
+    wait_until(lambda: controller_of(proc.bootstrap) == new, timeout_s=30,
+               what="the old controller to know the new one")
+    assert zk_epoch(kazoo_factory, zk_connect) == epoch + 1  # nobody else took the office
+    registration = zd.ControllerRegistration.decode(kazoo_factory(zk_connect).get(zd.CONTROLLER)[0])
+    assert registration.broker_id == new
+    # What the zombie would send, with its old epoch, is refused; the new epoch is not.
+    data, stat = kazoo_factory(zk_connect).get(zd.broker_path(new))
+    registration = to_channel_registration(zd.BrokerRegistration.decode(new, data), stat.czxid)
+    assert send_update_metadata(registration, old, epoch) == ErrorCode.STALE_CONTROLLER_EPOCH
+    assert send_update_metadata(registration, new, epoch + 1) == ErrorCode.NO_ERROR
+    wait_until(lambda: leaders_of(brokers, "during-pause", old) == {0: new}, timeout_s=30,
+               what="the old controller to learn of the topic created while it was paused")
+
+
+def test_sigterm_moves_leaderships_first(cluster_brokers: Callable[..., ClusterBrokers]) -> None:
+    brokers = cluster_brokers(3)
+    controller = controller_of(brokers.bootstrap())
+    assert controller is not None
+    leaving = next(i for i in (1, 2, 3) if i != controller)
+    rest = [i for i in (1, 2, 3) if i != leaving]
+    partitions = 12
+    create(brokers.bootstrap(), "handover", {p: [leaving, *rest] for p in range(partitions)})
+    wait_until(lambda: everyone_sees(brokers, "handover", dict.fromkeys(range(partitions), leaving)),
+               timeout_s=30, what="the leaving broker to lead every partition")
+    errors: list[Any] = []
+    producer = Producer({"bootstrap.servers": brokers.bootstrap(), "linger.ms": 0,
+                         "message.timeout.ms": 60000, "acks": 1})
+
+    def delivered(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors.append(err)
+
+    proc = brokers.brokers[leaving]
+    proc.signal(signal.SIGTERM)
+    sent = 0
+    deadline = time.monotonic() + 60
+    while proc.is_running() and time.monotonic() < deadline:
+        producer.produce("handover", b"x", partition=sent % partitions, on_delivery=delivered)
+        producer.poll(0.01)
+        sent += 1
+    assert proc.wait() == 0
+    assert producer.flush(60) == 0
+    assert errors == []  # clients saw at most retriable errors, retried
+    log = proc.stderr_text()
+    assert "Controlled shutdown request returned successfully" in log
+    # Before it exited, every leadership had moved to the first remaining replica.
+    expected = dict.fromkeys(range(partitions), rest[0])
+    assert leaders_of(brokers, "handover", rest[0]) == expected
+    assert log.index("Controlled shutdown request returned successfully") < log.index(
+        "Shutdown step 1/4")
+
+
+# -- start-up failures ---------------------------------------------------------------------
+
+
+def test_duplicate_broker_id_fails_start_up(cluster_brokers: Callable[..., ClusterBrokers],
+                                            tmp_path: Path, zk_connect: str) -> None:
+    cluster_brokers(1)
+    twin = BrokerProcess(tmp_path, {"broker.id": "1", "zookeeper.connect": zk_connect},
+                         name="twin")
+    with pytest.raises(BrokerStartError) as info:
+        twin.start()
+    assert twin.exit_codes == [1]
+    assert "Broker id 1 is already registered in ZooKeeper" in str(info.value)
+
+
+def test_unreachable_zookeeper_fails_start_up(tmp_path: Path) -> None:
+    (port,) = free_ports(1)
+    broker = BrokerProcess(tmp_path, {"broker.id": "1",
+                                      "zookeeper.connect": f"127.0.0.1:{port}/kafka",
+                                      "zookeeper.connection.timeout.ms": "2000"})
+    started = time.monotonic()
+    with pytest.raises(BrokerStartError) as info:
+        broker.start()
+    assert 2.0 <= time.monotonic() - started < 30
+    assert broker.exit_codes == [1]
+    message = str(info.value)
+    assert f"Timed out waiting for connection to ZooKeeper at 127.0.0.1:{port}" in message
+    assert "zookeeper.connection.timeout.ms" in message
+
+
+# -- ZooKeeper ensemble -------------------------------------------------------------------------
+
+
+def test_ensemble_losing_one_node_keeps_the_cluster(
+        healthy_ensemble: ZooKeeper, cluster_brokers: Callable[..., ClusterBrokers]) -> None:
+    brokers = cluster_brokers(3, connect=healthy_ensemble.connect_string + "/ensemble-test")
+    leader = healthy_ensemble.leader()
+    assert leader is not None
+    leader.kill()
+    wait_until(lambda: healthy_ensemble.leader() is not None, timeout_s=30,
+               what="a new ZooKeeper leader")
+    create(brokers.bootstrap(), "after-zk-loss", {0: [1], 1: [2], 2: [3]})
+    wait_until(lambda: everyone_sees(brokers, "after-zk-loss", {0: 1, 1: 2, 2: 3}),
+               timeout_s=30, what="leaders after losing a ZooKeeper node")
+    producer = Producer({"bootstrap.servers": brokers.bootstrap()})
+    for i in range(30):
+        producer.produce("after-zk-loss", b"v", partition=i % 3)
+    assert producer.flush(30) == 0
+    del producer
+    assert all(p.is_running() for p in brokers.all)
+
+
