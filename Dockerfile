@@ -8,6 +8,8 @@
 # (KAFKA_LOG_DIRS -> log.dirs: "_" is ".", "__" is "_", "___" is "-"), e.g.
 #   docker run -e MINIKAFKA_ADVERTISED_LISTENERS=PLAINTEXT://myhost:9092 ... minikafka
 # or from --override KEY=VALUE arguments after the image name (they win over variables).
+# In a cluster: MINIKAFKA_BROKER_ID=N and MINIKAFKA_ZOOKEEPER_CONNECT=zk:2181/minikafka
+# (docker-compose.yml runs ZooKeeper and three brokers).
 # Prometheus metrics, /health and /ready on port 9404 (off unless set):
 #   docker run -p 9092:9092 -p 9404:9404 -e MINIKAFKA_METRICS_PROMETHEUS_LISTENER=0.0.0.0:9404 ... minikafka
 FROM python:3.11-slim AS base
@@ -23,6 +25,7 @@ COPY broker ./broker
 COPY controller ./controller
 COPY client ./client
 COPY cli ./cli
+COPY devcluster ./devcluster
 COPY spark_ingest ./spark_ingest
 RUN useradd --system --uid 1000 --user-group --home-dir /data --no-create-home minikafka \
     && mkdir -p /data \

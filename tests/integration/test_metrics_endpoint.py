@@ -310,7 +310,8 @@ def test_monitoring_profile_is_valid_and_points_at_the_broker() -> None:
     mounts = re.findall(r"^\s*- (/\S+?):/\S+:ro$", config.stdout, re.M)
     assert len(mounts) == 3, config.stdout
     assert all(Path(m).exists() for m in mounts), mounts
-    assert "broker:9404" in (REPO_ROOT / "monitoring/prometheus.yml").read_text()
+    targets = (REPO_ROOT / "monitoring/prometheus.yml").read_text()
+    assert all(f"broker-{i}:9404" in targets for i in (1, 2, 3))
 
 
 def test_log_flushes_are_timed(metrics_broker: tuple[BrokerProcess, str]) -> None:

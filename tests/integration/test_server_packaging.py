@@ -1,7 +1,8 @@
 """The container files: the Dockerfile passes hadolint, docker-compose.yml validates with
-``docker-compose config -q``, the broker properties both pass on are valid, and the compose
-broker's command line and environment run as a local process (its Spark service's command
-line is the rerun in test_spark_bulk, which has Spark at hand)."""
+``docker-compose config -q`` and the broker properties both pass on are valid. The compose
+cluster's brokers (their command lines and environment) run as local processes in
+tests/cluster/test_compose_cluster.py, which has a ZooKeeper at hand; its Spark service's
+command line is the rerun in test_spark_bulk, which has Spark at hand."""
 
 from __future__ import annotations
 
@@ -9,9 +10,7 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ import yaml
 
 from broker.config import BrokerConfig
 from cli.env_config import broker_overrides
-from tests.integration.broker_process import REPO_ROOT, BrokerProcess
+from tests.integration.broker_process import REPO_ROOT
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -105,45 +104,3 @@ def test_dockerfile_broker_properties_are_valid() -> None:
     assert "EXPOSE 9092" in text and 'VOLUME ["/data"]' in text
     spark_env, spark_entry = dockerfile_stage("spark")
     assert spark_entry == ["minikafka", "spark-ingest"] and "MINIKAFKA_LOG_DIRS" not in spark_env
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def test_compose_broker_runs_as_a_local_process(tmp_path: Path) -> None:
-    """The compose broker's command line and environment, with container addresses, ports and
-    the volume swapped for local ones: both listeners serve, each advertising itself, and the
-    healthcheck passes."""
-    service = compose_config()["services"]["broker"]
-    image_env, entrypoint = dockerfile_stage("broker")
-    ports = {29092: _free_port(), 9092: _free_port(), 9404: _free_port()}
-
-    def local(value: str) -> str:
-        for host in ("0.0.0.0", "broker", "localhost"):
-            value = value.replace(f"{host}:", "127.0.0.1:")
-        for inside, outside in ports.items():
-            value = re.sub(rf":{inside}\b", f":{outside}", value)
-        return value.replace("/data", str(tmp_path / "data"))
-
-    env = {k: local(str(v)) for k, v in {**image_env, **service["environment"]}.items()}
-    assert env["MINIKAFKA_LISTENERS"] == f"INTERNAL://127.0.0.1:{ports[29092]},EXTERNAL://127.0.0.1:{ports[9092]}"
-    broker = BrokerProcess(tmp_path, env=env, name="compose-broker")
-    broker.overrides = {}  # everything from the compose environment
-    assert broker.command()[3:] == [*entrypoint[1:], *service.get("command", [])]
-    with broker:
-        from client.sync import SyncClient
-
-        for inside in (9092, 29092):
-            with SyncClient(f"127.0.0.1:{ports[inside]}", timeout_ms=10_000) as c:
-                meta = c.refresh_metadata([])
-                assert [(b.host, b.port) for b in meta.brokers.values()] == [("127.0.0.1", ports[inside])]
-        check = [local(arg) for arg in service["healthcheck"]["test"][1:]]
-        assert check[0] == "python"
-        result = subprocess.run([sys.executable, *check[1:]], capture_output=True, text=True, timeout=30)
-        assert result.returncode == 0, result.stderr
-        assert (tmp_path / "data" / "meta.properties").exists()
-    assert broker.exit_codes == [0], broker.stderr_text()

@@ -80,7 +80,9 @@ def compose_spark_command(bootstrap: str, out: Path) -> list[str]:
 
     service = compose_config({"TOPICS": "bulk-a,bulk-b"})["services"]["spark-ingest"]
     assert dockerfile_stage("spark")[1] == ["minikafka", "spark-ingest"]
-    return [bootstrap if a == "broker:29092" else str(out) if a == "/output" else a for a in service["command"]]
+    cluster = "broker-1:29092,broker-2:29092,broker-3:29092"  # the compose cluster's INTERNAL
+    assert cluster in service["command"]
+    return [bootstrap if a == cluster else str(out) if a == "/output" else a for a in service["command"]]
 
 
 def landed(out: Path) -> list[tuple[str, int, int, bytes]]:
@@ -184,4 +186,3 @@ def test_options_and_topics_are_checked_before_spark_starts(module_broker: Broke
         err = capsys.readouterr().err
         assert err.startswith(f"minikafka spark-ingest: error: {message}") and err.count("\n") == 1, err
         assert not out.exists()
-
