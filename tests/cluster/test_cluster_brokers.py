@@ -26,6 +26,7 @@ from kafka.admin import NewTopic
 from kazoo.client import KazooClient
 
 from broker.group.partitioning import partition_for
+from client.errors import ClientError
 from client.sync import SyncClient
 from controller import zk_data as zd
 from controller.channel import BrokerRegistration, ControlRequestBatch
@@ -54,28 +55,20 @@ def admin(bootstrap: str) -> KafkaAdminClient:
 
 
 def describe(bootstrap: str, topic: str) -> dict[int, tuple[int, list[int], list[int]]]:
-    client = admin(bootstrap)
-    try:
+    """partition -> (leader, replicas, ISR) as the broker(s) at ``bootstrap`` tell it (the
+    project's client: one Metadata request, bounded)."""
+    with SyncClient(bootstrap, timeout_ms=10000) as client:
         (info,) = client.describe_topics([topic])
-    finally:
-        client.close()
-    return {p["partition_index"]: (p["leader_id"], sorted(p["replica_nodes"]),
-                                   sorted(p["isr_nodes"])) for p in info["partitions"]}
+    return {p: (i.leader, sorted(i.replicas), sorted(i.isr)) for p, i in info.partitions.items()}
 
 
 def controller_of(bootstrap: str) -> int | None:
-    """The controller id a broker names; None while it cannot be asked (a broker of the
-    bootstrap list, or the one kafka-python picks, may just have gone)."""
+    """The controller id a broker names; None while it cannot be asked."""
     try:
-        client = admin(bootstrap)
-    except Exception:  # not reachable now
+        with SyncClient(bootstrap, timeout_ms=10000) as client:
+            return client.describe_cluster().controller_id
+    except (ClientError, OSError):
         return None
-    try:
-        return int(client.describe_cluster()["controller_id"])
-    except Exception:
-        return None
-    finally:
-        client.close()
 
 
 def create(bootstrap: str, topic: str, assignment: dict[int, list[int]]) -> None:
@@ -120,6 +113,26 @@ def send_update_metadata(target: BrokerRegistration, controller_id: int,
     return asyncio.run(go())
 
 
+def produce_all(bootstrap: str, topic: str, partitions: list[int], *, acks: int = -1,
+                values: list[bytes] | None = None) -> int:
+    """Produce one record per entry of ``partitions`` with librdkafka; the number
+    acknowledged (every delivery report checked, not just the flush)."""
+    delivered: list[Any] = []
+    failed: list[Any] = []
+
+    def report(err: Any, msg: Any) -> None:
+        (failed if err is not None else delivered).append(err or msg)
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5,
+                         "message.timeout.ms": 30000})
+    for i, partition in enumerate(partitions):
+        value = values[i] if values is not None else f"r{i}".encode()
+        producer.produce(topic, value, partition=partition, on_delivery=report)
+    assert producer.flush(60) == 0
+    assert failed == [], failed[:3]
+    return len(delivered)
+
+
 def zk_epoch(kazoo_factory: KazooFactory, zk_connect: str) -> int:
     return zd.decode_controller_epoch(kazoo_factory(zk_connect).get(zd.CONTROLLER_EPOCH)[0])
 
@@ -157,10 +170,8 @@ def test_three_brokers_serve_one_cluster(cluster_brokers: Callable[..., ClusterB
     create(bootstrap, "spread", {0: [1], 1: [2], 2: [3]})
     wait_until(lambda: everyone_sees(brokers, "spread", {0: 1, 1: 2, 2: 3}), timeout_s=30,
                what="the spread topic's leaders")
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    for i in range(300):
-        producer.produce("spread", f"v{i}".encode(), key=str(i).encode(), partition=i % 3)
-    assert producer.flush(30) == 0
+    assert produce_all(bootstrap, "spread", [i % 3 for i in range(300)],
+                       values=[f"v{i}".encode() for i in range(300)]) == 300
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "spread-readers",
                          "auto.offset.reset": "earliest", "enable.auto.commit": True})
     consumer.subscribe(["spread"])
@@ -216,12 +227,9 @@ def test_kill_the_controller(cluster_brokers: Callable[..., ClusterBrokers], zk_
                timeout_s=30, what="partition 0's new leader everywhere")
     for _, replicas, isr in describe(survivors, "moved").values():
         assert old in replicas and old not in isr
-    # Clients carry on with the new leader.
-    producer = Producer({"bootstrap.servers": survivors, "message.timeout.ms": 30000})
-    for i in range(20):
-        producer.produce("moved", f"after-{i}".encode(), partition=0)
-    assert producer.flush(40) == 0
-    del producer
+    # Clients carry on with the new leader (acks=1: with acks=all the ISR's followers would
+    # have to replicate, which they do not yet).
+    assert produce_all(survivors, "moved", [0] * 20, acks=1) == 20
     # It returns (after its old session expired) as a follower, and learns the cluster.
     restarted = brokers.start(old)
     wait_until(lambda: leaders_of(brokers, "moved", old) == {0: others[0], 1: others[0]},
@@ -345,11 +353,7 @@ def test_ensemble_losing_one_node_keeps_the_cluster(
     create(brokers.bootstrap(), "after-zk-loss", {0: [1], 1: [2], 2: [3]})
     wait_until(lambda: everyone_sees(brokers, "after-zk-loss", {0: 1, 1: 2, 2: 3}),
                timeout_s=30, what="leaders after losing a ZooKeeper node")
-    producer = Producer({"bootstrap.servers": brokers.bootstrap()})
-    for i in range(30):
-        producer.produce("after-zk-loss", b"v", partition=i % 3)
-    assert producer.flush(30) == 0
-    del producer
+    assert produce_all(brokers.bootstrap(), "after-zk-loss", [i % 3 for i in range(30)]) == 30
     assert all(p.is_running() for p in brokers.all)
 
 
