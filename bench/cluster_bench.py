@@ -39,6 +39,8 @@ from confluent_kafka import Producer
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 
+from client.errors import ClientError
+from client.sync import SyncClient
 from devcluster.apache_kafka import ApacheKafkaZk
 from devcluster.cluster import start_broker
 from devcluster.zookeeper import ZooKeeper, free_ports
@@ -83,11 +85,8 @@ class Side(ABC):
         return KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=60000)
 
     def controller(self) -> int:
-        admin = self.admin()
-        try:
-            return int(admin.describe_cluster()["controller_id"])
-        finally:
-            admin.close()
+        with SyncClient(self.bootstrap, timeout_ms=30000) as client:
+            return client.describe_cluster().controller_id
 
     def create_topic(self, topic: str, assignment: dict[int, list[int]]) -> None:
         admin = self.admin()
@@ -99,16 +98,16 @@ class Side(ABC):
         self.wait_leaders(topic, {p: r[0] for p, r in assignment.items()})
 
     def leaders(self, topic: str) -> dict[int, int]:
-        admin = self.admin()
-        try:
-            (described,) = admin.describe_topics([topic])
-        finally:
-            admin.close()
-        return {p["partition"]: p["leader"] for p in described["partitions"]}
+        with SyncClient(self.bootstrap, timeout_ms=30000) as client:
+            (info,) = client.describe_topics([topic])
+        return {p: i.leader for p, i in info.partitions.items()}
 
     def wait_leaders(self, topic: str, expected: dict[int, int]) -> None:
         deadline = time.monotonic() + STEP_TIMEOUT_S
-        while self.leaders(topic) != expected:
+        while True:
+            with contextlib.suppress(ClientError):  # not there yet
+                if self.leaders(topic) == expected:
+                    return
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{self.name}: leaders of {topic} never became {expected}")
             time.sleep(0.2)

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer
 from kafka import KafkaAdminClient
-from kafka.admin import NewTopic
+from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
 from kazoo.client import KazooClient
 
 from broker.group.partitioning import partition_for
@@ -474,3 +474,68 @@ def test_offsets_topic_waits_for_enough_brokers(
 def subprocess_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "cli", *args], capture_output=True, text=True,
                           timeout=120, cwd=REPO_ROOT)
+
+
+# -- topics across the cluster ----------------------------------------------------------------
+
+
+def test_topic_changes_reach_every_broker(cluster_brokers: Callable[..., ClusterBrokers]) -> None:
+    brokers = cluster_brokers(0)
+    for broker_id, rack in ((1, "a"), (2, "a"), (3, "b")):
+        brokers.start(broker_id, broker_rack=rack)
+    bootstrap = brokers.bootstrap()
+    client = admin(bootstrap)
+    try:
+        # Rack-aware placement: with two racks, every partition has a replica in each.
+        client.create_topics([NewTopic("racked", num_partitions=6, replication_factor=2)],
+                             timeout_ms=60000)
+        racks = {1: "a", 2: "a", 3: "b"}
+        # (CreateTopics answers once the broker that handled it knows the leaders; the
+        # others hear of them a moment later, as in Kafka.)
+        wait_until(lambda: all(partition_count(p.bootstrap, "racked") == 6 for p in brokers.all),
+                   timeout_s=30, what="every broker to know the topic")
+        placed = describe(bootstrap, "racked")
+        assert all({racks[r] for r in replicas} == {"a", "b"} for _, replicas, _ in placed.values())
+        # A config change written through one broker is applied by every broker.
+        altered = client.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "racked",
+                                             configs={"retention.ms": "123456"})])
+        assert altered == {"topic": {"racked": "OK"}}, altered
+    finally:
+        client.close()
+    for proc in brokers.all:
+        wait_until(lambda p=proc: topic_config(p.bootstrap, "racked", "retention.ms") == "123456",
+                   timeout_s=30, what=f"{proc.name} to apply the new config")
+    # More partitions: every broker learns of them, the new replicas are hosted.
+    with SyncClient(brokers.brokers[3].bootstrap, timeout_ms=30000) as raw:
+        raw.create_partitions("racked", 8)
+    wait_until(lambda: all(partition_count(p.bootstrap, "racked") == 8 for p in brokers.all),
+               timeout_s=30, what="every broker to know 8 partitions")
+    # Deletion: gone from every broker's metadata and from every log dir.
+    with SyncClient(bootstrap, timeout_ms=60000) as raw:
+        raw.delete_topics(["racked"])
+    wait_until(lambda: all(not_found(p.bootstrap, "racked") for p in brokers.all),
+               timeout_s=30, what="every broker to forget the topic")
+    wait_until(lambda: not any(d.name.startswith("racked-") and not d.name.endswith("-delete")
+                               for p in brokers.all for d in p.log_dir.iterdir()),
+               timeout_s=30, what="the replicas' logs to go")
+
+
+def topic_config(bootstrap: str, topic: str, name: str) -> str | None:
+    with SyncClient(bootstrap, timeout_ms=10000) as raw:
+        return raw.topic_config_overrides(topic).get(name)
+
+
+def partition_count(bootstrap: str, topic: str) -> int:
+    """How many partitions of ``topic`` the broker knows (0 while it knows none)."""
+    try:
+        return len(describe(bootstrap, topic))
+    except ClientError:
+        return 0
+
+
+def not_found(bootstrap: str, topic: str) -> bool:
+    try:
+        describe(bootstrap, topic)
+    except ClientError as exc:
+        return exc.error_name == "UNKNOWN_TOPIC_OR_PARTITION"
+    return False
