@@ -313,6 +313,8 @@ def test_sigterm_moves_leaderships_first(cluster_brokers: Callable[..., ClusterB
 # -- start-up failures ---------------------------------------------------------------------
 
 
+@pytest.mark.broker_errors(r"Start-up failed: Broker id 1 is already registered in ZooKeeper",
+                           exit_codes=(1,))
 def test_duplicate_broker_id_fails_start_up(cluster_brokers: Callable[..., ClusterBrokers],
                                             tmp_path: Path, zk_connect: str) -> None:
     cluster_brokers(1)
@@ -324,6 +326,8 @@ def test_duplicate_broker_id_fails_start_up(cluster_brokers: Callable[..., Clust
     assert "Broker id 1 is already registered in ZooKeeper" in str(info.value)
 
 
+@pytest.mark.broker_errors(r"Start-up failed: Timed out waiting for connection to ZooKeeper",
+                           exit_codes=(1,))
 def test_unreachable_zookeeper_fails_start_up(tmp_path: Path) -> None:
     (port,) = free_ports(1)
     broker = BrokerProcess(tmp_path, {"broker.id": "1",
