@@ -173,11 +173,17 @@ def _stop_on_sigterm() -> None:
 
 def _selftest(args: argparse.Namespace, seed: int, base: Path) -> int:
     target: Target = "minikafka" if args.target == "minikafka" else "kafka"
+    root = args.minikafka_tree.resolve() if args.minikafka_tree is not None else REPO_ROOT
     try:
-        runs = modes.selftest_configs(target, base, seed)
+        runs = modes.selftest_configs(target, base, seed,
+                                      capabilities=modes.minikafka_capabilities(root))
     except ValueError as exc:
         print(f"chaos: {exc}", file=sys.stderr)
         return 2
+    if args.minikafka_tree is not None:
+        for item in runs:
+            item.config.minikafka_root = root
+            item.config.label += f" ({args.minikafka_tree})"
     verdicts = []
     for item in runs:
         result = run(item.config)

@@ -32,7 +32,10 @@ Kinds (``KINDS``; ``needs`` says what the cluster must have for a kind to be sch
 - ``disk_full``: a leader's log dir (its own tmpfs) filled to the last byte for 3-7 s, then
   freed; a broker that stopped meanwhile is started again.
 
-Only when named (``--kinds``), being two failures at once: ``lagging_takeover`` (a follower
+Only when named (``--kinds``), so that the default kinds keep each seed's schedule:
+``partition_zk_controller`` (the controller cut from ZooKeeper for 0.3-0.7x the session
+timeout: its connection is lost, its session is not, and every one-shot watch it had is
+gone with the connection) and, being two failures at once, ``lagging_takeover`` (a follower
 drops out of the ISR, then the leader and the other follower die: what unclean election
 trades data for; the harness's self-test).
 """
@@ -248,6 +251,14 @@ def partition_zk(ctx: FaultContext, f: ScheduledFault) -> FaultEvent:
     return event
 
 
+def partition_zk_controller(ctx: FaultContext, f: ScheduledFault) -> FaultEvent:
+    broker, what = ctx.controller(f.a)
+    event = ctx.history.fault(f.kind, what)
+    _cut(ctx, event, broker, peers=False, zookeeper=True,
+         hold_s=_between(0.3, 0.7, f.c) * ctx.session_s)
+    return event
+
+
 def isolate_leader(ctx: FaultContext, f: ScheduledFault) -> FaultEvent:
     broker, what = ctx.leader(f.a)
     event = ctx.history.fault(f.kind, what)
@@ -416,6 +427,8 @@ KINDS: Final[dict[str, tuple[FaultFn, Needs]]] = {
                                                          network=True)),
     "zk_node_loss": (zk_node_loss, Needs(zookeeper=3)),
     "disk_full": (disk_full, Needs()),
+    "partition_zk_controller": (partition_zk_controller, Needs(brokers=2, zookeeper=1,
+                                                               network=True, default=False)),
     "lagging_takeover": (lagging_takeover, Needs(brokers=3, zookeeper=1, network=True,
                                                  default=False)),
 }
