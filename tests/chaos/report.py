@@ -132,6 +132,7 @@ def figures(run: RunResult) -> dict[str, Any]:
         "divergences": result.count("divergence"),
         "offsets_backwards": result.count("offsets_backwards"),
         "offsets_stale_reads": result.count("offsets_stale_read", strict_only=False),
+        "faults_not_recovered": sum(k["count"] - k["recovered"] for k in kinds.values()),
         "baseline_gap_s": round(result.baseline_gap_s, 3),
         "writers": {name: {k: v for k, v in asdict(w).items() if k != "spec"}
                     | {"acks": w.spec.acks, "idempotent": w.spec.idempotent}
@@ -197,6 +198,7 @@ def _summary_table(figs: Sequence[dict[str, Any]]) -> list[str]:
     row("replicas differing below the HW (goal 0)", "divergences")
     row("committed offsets moving backwards (goal 0)", "offsets_backwards")
     row("stale committed-offset reads (reported)", "offsets_stale_reads")
+    row("faults after which the cluster was not whole within the bound", "faults_not_recovered")
     rows.append("| acks=1 writer: acknowledged / lost | " + " | ".join(
         f"{f['writers']['ck-acks1']['acked']} / {f['writers']['ck-acks1']['lost']}"
         for f in figs) + " |")
