@@ -9,7 +9,8 @@
 - **Self-test** (``selftest_configs``): the harness must catch a broker losing acknowledged
   data. A pair of runs with the same seed: the ``lagging_takeover`` double failure on topics
   with ``unclean.leader.election.enable=true`` (acknowledged records lost, as Kafka
-  documents), which the checker must report, and the same with it off, which must pass.
+  documents), which the checker must report, and the same with it off, which must lose
+  nothing.
 
 Which cluster minikafka runs here depends on what the broker has: a single broker without
 ZooKeeper until cluster mode (``zookeeper.connect``) and replication (follower fetchers) are
