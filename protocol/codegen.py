@@ -90,8 +90,12 @@ MESSAGES_DIR = Path(__file__).resolve().parent / "messages"
 
 
 def _registry(specs: list[MessageSpec]) -> str:
-    apis: dict[int, tuple[str, str | None, str | None]] = {}
-    imports: dict[str, list[str]] = {}
+    """``__init__.py``: the registry. Message modules are imported on first use (PEP 562
+    ``__getattr__`` for names, ``REQUESTS[key]`` / ``RESPONSES[key]`` for classes), so
+    importing the package costs this one module, not one per API; what the framing needs
+    of every API up front (flexible versions) is a table here."""
+    apis: dict[int, tuple[str, MessageSpec | None, MessageSpec | None]] = {}
+    modules: dict[str, str] = {}  # class name -> module (dotted, relative to the package)
     for s in specs:
         if s.kind not in ("request", "response"):
             continue
@@ -99,42 +103,127 @@ def _registry(specs: list[MessageSpec]) -> str:
         base = api_base_name(s)
         req, resp = apis.get(s.api_key, (base, None, None))[1:]
         if s.kind == "request":
-            req = s.name
+            req = s
         else:
-            resp = s.name
+            resp = s
         apis[s.api_key] = (base, req, resp)
-        imports.setdefault(module_path(s), []).append(s.name)
+        modules[s.name] = module_path(s).replace("/", ".")
+    keys = sorted(apis)
+    reqs = [apis[k][1] for k in keys]
+    resps = [apis[k][2] for k in keys]
+    assert all(r is not None for r in reqs + resps), "every API has a request and a response"
+    by_module: dict[str, list[str]] = {}
+    for cls, mod in modules.items():
+        by_module.setdefault(mod, []).append(cls)
+
+    def flex(s: MessageSpec | None) -> str:
+        assert s is not None
+        return "None" if s.flexible.empty else str(s.flexible.lo)
+
+    def name(s: MessageSpec | None) -> str:
+        assert s is not None
+        return s.name
+
     lines = [
         f"# {GENERATED_MARK} protocol/schemas/*.json — do not edit",
-        '"""Registry of the generated Kafka messages: api key -> request and response class."""',
+        '"""Registry of the generated Kafka messages: api key -> request and response class.',
+        "",
+        "Each message module is imported when first used: ``from protocol.messages import",
+        "ProduceRequest`` (PEP 562 ``__getattr__``) or ``REQUESTS[0]`` imports ``produce.py``",
+        "alone. What framing needs of every API up front is tabled here (flexible versions).",
+        '"""',
         "",
         "from __future__ import annotations",
         "",
-        "from typing import TypeAlias",
+        "import importlib",
+        "from collections.abc import Iterator, Mapping",
+        "from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar",
         "",
+        "if TYPE_CHECKING:",
     ]
-    for mod in sorted(imports):
-        names = ", ".join(sorted(imports[mod]))
-        lines.append(f"from protocol.messages.{mod.replace('/', '.')} import {names}")
-    keys = sorted(apis)
-    req_names = [apis[k][1] for k in keys]
-    resp_names = [apis[k][2] for k in keys]
+    for mod in sorted(by_module):
+        names = ", ".join(sorted(by_module[mod]))
+        lines.append(f"    from protocol.messages.{mod} import {names}")
+    # String aliases: the names exist at run time only once imported.
     lines += ["", "AnyRequest: TypeAlias = ("]
-    lines += [f"    {'| ' if i else ''}{n}" for i, n in enumerate(req_names)]
+    lines += [f"    \"{' | ' if i else ''}{n}\"" for i, n in enumerate(map(name, reqs))]
     lines += [")", "AnyResponse: TypeAlias = ("]
-    lines += [f"    {'| ' if i else ''}{n}" for i, n in enumerate(resp_names)]
-    lines += [")", "", "REQUESTS: dict[int, type[AnyRequest]] = {"]
-    lines += [f"    {k}: {apis[k][1]}," for k in keys]
-    lines += ["}", "RESPONSES: dict[int, type[AnyResponse]] = {"]
-    lines += [f"    {k}: {apis[k][2]}," for k in keys]
+    lines += [f"    \"{' | ' if i else ''}{n}\"" for i, n in enumerate(map(name, resps))]
+    lines += [
+        ")",
+        "",
+        '_T = TypeVar("_T")',
+        "",
+        "# class name -> its module, relative to this package",
+        "_MODULES: dict[str, str] = {",
+    ]
+    lines += [f"    {n!r}: {modules[n]!r}," for n in sorted(modules)]
+    lines += [
+        "}",
+        "",
+        "",
+        "def _load(name: str) -> Any:",
+        "    value = getattr(importlib.import_module(f\"{__name__}.{_MODULES[name]}\"), name)",
+        "    globals()[name] = value  # the next lookup is a plain global",
+        "    return value",
+        "",
+        "",
+        "def __getattr__(name: str) -> Any:",
+        "    if name not in _MODULES:",
+        "        raise AttributeError(f\"module {__name__!r} has no attribute {name!r}\")",
+        "    return _load(name)",
+        "",
+        "",
+        "def __dir__() -> list[str]:",
+        "    return sorted({*globals(), *_MODULES})",
+        "",
+        "",
+        "class _LazyClasses(Mapping[int, _T]):",
+        '    """api key -> message class; a class\'s module is imported on its first lookup."""',
+        "",
+        "    __slots__ = (\"_classes\", \"_names\")",
+        "",
+        "    def __init__(self, names: dict[int, str]) -> None:",
+        "        self._names = names",
+        "        self._classes: dict[int, _T] = {}",
+        "",
+        "    def __getitem__(self, key: int) -> _T:",
+        "        cls = self._classes.get(key)",
+        "        if cls is None:",
+        "            cls = self._classes[key] = _load(self._names[key])",
+        "        return cls",
+        "",
+        "    def __iter__(self) -> Iterator[int]:",
+        "        return iter(self._names)",
+        "",
+        "    def __len__(self) -> int:",
+        "        return len(self._names)",
+        "",
+        "    def __contains__(self, key: object) -> bool:",
+        "        return key in self._names",
+        "",
+        "",
+        "REQUESTS: Mapping[int, type[AnyRequest]] = _LazyClasses({",
+    ]
+    lines += [f"    {k}: {name(r)!r}," for k, r in zip(keys, reqs, strict=True)]
+    lines += ["})", "RESPONSES: Mapping[int, type[AnyResponse]] = _LazyClasses({"]
+    lines += [f"    {k}: {name(r)!r}," for k, r in zip(keys, resps, strict=True)]
+    lines += ["})",
+              '"""Each request\'s first flexible version (None: never flexible): the request header',
+              'version depends on it."""',
+              "REQUEST_FLEXIBLE_VERSIONS: dict[int, int | None] = {"]
+    lines += [f"    {k}: {flex(r)}," for k, r in zip(keys, reqs, strict=True)]
+    lines += ["}", '"""Each response\'s first flexible version (None: never flexible)."""',
+              "RESPONSE_FLEXIBLE_VERSIONS: dict[int, int | None] = {"]
+    lines += [f"    {k}: {flex(r)}," for k, r in zip(keys, resps, strict=True)]
     lines += ["}", '"""Kafka\'s API names by key (``ApiKeys`` names in CamelCase)."""',
               "API_NAMES: dict[int, str] = {"]
     lines += [f"    {k}: {apis[k][0]!r}," for k in keys]
     lines += ["}", ""]
-    all_names = sorted(n for names in imports.values() for n in names)
     lines += ["__all__ = ["]
-    lines += [f"    {n!r}," for n in ["API_NAMES", "REQUESTS", "RESPONSES", "AnyRequest",
-                                       "AnyResponse", *all_names]]
+    lines += [f"    {n!r}," for n in ["API_NAMES", "REQUESTS", "REQUEST_FLEXIBLE_VERSIONS",
+                                       "RESPONSES", "RESPONSE_FLEXIBLE_VERSIONS", "AnyRequest",
+                                       "AnyResponse", *sorted(modules)]]
     lines += ["]"]
     return "\n".join(lines) + "\n"
 

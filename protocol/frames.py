@@ -29,12 +29,20 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from protocol import primitives as _p
 from protocol.errors import ProtocolError
 from protocol.fileslice import FileSlice, ResponseParts, parts_length
-from protocol.messages import REQUESTS, RESPONSES, AnyRequest, AnyResponse
+from protocol.messages import (
+    REQUEST_FLEXIBLE_VERSIONS,
+    REQUESTS,
+    RESPONSE_FLEXIBLE_VERSIONS,
+    RESPONSES,
+)
+
+if TYPE_CHECKING:
+    from protocol.messages import AnyRequest, AnyResponse
 
 API_VERSIONS_KEY = 18
 CONTROLLED_SHUTDOWN_KEY = 7
@@ -48,9 +56,10 @@ _CORR = struct.Struct(">i")
 _CORR_SIZE = struct.Struct(">ii")
 _I16 = struct.Struct(">h")
 
-# api key -> first flexible version (None: never flexible), for requests and responses.
-_FLEX_REQ: dict[int, int | None] = {k: c.FLEXIBLE_VERSIONS_START for k, c in REQUESTS.items()}
-_FLEX_RESP: dict[int, int | None] = {k: c.FLEXIBLE_VERSIONS_START for k, c in RESPONSES.items()}
+# api key -> first flexible version (None: never flexible), for requests and responses
+# (tables, so that framing imports no message module).
+_FLEX_REQ = REQUEST_FLEXIBLE_VERSIONS
+_FLEX_RESP = RESPONSE_FLEXIBLE_VERSIONS
 
 
 class Encodable(Protocol):

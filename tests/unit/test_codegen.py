@@ -90,3 +90,43 @@ def test_each_request_names_its_response() -> None:
 
     for key, request_cls in REQUESTS.items():
         assert request_cls.response_class() is RESPONSES[key], request_cls.__name__
+
+
+def test_registry_imports_message_modules_on_first_use() -> None:
+    """Importing the registry and the framing imports no message module; a class lookup
+    (by name or by api key) imports its own module and nothing else."""
+    script = (
+        "import sys\n"
+        "import protocol.frames\n"
+        "import protocol.messages as m\n"
+        "loaded = lambda: sorted(k for k in sys.modules if k.startswith('protocol.messages.'))\n"
+        "assert loaded() == [], loaded()\n"
+        "assert m.REQUESTS[3].__name__ == 'MetadataRequest'\n"
+        "assert loaded() == ['protocol.messages.metadata'], loaded()\n"
+        "from protocol.messages import HeartbeatResponse\n"
+        "assert loaded() == ['protocol.messages.heartbeat', 'protocol.messages.metadata'], loaded()\n"
+        "assert m.REQUESTS.get(9999) is None and 9999 not in m.RESPONSES and 0 in m.RESPONSES\n"
+        "try:\n"
+        "    m.NoSuchRequest\n"
+        "except AttributeError:\n"
+        "    pass\n"
+        "else:\n"
+        "    raise AssertionError('unknown names raise AttributeError')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+
+
+def test_flexible_version_tables_match_the_classes() -> None:
+    from protocol.messages import (
+        REQUEST_FLEXIBLE_VERSIONS,
+        REQUESTS,
+        RESPONSE_FLEXIBLE_VERSIONS,
+        RESPONSES,
+    )
+
+    assert set(REQUEST_FLEXIBLE_VERSIONS) == set(REQUESTS) == set(RESPONSES)
+    for key, cls in REQUESTS.items():
+        assert REQUEST_FLEXIBLE_VERSIONS[key] == cls.FLEXIBLE_VERSIONS_START, cls.__name__
+        assert RESPONSE_FLEXIBLE_VERSIONS[key] == RESPONSES[key].FLEXIBLE_VERSIONS_START
