@@ -60,6 +60,7 @@ from broker.admin_manager import AdminManager
 from broker.cluster_ops import ClusterOps, LocalClusterOps
 from broker.config import BrokerConfig, ConfigError, Endpoint
 from broker.control_requests import ControlRequestHandler
+from broker.faults import FaultInjector
 from broker.group.partitioning import GROUP_METADATA_TOPIC
 from broker.group.service import GroupService
 from broker.log_cleaning import cleaner_config, partition_states_from_loop
@@ -117,7 +118,8 @@ def new_cluster_id() -> str:
 
 class BrokerServer:
     def __init__(self, config: BrokerConfig, *, ready_stream: IO[str] | None = None,
-                 install_signal_handlers: bool = True) -> None:
+                 install_signal_handlers: bool = True,
+                 faults: FaultInjector | None = None) -> None:
         self.config = config
         self._ready_stream = ready_stream
         self._install_signal_handlers = install_signal_handlers
@@ -125,7 +127,8 @@ class BrokerServer:
         self._signals = 0
         self._started = asyncio.Event()
         self.metrics = BrokerMetrics(str(config.values[LISTENER_PROPERTY] or ""))
-        self.network = SocketServer(config, request_metrics=self.metrics.requests)
+        # Faults (broker.faults) only from Python code in this process: never configured.
+        self.network = SocketServer(config, request_metrics=self.metrics.requests, faults=faults)
         self.broker: Broker | None = None
         self.controller: LocalController | ZkController | None = None
         self._maintenance: LogMaintenance | None = None
@@ -201,6 +204,9 @@ class BrokerServer:
                 await asyncio.shield(self.controller.shutdown())
             if self._log_manager is not None and not self._logs_closed:
                 self._log_manager.abandon()
+            # The listening sockets too: in a process that lives on (brokers run in
+            # process), the port is free again at once, as after the process's exit.
+            self.network.stop_accepting()
             await self.network.close()
             raise
         log.info("[KafkaServer id=%d] shut down completed", self.config.broker_id)

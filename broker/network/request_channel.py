@@ -36,6 +36,7 @@ from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from broker.faults import Delay, Drop, Fail, FaultInjector
 from broker.handlers.base import REGISTRY, CloseConnection, RequestContext, Respond
 from broker.metrics.stages import CURRENT_REQUEST
 from broker.quota.manager import NANOS_TO_PERCENTAGE, ClientQuotaManager
@@ -103,8 +104,10 @@ class Request:
 class RequestChannel:
     def __init__(self, broker: Broker, *, queued_max_requests: int, num_workers: int,
                  metrics: RequestMetrics | None = None,
-                 request_quotas: ClientQuotaManager | None = None) -> None:
+                 request_quotas: ClientQuotaManager | None = None,
+                 faults: FaultInjector | None = None) -> None:
         self._broker = broker
+        self._faults = faults  # armed by tests of an in-process broker only (broker.faults)
         self.metrics = metrics  # None: requests are not timed (connections read this)
         self._request_quotas = request_quotas  # request_percentage (None: not enforced)
         self.queue: asyncio.Queue[Request] = asyncio.Queue(maxsize=queued_max_requests)
@@ -205,6 +208,8 @@ class RequestChannel:
             return
         if self.metrics is not None:
             request.stats = self.metrics.stats_for(header.api_key, body)
+        if self._faults is not None and self._inject(request, body):
+            return
         ctx = RequestContext(
             broker=self._broker, api_key=header.api_key, api_version=header.api_version,
             correlation_id=header.correlation_id, client_id=header.client_id,
@@ -216,6 +221,28 @@ class RequestChannel:
         task = asyncio.create_task(self._run_handler(ctx, body, request))
         self._handler_tasks.add(task)
         task.add_done_callback(self._handler_tasks.discard)
+
+    def _inject(self, request: Request, body: object) -> bool:
+        """Apply an armed fault (broker.faults); True when the request is answered by it."""
+        assert self._faults is not None
+        header = request.header
+        action = self._faults.take(header.api_key, header.api_version, body)
+        if isinstance(action, Fail):
+            request.finish(_encode(header.correlation_id, header.api_key, header.api_version,
+                                   action.response))
+            return True
+        if isinstance(action, Drop):
+            request.finish(CloseConnection("fault injected: connection dropped"))
+            return True
+        if isinstance(action, Delay):
+            deliver = request.on_outcome
+            delay_s = action.delay_ms / 1000
+
+            def later(outcome: Outcome) -> None:
+                asyncio.get_running_loop().call_later(delay_s, deliver, outcome)
+
+            request.on_outcome = later
+        return False
 
     async def _run_handler(self, ctx: RequestContext, body: object, request: Request) -> None:
         spec = REGISTRY[ctx.api_key]

@@ -27,6 +27,7 @@ import time
 from typing import TYPE_CHECKING
 
 from broker.config import BrokerConfig, Endpoint
+from broker.faults import FaultInjector
 from broker.handlers.api_versions import answer_before_authentication
 from broker.metrics.network import ListenerStats
 from broker.network.connection import Connection
@@ -62,13 +63,16 @@ SSL_HANDSHAKE_TIMEOUT_S = 10.0
 
 class SocketServer:
     def __init__(self, config: BrokerConfig, *,
-                 request_metrics: RequestMetrics | None = None) -> None:
+                 request_metrics: RequestMetrics | None = None,
+                 faults: FaultInjector | None = None) -> None:
         self._config = config
+        self._faults = faults
         self._request_metrics = request_metrics
         # Connections created and closed per listener name (scrape-time metrics).
         self.listener_stats: dict[str, ListenerStats] = {
             e.listener_name: ListenerStats() for e in config.listeners}
         self._sockets: list[tuple[Endpoint, socket.socket]] = []
+        self.bound_endpoints: list[Endpoint] = []  # the listeners as bound (actual ports)
         self._security: dict[str, ListenerSecurity] = {}
         self._broker: Broker | None = None
         self._auth_ids = itertools.count()
@@ -109,6 +113,7 @@ class SocketServer:
             self._sockets.append((actual, sock))
             bound.append(actual)
             log.info("Bound listener %s", actual)
+        self.bound_endpoints = list(bound)
         return bound
 
     def start(self, broker: Broker) -> None:
@@ -116,7 +121,7 @@ class SocketServer:
         self._channel = RequestChannel(
             broker, queued_max_requests=self._config.queued_max_requests,
             num_workers=self._config.num_io_threads, metrics=self._request_metrics,
-            request_quotas=None if broker is None else broker.quotas.request)
+            request_quotas=None if broker is None else broker.quotas.request, faults=self._faults)
         self._channel.start()
         self._accepting = True
         for endpoint, sock in self._sockets:
@@ -255,6 +260,13 @@ class SocketServer:
                     log.info("Closing idle connection %s (connections.max.idle.ms=%d)",
                              connection.id, idle_ms)
                     connection.close()
+
+    def close_connections(self) -> int:
+        """Close every client connection now (they may reconnect); how many there were."""
+        connections = list(self._connections)
+        for connection in connections:
+            connection.close()
+        return len(connections)
 
     # -- shutdown ----------------------------------------------------------------------
 
