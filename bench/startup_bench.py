@@ -1,0 +1,142 @@
+"""Start-up of one in-process broker, imports included: ``python -m bench.startup_bench``.
+
+Each start is a fresh interpreter (``python -c``) that imports the pytest plugin's broker
+harness, starts one broker on an empty log dir (``InProcessBroker``, what the
+``kafka_broker`` fixture does) and sends one ApiVersions request over a raw socket. The
+times are ``time.monotonic()`` (one clock for every process on Linux) from just before the
+parent spawns the interpreter:
+
+- ``interpreter``: until the child runs its first line;
+- ``imports``: the harness and the broker's modules (``broker.server``, uvloop);
+- ``broker start``: ``start()`` until it returns (the broker serves requests);
+- ``first request``: connect, send ApiVersions, read the answer;
+- ``first response``: the ApiVersions answer read: **the start-up time**.
+
+Also the child's CPU time (user + system) up to the answer: on a loaded machine wall
+times stretch with the load, CPU time much less. Reported: median, min and max over
+``--starts`` (20) starts, after one unmeasured start that writes the bytecode cache (as
+``pip install`` would have; ``--no-bytecode`` measures without one). ``--src DIR`` runs
+another source tree (e.g. an older checkout, through PYTHONPATH) for comparison; a tree
+without the harness starts ``BrokerServer`` inline the same way (a thread, its loop).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.machine import loadavg
+
+REPO = Path(__file__).resolve().parents[1]
+
+CHILD = r"""
+import json, os, resource, socket, struct, sys, time
+t_begin = time.monotonic()
+log_dir, harness = sys.argv[1], sys.argv[2]
+if harness == "pytest_minikafka.InProcessBroker":
+    from pytest_minikafka import InProcessBroker, base_properties
+import broker.server, broker.config, uvloop
+t_imports = time.monotonic()
+if harness == "inline BrokerServer":
+    import asyncio, threading
+    props = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": log_dir,
+             "offsets.topic.num.partitions": "1", "group.initial.rebalance.delay.ms": "0"}
+    config = broker.config.BrokerConfig.from_properties(props)
+    state = {}
+    ready = threading.Event()
+    async def main():
+        server = broker.server.BrokerServer(config, install_signal_handlers=False)
+        state["server"], state["loop"] = server, asyncio.get_running_loop()
+        task = asyncio.create_task(server.run())
+        b = await server.wait_started()
+        state["port"] = b.advertised.port
+        ready.set()
+        await task
+    thread = threading.Thread(target=lambda: uvloop.run(main()), daemon=True)
+    thread.start()
+    ready.wait(120)
+    port = state["port"]
+else:
+    from pathlib import Path
+    b = InProcessBroker(base_properties(Path(log_dir), None)).start()
+    port = b.port
+t_started = time.monotonic()
+s = socket.create_connection(("127.0.0.1", port))
+req = struct.pack(">hhih", 18, 0, 1, -1)
+s.sendall(struct.pack(">i", len(req)) + req)
+buf = b""
+while len(buf) < 4 or len(buf) < 4 + struct.unpack(">i", buf[:4])[0]:
+    chunk = s.recv(65536)
+    assert chunk, "connection closed"
+    buf += chunk
+t_answer = time.monotonic()
+usage = resource.getrusage(resource.RUSAGE_SELF)
+s.close()
+if harness == "inline BrokerServer":
+    state["loop"].call_soon_threadsafe(state["server"].request_stop)
+    thread.join(60)
+else:
+    b.stop()
+print(json.dumps({"begin": t_begin, "imports": t_imports, "started": t_started,
+                  "answer": t_answer, "cpu": usage.ru_utime + usage.ru_stime,
+                  "harness": harness}))
+"""
+
+
+def one_start(python: str, env: dict[str, str], harness: str) -> dict[str, float | str]:
+    with tempfile.TemporaryDirectory(prefix="startup-bench-") as tmp:
+        spawned = time.monotonic()
+        # cwd: the temporary dir, so that only PYTHONPATH says where the sources are.
+        out = subprocess.run([python, "-c", CHILD, os.path.join(tmp, "data"), harness], env=env,
+                             cwd=tmp, capture_output=True, text=True, timeout=300, check=False)
+    if out.returncode != 0:
+        raise SystemExit(f"start failed ({out.returncode}):\n{out.stderr}")
+    times = json.loads(out.stdout.strip().splitlines()[-1])
+    return {"interpreter": times["begin"] - spawned,
+            "imports": times["imports"] - times["begin"],
+            "broker start": times["started"] - times["imports"],
+            "first request": times["answer"] - times["started"],
+            "first response": times["answer"] - spawned,
+            "cpu": times["cpu"], "harness": times["harness"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--starts", type=int, default=20)
+    parser.add_argument("--src", type=Path, default=None,
+                        help="source tree to run instead of this one (via PYTHONPATH)")
+    parser.add_argument("--no-bytecode", action="store_true",
+                        help="measure without a bytecode cache (PYTHONDONTWRITEBYTECODE=1)")
+    args = parser.parse_args()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["MINIKAFKA_LOG_LEVEL"] = "WARN"
+    if args.no_bytecode:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+    src = (args.src or REPO).resolve()
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(src), env.get("PYTHONPATH")]))
+    python = sys.executable
+    harness = ("pytest_minikafka.InProcessBroker" if (src / "pytest_minikafka").is_dir()
+               else "inline BrokerServer")
+    print(f"source {src}; {args.starts} starts; bytecode cache "
+          f"{'off' if args.no_bytecode else 'on'}; load average before: {loadavg()}")
+    one_start(python, env, harness)  # writes the bytecode cache; not counted
+    runs = [one_start(python, env, harness) for _ in range(args.starts)]
+    print(f"harness: {runs[0]['harness']}; load average after: {loadavg()}")
+    for key in ("interpreter", "imports", "broker start", "first request", "first response",
+                "cpu"):
+        values = [float(r[key]) for r in runs]
+        label = "CPU to first response" if key == "cpu" else key
+        print(f"{label:<24} median {statistics.median(values) * 1000:8.1f} ms   "
+              f"min {min(values) * 1000:8.1f} ms   max {max(values) * 1000:8.1f} ms")
+
+
+if __name__ == "__main__":
+    main()
