@@ -133,7 +133,9 @@ def test_consumer_group_rides_out_a_loading_coordinator_and_a_rebalance(
                     and faults.count("JoinGroup") >= 2):
                 producer.send("t", b"after").get(timeout=10)
                 sent_after = True
-            for records in consumer.poll(timeout_ms=100).values():
+            # Long enough for a whole rebalance (kafka-python 3.0.12 loses a join that
+            # completes after poll() gave up waiting on it).
+            for records in consumer.poll(timeout_ms=1000).values():
                 got.extend(r.value for r in records)
     finally:
         consumer.close()
