@@ -65,19 +65,23 @@ def test_librdkafka_retries_a_timed_out_produce(kafka_broker: BrokerHandle) -> N
 
 def test_delayed_response_times_out_and_idempotence_keeps_one_copy(
         kafka_broker: BrokerHandle) -> None:
-    """The first produce is appended but answered after the client gave up on it; the retry
-    carries the same producer id and sequence, so the broker answers it as a duplicate."""
-    kafka_broker.faults.delay_next("Produce", delay_ms=3000)
-    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, request_timeout_ms=1000,
+    """The second produce is appended but answered after the client gave up on it; the retry
+    carries the same producer id and sequence, so the broker answers it as a duplicate. (The
+    client's timeout covers every request: 3 s, not less, so that on a loaded machine only
+    the delayed one times out.)"""
+    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, request_timeout_ms=3000,
                              retry_backoff_ms=20)
     try:
+        producer.send("t", b"first").get(timeout=60)  # producer id assigned, connected
+        before = kafka_broker.faults.count("Produce")
+        kafka_broker.faults.delay_next("Produce", delay_ms=5000)
         metadata = producer.send("t", b"slow").get(timeout=60)
     finally:
         producer.close()
-    assert kafka_broker.faults.count("Produce") >= 2
-    assert metadata.offset == 0
-    assert consume(kafka_broker.bootstrap, "t", 1) == [b"slow"]
-    assert end_offset(kafka_broker.bootstrap, "t") == 1
+    assert kafka_broker.faults.count("Produce") - before >= 2
+    assert metadata.offset == 1
+    assert consume(kafka_broker.bootstrap, "t", 2) == [b"first", b"slow"]
+    assert end_offset(kafka_broker.bootstrap, "t") == 2
 
 
 def test_dropped_connections_are_reconnected(kafka_broker: BrokerHandle) -> None:
