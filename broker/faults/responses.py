@@ -237,6 +237,16 @@ def _alter_user_scram_credentials(request: Any, version: int, code: int) -> Any:
     return R(results=[R.AlterUserScramCredentialsResult(user=u, error_code=code) for u in users])
 
 
+def _elect_leaders(request: Any, version: int, code: int) -> Any:
+    from protocol.messages import ElectLeadersResponse as R
+
+    # The top-level error code exists from v1; every partition asked for carries it too.
+    return R(error_code=code if version >= 1 else 0, replica_election_results=[
+        R.ReplicaElectionResult(topic=t.topic, partition_result=[
+            R.PartitionResult(partition_id=p, error_code=code) for p in t.partitions])
+        for t in request.topic_partitions or ()])
+
+
 _BUILDERS: dict[int, Builder] = {
     0: _produce,
     1: _fetch,
@@ -256,6 +266,7 @@ _BUILDERS: dict[int, Builder] = {
     33: _alter_configs,
     37: _create_partitions,
     42: _delete_groups,
+    43: _elect_leaders,
     44: _incremental_alter_configs,
     49: _alter_client_quotas,
     51: _alter_user_scram_credentials,
