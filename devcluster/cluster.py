@@ -105,7 +105,8 @@ def start_broker(directory: Path, broker_id: int, port: int, zookeeper_connect: 
                  properties: Mapping[str, str] | None = None, *,
                  timeout_s: float = BROKER_START_TIMEOUT_S) -> BrokerInfo:
     """Start one broker detached; wait for its ready line; its bound port is returned."""
-    home = directory / f"broker-{broker_id}"
+    # Absolute: the broker runs in REPO_ROOT, where a relative log dir would land otherwise.
+    home = directory.resolve() / f"broker-{broker_id}"
     home.mkdir(parents=True, exist_ok=True)
     log_file = home / "broker.log"
     offset = log_file.stat().st_size if log_file.exists() else 0
