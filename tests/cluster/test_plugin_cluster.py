@@ -19,10 +19,12 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from devcluster.zookeeper import ZooKeeper
+from pytest_minikafka.cluster import ZooKeeperServer
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.java]
 
@@ -150,3 +152,33 @@ def _cmdline(pid: str) -> bytes:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:  # gone meanwhile
         return b""
+
+
+@pytest.fixture(scope="session")
+def minikafka_zookeeper(zookeeper: ZooKeeper) -> ZooKeeperServer:
+    """The plugin's cluster fixtures in this module use this session's ZooKeeper."""
+    return ZooKeeperServer(None, connect_string=zookeeper.connect_string)
+
+
+def test_a_cluster_of_broker_processes(kafka_cluster_factory: Any) -> None:
+    """``subprocess=True``: each broker its own process; a stopped leader's partitions move
+    to the other broker (controlled shutdown), and it comes back on the same address."""
+    from kafka import KafkaProducer
+
+    cluster = kafka_cluster_factory(2, subprocess=True, topics={
+        "moves": {"partitions": 2, "replication_factor": 2}})
+    assert [b.broker_id for b in cluster.brokers] == [1, 2]
+    assert all(isinstance(b.pid, int) for b in cluster.brokers)  # processes of their own
+    leaders = {cluster.leader("moves", p).broker_id for p in range(2)}
+    assert leaders == {1, 2}
+    first = cluster.broker(1)
+    address = first.bootstrap
+    first.stop()
+    cluster.wait_for_brokers([2])
+    assert {cluster.leader("moves", p).broker_id for p in range(2)} == {2}
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks=1)
+    assert producer.send("moves", b"x", partition=0).get(timeout=30).offset >= 0
+    producer.close()
+    first.start()
+    cluster.wait_for_brokers([1, 2])
+    assert first.bootstrap == address
