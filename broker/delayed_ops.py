@@ -35,16 +35,16 @@ class ProducePartitionStatus:
 
 class DelayedProduce(DelayedOperation):
     def __init__(self, delay_ms: int, statuses: dict[TopicPartition, ProducePartitionStatus],
-                 get_partition: Callable[[str, int], Partition | None]) -> None:
+                 get_partition: Callable[[TopicPartition], Partition | None]) -> None:
         super().__init__(delay_ms)
         self.statuses = statuses
         self._get_partition = get_partition
 
     def try_complete(self) -> bool:
-        for (topic, index), status in self.statuses.items():
+        for tp, status in self.statuses.items():
             if not status.acks_pending:
                 continue
-            partition = self._get_partition(topic, index)
+            partition = self._get_partition(tp)
             if partition is None:
                 status.acks_pending = False
                 status.result.error = ErrorCode.NOT_LEADER_OR_FOLLOWER

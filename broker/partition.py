@@ -141,6 +141,7 @@ class Partition:
         self.log = plog
         self.broker_id = broker_id
         self.leader_id: int | None = None
+        self.is_leader = False  # leader_id == broker_id, kept by make_leader / make_follower
         self.leader_epoch = NO_EPOCH
         self.partition_epoch = NO_EPOCH
         self.controller_epoch = 0
@@ -164,10 +165,6 @@ class Partition:
                 f"lso={self.log_start_offset}, hw={self.high_watermark}, leo={self.log_end_offset})")
 
     # ------------------------------------------------------------ settings (the log's config)
-
-    @property
-    def is_leader(self) -> bool:
-        return self.leader_id == self.broker_id
 
     @property
     def min_insync_replicas(self) -> int:
@@ -216,6 +213,7 @@ class Partition:
             self.leader_epoch_start_offset = start
         self.partition_epoch = state.partition_epoch
         self.leader_id = self.broker_id
+        self.is_leader = True
         self.maybe_increment_high_watermark()
         return is_new_leader
 
@@ -232,6 +230,7 @@ class Partition:
                      self.topic_partition, state.leader, state.leader_epoch,
                      self.log_end_offset, self.high_watermark)
         self.leader_id = state.leader
+        self.is_leader = state.leader == self.broker_id
         self.leader_epoch = state.leader_epoch
         self.leader_epoch_start_offset = None
         self.partition_epoch = state.partition_epoch
@@ -295,7 +294,7 @@ class Partition:
         if not self.is_leader:
             return True, ErrorCode.NOT_LEADER_OR_FOLLOWER
         if self._high_watermark >= required_offset:
-            if len(self.isr) < self.min_insync_replicas:
+            if len(self.isr) < self.log.config.min_insync_replicas:
                 return True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
             return True, ErrorCode.NO_ERROR
         return False, ErrorCode.NO_ERROR
@@ -334,7 +333,7 @@ class Partition:
             return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, log_start_offset=start,
                                 error_message=f"log dir {self.log.log_dir} is offline")
         try:
-            if required_acks == -1 and len(self.isr) < self.min_insync_replicas:
+            if required_acks == -1 and len(self.isr) < self.log.config.min_insync_replicas:
                 raise PartitionError(
                     ErrorCode.NOT_ENOUGH_REPLICAS,
                     f"{len(self.isr)} in-sync replicas, min.insync.replicas is "

@@ -498,7 +498,7 @@ class ReplicaManager:
             tp: ProducePartitionStatus(results[tp].last_offset + 1, results[tp], True)
             for tp in appended
         }
-        op = DelayedProduce(max(timeout_ms, 0), statuses, self.get_partition)
+        op = DelayedProduce(max(timeout_ms, 0), statuses, self.partitions.get)
         if not self.produce_purgatory.try_complete_else_watch(op, appended):
             await op.wait()
         return results
