@@ -90,7 +90,7 @@ def validate_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
     try:
         clean = topic_config.validate_all(configs)
         LogConfig.from_properties(clean)
-    except (topic_config.TopicConfigError, LogConfigError) as exc:
+    except LogConfigError as exc:
         raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
     return clean
 
