@@ -21,7 +21,7 @@ from typing import TypeAlias
 
 from broker.group.config import GroupConfig
 from broker.group.member import MemberMetadata
-from broker.group.metadata import CommittedOffset, GroupMetadata, TopicPartition
+from broker.group.metadata import CommittedOffset, GroupMetadata
 from broker.group.partitioning import partition_for
 from broker.group.records import (
     GroupKey,
@@ -40,6 +40,7 @@ from broker.group.store import GroupRecord, RecordLog
 from broker.group.timers import Timers
 from protocol.errors import ErrorCode
 from protocol.messages.internal.group_metadata_value import GroupMetadataValue
+from protocol.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -183,7 +184,7 @@ class GroupMetadataManager:
             try:
                 key = decode_key(key_bytes)
                 if isinstance(key, OffsetKey):
-                    tp = (key.topic, key.partition)
+                    tp = TopicPartition(key.topic, key.partition)
                     if value_bytes is None:
                         offsets.setdefault(key.group, {})[tp] = None
                     else:

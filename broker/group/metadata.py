@@ -16,19 +16,18 @@ import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Final, TypeAlias
+from typing import Final
 
 from broker.group.member import MemberMetadata
 from broker.group.results import JoinCallback, JoinMember, JoinResult, SyncResult
 from broker.group.state import VALID_PREVIOUS_STATES, GroupState, IllegalStateTransition
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages.consumer_protocol_subscription import ConsumerProtocolSubscription
+from protocol.topic_partition import TopicPartition
 
 CONSUMER_PROTOCOL_TYPE: Final = "consumer"
 MEMBER_ID_DELIMITER: Final = "-"
 NO_LEADER_EPOCH: Final = -1
-
-TopicPartition: TypeAlias = tuple[str, int]
 
 
 @dataclass(frozen=True, slots=True)

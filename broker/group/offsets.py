@@ -16,10 +16,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from broker.group.coordinator import GroupCoordinator
-from broker.group.metadata import CommittedOffset, GroupMetadata, TopicPartition
+from broker.group.metadata import CommittedOffset, GroupMetadata
 from broker.group.results import UNKNOWN_MEMBER_ID
 from broker.group.state import GroupState
 from protocol.errors import ErrorCode
+from protocol.topic_partition import TopicPartition
 
 INVALID_OFFSET = -1  # OffsetFetchResponse.INVALID_OFFSET
 

@@ -22,12 +22,13 @@ Version notes:
 
 from __future__ import annotations
 
-from broker.group.metadata import CommittedOffset, TopicPartition
+from broker.group.metadata import CommittedOffset
 from broker.group.offsets import commit_offsets
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
 from broker.handlers.group_support import CallbackFuture, group_service
 from protocol.errors import ErrorCode
 from protocol.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
+from protocol.topic_partition import TopicPartition
 
 _R = OffsetCommitResponse
 _WAIT_BOUND_MS = 5 * 60 * 1000  # appends time out after offsets.commit.timeout.ms; a safety net
@@ -36,7 +37,8 @@ _WAIT_BOUND_MS = 5 * 60 * 1000  # appends time out after offsets.commit.timeout.
 def _response(request: OffsetCommitRequest, errors: dict[TopicPartition, ErrorCode]) -> OffsetCommitResponse:
     return OffsetCommitResponse(topics=[
         _R.OffsetCommitResponseTopic(t.name, [
-            _R.OffsetCommitResponsePartition(p.partition_index, errors[(t.name, p.partition_index)])
+            _R.OffsetCommitResponsePartition(
+                p.partition_index, errors[TopicPartition(t.name, p.partition_index)])
             for p in t.partitions
         ])
         for t in request.topics
@@ -46,7 +48,8 @@ def _response(request: OffsetCommitRequest, errors: dict[TopicPartition, ErrorCo
 @api(OffsetCommitRequest.API_KEY, min_version=1, max_version=9, request=OffsetCommitRequest)
 async def handle_offset_commit(ctx: RequestContext, request: OffsetCommitRequest) -> HandlerResult:
     version = ctx.api_version
-    all_tps = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    all_tps = [TopicPartition(t.name, p.partition_index)
+               for t in request.topics for p in t.partitions]
     service = await group_service(ctx)
     if service is None:
         return Respond(_response(request, dict.fromkeys(all_tps, ErrorCode.COORDINATOR_NOT_AVAILABLE)))
@@ -58,7 +61,7 @@ async def handle_offset_commit(ctx: RequestContext, request: OffsetCommitRequest
     cache = ctx.broker.metadata_cache
     for topic in request.topics:
         for p in topic.partitions:
-            tp = (topic.name, p.partition_index)
+            tp = TopicPartition(topic.name, p.partition_index)
             if not cache.contains(tp):
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue

@@ -19,6 +19,7 @@ from broker.handlers.base import HandlerResult, RequestContext, Respond, api
 from broker.handlers.group_support import group_service
 from protocol.errors import ErrorCode
 from protocol.messages.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
+from protocol.topic_partition import TopicPartition
 
 _R = OffsetDeleteResponse
 
@@ -29,7 +30,8 @@ async def handle_offset_delete(ctx: RequestContext, request: OffsetDeleteRequest
     if service is None:
         return Respond(OffsetDeleteResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE))
     cache = ctx.broker.metadata_cache
-    requested = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    requested = [TopicPartition(t.name, p.partition_index)
+                 for t in request.topics for p in t.partitions]
     unknown = {tp for tp in requested if not cache.contains(tp)}
     error, results = delete_offsets(
         service.coordinator, request.group_id, [tp for tp in requested if tp not in unknown]
@@ -40,7 +42,7 @@ async def handle_offset_delete(ctx: RequestContext, request: OffsetDeleteRequest
     by_topic: dict[str, list[_R.OffsetDeleteResponsePartition]] = {}
     for topic, partition in dict.fromkeys(requested):
         by_topic.setdefault(topic, []).append(
-            _R.OffsetDeleteResponsePartition(partition, results[(topic, partition)])
+            _R.OffsetDeleteResponsePartition(partition, results[TopicPartition(topic, partition)])
         )
     return Respond(OffsetDeleteResponse(
         error_code=ErrorCode.NO_ERROR,

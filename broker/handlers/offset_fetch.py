@@ -20,13 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from broker.group.metadata import TopicPartition
 from broker.group.offsets import INVALID_OFFSET, FetchedOffset, fetch_offsets
 from broker.group.service import GroupService
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
 from broker.handlers.group_support import group_service
 from protocol.errors import ErrorCode
 from protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
+from protocol.topic_partition import TopicPartition
 
 _R = OffsetFetchResponse
 
@@ -50,7 +50,7 @@ def _wanted(topics: Sequence[OffsetFetchRequest.OffsetFetchRequestTopic] | Seque
         OffsetFetchRequest.OffsetFetchRequestTopics] | None) -> list[TopicPartition] | None:
     if topics is None:
         return None
-    return [(t.name, p) for t in topics for p in t.partition_indexes]
+    return [TopicPartition(t.name, p) for t in topics for p in t.partition_indexes]
 
 
 @api(OffsetFetchRequest.API_KEY, min_version=1, max_version=9, request=OffsetFetchRequest)
