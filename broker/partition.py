@@ -115,9 +115,11 @@ class ReadResult:
 
 
 class PartitionError(Exception):
-    def __init__(self, error: ErrorCode, message: str) -> None:
+    """A partition refuses the operation, with the error code to answer."""
+
+    def __init__(self, error_code: ErrorCode, message: str) -> None:
         super().__init__(message)
-        self.error = error
+        self.error_code = error_code
 
 
 @dataclass(slots=True)
@@ -368,7 +370,7 @@ class Partition:
                      exc.error_code.name, exc)
             return AppendResult(exc.error_code, log_start_offset=start, error_message=str(exc))
         except PartitionError as exc:
-            return AppendResult(exc.error, log_start_offset=start, error_message=str(exc))
+            return AppendResult(exc.error_code, log_start_offset=start, error_message=str(exc))
         except StorageError as exc:
             if not isinstance(exc, LogIOError | LogDirOfflineError):  # those storage logs itself
                 log.warning("%s-%d: append failed (%s): %s", self.topic, self.partition,

@@ -153,7 +153,7 @@ class Admin:
             try:
                 return await op(node)
             except ClientError as exc:
-                if exc.code in (NOT_CONTROLLER, ErrorCode.NETWORK_EXCEPTION):
+                if exc.error_code in (NOT_CONTROLLER, ErrorCode.NETWORK_EXCEPTION):
                     self.client.cluster.controller_id = -1
                 raise
 

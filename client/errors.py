@@ -44,16 +44,16 @@ class ClientError(Exception):
         return cls(name, message or f"{what}: {name}")
 
     @property
-    def code(self) -> ErrorCode | None:
+    def error_code(self) -> ErrorCode | None:
         return ErrorCode.__members__.get(self.error_name)
 
     @property
     def retriable(self) -> bool:
-        return self.code in RETRIABLE
+        return self.error_code in RETRIABLE
 
     @property
     def needs_metadata(self) -> bool:
-        return self.code in STALE_METADATA
+        return self.error_code in STALE_METADATA
 
 
 def check(code: int, message: str | None, what: str) -> None:

@@ -85,7 +85,7 @@ class Groups:
             try:
                 return await op(node)
             except ClientError as exc:
-                if exc.code in COORDINATOR_MOVED:
+                if exc.error_code in COORDINATOR_MOVED:
                     self.client.forget_coordinator(group_id)
                 raise
 
