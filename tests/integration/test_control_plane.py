@@ -10,6 +10,7 @@ broker's (its start time in ms).
 
 from __future__ import annotations
 
+import socket
 import uuid
 from pathlib import Path
 from typing import Any
@@ -17,9 +18,12 @@ from typing import Any
 import pytest
 
 from protocol.errors import ErrorCode
+from protocol.frames import decode_response
+from protocol.messages.api_versions import ApiVersionsRequest
 from protocol.messages.create_topics import CreateTopicsRequest
 from protocol.messages.describe_cluster import DescribeClusterRequest
 from protocol.messages.fetch import FetchRequest
+from protocol.messages.find_coordinator import FindCoordinatorRequest
 from protocol.messages.leader_and_isr import LeaderAndIsrRequest
 from protocol.messages.list_offsets import ListOffsetsRequest
 from protocol.messages.metadata import MetadataRequest
@@ -29,6 +33,7 @@ from protocol.messages.stop_replica import StopReplicaRequest
 from protocol.messages.update_metadata import UpdateMetadataRequest
 from protocol.records import NewRecord, build_batch, iter_batches
 from tests.integration.broker_process import BrokerProcess
+from tests.integration.conftest import BrokerFactory
 from tests.integration.netclient import RawClient
 
 pytestmark = pytest.mark.timeout(90)
@@ -316,3 +321,29 @@ def test_topic_created_before_start_is_hosted_from_the_store(tmp_path: Path) -> 
         assert produce(client, "stored", 1) == (0, 0)
     store = (proc.log_dir / "minikafka-topics.json").read_text()
     assert '"leader_epoch": 0' in store and '"controller_epoch": 1' in store
+
+
+def test_creating_consumer_offsets_does_not_hold_up_other_clients(
+        broker_factory: BrokerFactory) -> None:
+    """The first FindCoordinator creates __consumer_offsets (here 200 partitions) through
+    the controller, off the event loop: another client is answered while it waits, and then
+    it gets its coordinator."""
+    broker = broker_factory(offsets_topic_num_partitions="200")
+    with RawClient(broker.bootstrap) as waiting, RawClient(broker.bootstrap) as other:
+        cid, frame = waiting.frame(FindCoordinatorRequest.API_KEY, 3,
+                                   FindCoordinatorRequest(key="g", key_type=0))
+        waiting.send(frame)
+        _, versions = other.request(ApiVersionsRequest.API_KEY, 3, ApiVersionsRequest(
+            client_software_name="t", client_software_version="1"))
+        assert versions.error_code == 0
+        # Answered while the creation is still going on: nothing for the first client yet.
+        waiting.sock.settimeout(0)
+        with pytest.raises(BlockingIOError):
+            waiting.sock.recv(1, socket.MSG_PEEK)
+        waiting.sock.settimeout(60)
+        got_cid, found = decode_response(waiting.recv_frame(), FindCoordinatorRequest.API_KEY, 3)
+        assert got_cid == cid
+        assert (found.error_code, found.node_id, found.port) == (0, 0, broker.port)
+        (topic,) = metadata(other, "__consumer_offsets").topics
+        assert len(topic.partitions) == 200 and topic.is_internal
+
