@@ -1,7 +1,7 @@
 """The comparison table: terminal text and bench/results/latest.md (+ a dated copy).
 
 Each row is one (scenario row, metric): the median and [min-max] over the runs for each
-side, the ratio of medians, the target where issue 7 sets one, and the CPU use (% of one
+side, the ratio of medians, the target where the benchmark sets one, and the CPU use (% of one
 core, medians) of broker and client beside each figure. The ratio is oriented so that
 > 1 always means minikafka is better: minikafka/Kafka for throughputs, Kafka/minikafka
 for latencies and durations. Rows that compare something else (ZC: minikafka with sendfile
@@ -19,7 +19,7 @@ from typing import Final
 from bench.figures import Results
 from bench.stats import Summary
 
-# Targets from issue 7: minikafka at least this fraction of Kafka (ratio as above).
+# Targets: minikafka at least this fraction of Kafka (ratio as above).
 TARGETS: Final[dict[str, float]] = {"P1": 0.5, "P2": 0.8, "P5": 0.3}
 TARGET_METRICS: Final[dict[str, str]] = {"P1": "records/s", "P2": "records/s", "P5": "requests/s"}
 

@@ -1,4 +1,4 @@
-"""The scenarios of issue 7, each a prepare step (untimed) and a run step (measured).
+"""The benchmark's scenarios, each a prepare step (untimed) and a run step (measured).
 
 - P1 produce throughput, 1 and 8 partitions, 100-byte records, linger.ms 5, batch.size
   1 MiB, acks=1: records/s and MiB/s (librdkafka; ProducerPerformance as second opinion).
