@@ -35,7 +35,7 @@ import enum
 import logging
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NewType
 
@@ -124,11 +124,23 @@ class PartitionError(Exception):
 
 @dataclass(slots=True)
 class ReplicaState:
-    """What the leader knows of one follower from its fetches (Kafka's ``Replica``)."""
+    """What the leader knows of one follower from its fetches (Kafka's ``Replica``).
+
+    ``last_caught_up_time_ms``: the last time the follower had fetched up to the leader's
+    log end offset as it stood at that fetch, or at its previous fetch (Kafka's
+    ``updateFetchStateOrThrow``): a follower that keeps up but is always one append
+    behind still counts as caught up."""
 
     log_end_offset: int = -1  # -1 until its first fetch
     last_caught_up_time_ms: int = 0
     last_fetch_time_ms: int = 0
+    last_fetch_leader_log_end_offset: int = -1
+
+    def is_caught_up(self, leader_end_offset: int, now_ms: int, max_lag_ms: int) -> bool:
+        return (self.log_end_offset == leader_end_offset
+                or now_ms - self.last_caught_up_time_ms <= max_lag_ms)
+
+
 
 
 class Partition:
@@ -148,8 +160,15 @@ class Partition:
         self.partition_epoch = NO_EPOCH
         self.controller_epoch = 0
         self.replicas: tuple[int, ...] = ()
+        # The committed ISR (the controller's); while an AlterPartition is in flight,
+        # ``pending_isr`` is the ISR asked for and the HW counts both (``maximal_isr``).
         self.isr: set[int] = set()
+        self.pending_isr: frozenset[int] | None = None
         self.follower_states: dict[int, ReplicaState] = {}
+        # Sends this leader's AlterPartition (the replica manager's); None: ISR never changes.
+        self.isr_change_sender: Callable[[Partition, frozenset[int]], None] | None = None
+        # Brokers that may join the ISR (alive in the metadata cache, not shutting down).
+        self.is_broker_eligible: Callable[[int], bool] = lambda _b: True
         self.leader_epoch_start_offset: int | None = None
         self.needs_flush = False  # the log asked for a flush (flush.messages, roll)
         self.snapshot_due = False  # a segment rolled since the last producer snapshot
@@ -200,7 +219,13 @@ class Partition:
         self.controller_epoch = state.controller_epoch
         is_new_leader = not self.is_leader
         self.replicas = tuple(state.replicas)
+        if set(state.isr) != self.isr or self.pending_isr is not None:
+            log.info("%s: ISR %s at partition epoch %d (was %s%s)", self.topic_partition,
+                     sorted(state.isr), state.partition_epoch, sorted(self.isr),
+                     "" if self.pending_isr is None
+                     else f", {sorted(self.pending_isr)} pending")
         self.isr = set(state.isr)
+        self.pending_isr = None
         if state.leader_epoch > self.leader_epoch:
             start = self.log_end_offset
             log.info("%s: leader at epoch %d from offset %d (ISR %s, previous leader %s, "
@@ -237,7 +262,8 @@ class Partition:
         self.leader_epoch_start_offset = None
         self.partition_epoch = state.partition_epoch
         self.replicas = tuple(state.replicas)
-        self.isr = set()
+        self.isr = set(state.isr)  # the controller's view; a follower does not act on it
+        self.pending_isr = None
         self.follower_states = {}
         return is_new_epoch
 
@@ -275,13 +301,23 @@ class Partition:
     def last_stable_offset(self) -> int:
         return int(self._high_watermark)
 
+    @property
+    def maximal_isr(self) -> set[int]:
+        """The committed ISR and, while an AlterPartition is in flight, the ISR asked for
+        (Kafka's ``maximalIsr``): the HW waits for every one of them, so it never counts on
+        a replica before the controller has committed it (expansion) nor forgets one the
+        controller may still keep (shrink)."""
+        if self.pending_isr is None:
+            return self.isr
+        return self.isr | self.pending_isr
+
     def maybe_increment_high_watermark(self) -> bool:
-        """HW = min LEO over the ISR (followers' fetch positions, the leader's own LEO);
-        only a leader moves it, and only forward."""
+        """HW = min LEO over the maximal ISR (followers' fetch positions, the leader's own
+        LEO); only a leader moves it, and only forward."""
         if not self.is_leader:
             return False
         new_hw = self.log_end_offset
-        for replica in self.isr:
+        for replica in self.maximal_isr:
             if replica != self.broker_id:
                 state = self.follower_states.get(replica)
                 new_hw = min(new_hw, state.log_end_offset if state is not None else 0)
@@ -289,6 +325,139 @@ class Partition:
             self._high_watermark = Offset(new_hw)
             return True
         return False
+
+    # ------------------------------------------------------------ replication: leader side
+
+    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int,
+                                    now_ms: int) -> bool:
+        """A follower fetched from ``fetch_offset`` (so it has everything below it):
+        its fetch state moves, the ISR may grow, the HW may move. True if the HW moved.
+        Unknown replicas (not in the assignment) are ignored."""
+        state = self.follower_states.get(replica_id)
+        if state is None or not self.is_leader:
+            return False
+        leader_end = self.log_end_offset
+        if fetch_offset >= leader_end:
+            state.last_caught_up_time_ms = max(state.last_caught_up_time_ms, now_ms)
+        elif fetch_offset >= state.last_fetch_leader_log_end_offset >= 0:
+            state.last_caught_up_time_ms = max(state.last_caught_up_time_ms,
+                                               state.last_fetch_time_ms)
+        moved_forward = fetch_offset != state.log_end_offset
+        state.log_end_offset = fetch_offset
+        state.last_fetch_leader_log_end_offset = leader_end
+        state.last_fetch_time_ms = now_ms
+        self._maybe_expand_isr(replica_id, state)
+        return moved_forward and self.maybe_increment_high_watermark()
+
+    def _maybe_expand_isr(self, replica_id: int, state: ReplicaState) -> None:
+        """Kafka's ``maybeExpandIsr``: a follower outside the ISR that reached the HW (and
+        the start of this leader's epoch) joins it, through the controller."""
+        if (self.pending_isr is not None or replica_id in self.isr
+                or self.isr_change_sender is None):
+            return
+        start = self.leader_epoch_start_offset or 0
+        if state.log_end_offset < self.high_watermark or state.log_end_offset < start:
+            return
+        if not self.is_broker_eligible(replica_id):
+            return
+        new_isr = frozenset(self.isr | {replica_id})
+        log.info("%s: expanding ISR from %s to %s (replica %d caught up to offset %d, HW %d)",
+                 self.topic_partition, sorted(self.isr), sorted(new_isr), replica_id,
+                 state.log_end_offset, self.high_watermark)
+        self.pending_isr = new_isr
+        self.isr_change_sender(self, new_isr)
+
+    def maybe_shrink_isr(self, now_ms: int, max_lag_ms: int) -> bool:
+        """Kafka's ``maybeShrinkIsr`` (run every replica.lag.time.max.ms / 2): followers
+        that have not caught up with the log end offset for ``max_lag_ms`` leave the ISR,
+        through the controller. True if a shrink was asked for."""
+        if (not self.is_leader or self.pending_isr is not None
+                or self.isr_change_sender is None):
+            return False
+        leader_end = self.log_end_offset
+        out_of_sync = []
+        for replica in sorted(self.isr):
+            if replica == self.broker_id:
+                continue
+            state = self.follower_states.get(replica)
+            if state is None or not state.is_caught_up(leader_end, now_ms, max_lag_ms):
+                out_of_sync.append(replica)
+        if not out_of_sync:
+            return False
+        new_isr = frozenset(self.isr - set(out_of_sync))
+        details = ", ".join(
+            f"replica {r}: log end offset {s.log_end_offset}, last caught up "
+            f"{now_ms - s.last_caught_up_time_ms} ms ago"
+            for r in out_of_sync for s in (self.follower_states.get(r, ReplicaState()),))
+        log.info("%s: shrinking ISR from %s to %s (leader log end offset %d, HW %d; %s)",
+                 self.topic_partition, sorted(self.isr), sorted(new_isr), leader_end,
+                 self.high_watermark, details)
+        self.pending_isr = new_isr
+        self.isr_change_sender(self, new_isr)
+        return True
+
+    def isr_change_committed(self, isr: list[int], leader_epoch: int,
+                             partition_epoch: int) -> bool:
+        """The controller answered an AlterPartition with the partition's state: adopt it
+        if it is still this leader's epoch. True if the HW moved."""
+        if not self.is_leader or leader_epoch != self.leader_epoch:
+            log.info("%s: ignoring the AlterPartition answer for leader epoch %d (now %d)",
+                     self.topic_partition, leader_epoch, self.leader_epoch)
+            return False
+        if partition_epoch < self.partition_epoch:
+            return False
+        log.info("%s: ISR updated to %s at partition epoch %d (was %s)", self.topic_partition,
+                 sorted(isr), partition_epoch, sorted(self.isr))
+        self.isr = set(isr)
+        self.pending_isr = None
+        self.partition_epoch = partition_epoch
+        return self.maybe_increment_high_watermark()
+
+    def isr_change_failed(self, error: ErrorCode, *, retriable: bool) -> None:
+        """The AlterPartition failed: a retriable failure keeps the pending ISR (the sender
+        retries); otherwise the leader falls back to its committed ISR and waits for the
+        controller's LeaderAndIsr (Kafka: FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION, ...)."""
+        if retriable:
+            return
+        log.info("%s: ISR change to %s failed (%s); keeping the committed ISR %s",
+                 self.topic_partition, sorted(self.pending_isr or ()), error.name,
+                 sorted(self.isr))
+        self.pending_isr = None
+
+    # ------------------------------------------------------------ replication: follower side
+
+    def append_records_as_follower(self, records: memoryview | bytes) -> int:
+        """Append batches fetched from the leader (offsets and epochs kept) and record
+        their producers, so this replica deduplicates as the leader does if it leads
+        next. Returns the new log end offset. Raises ``StorageError``."""
+        active_base = self.log.active_segment.base_offset
+        info = self.log.append_as_follower(records)
+        for batch in iter_batches(records):
+            if batch.producer_id >= 0:
+                self.producer_state.update_from_batch(batch)
+        if info.needs_flush:
+            self.needs_flush = True
+        if self.log.active_segment.base_offset != active_base:
+            self.snapshot_due = True  # a segment rolled: snapshot the producer state
+        return self.log_end_offset
+
+    def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
+        """A follower's HW: the leader's, capped by what this replica has."""
+        self._high_watermark = Offset(
+            max(self.log_start_offset, min(leader_high_watermark, self.log_end_offset)))
+
+    def maybe_increment_log_start_offset(self, leader_log_start_offset: int) -> None:
+        """A follower follows the leader's log start offset (DeleteRecords, retention)."""
+        if leader_log_start_offset > self.log_start_offset:
+            target = min(leader_log_start_offset, self.high_watermark)
+            if target > self.log_start_offset:
+                try:
+                    self.log.delete_records(target, self.high_watermark)
+                except StorageError as exc:
+                    log.warning("%s: following the leader's log start offset %d failed: %s",
+                                self.topic_partition, leader_log_start_offset, exc)
+                    return
+                self.producer_state.remove_before(self.log_start_offset)
 
     def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, ErrorCode]:
         """DelayedProduce's question: has the HW passed ``required_offset``? (A partition

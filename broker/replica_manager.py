@@ -49,6 +49,7 @@ Thread-safety: none; the broker's event loop only.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -56,6 +57,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from broker.alter_partition import AlterPartitionManager
 from broker.delayed_ops import (
     DelayedFetch,
     DelayedProduce,
@@ -165,6 +167,10 @@ class ReplicaManager:
         self.controller_epoch = 0
         self._state_change_lock = asyncio.Lock()
         self._shutting_down = False
+        # A cluster's leaders send ISR changes here (broker.alter_partition); None on a
+        # single node, whose ISR never changes.
+        self.alter_partition: AlterPartitionManager | None = None
+        self._isr_expiration: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------ partitions
 
@@ -333,6 +339,9 @@ class ReplicaManager:
                 topic_id = uuid.UUID(bytes=plog.topic_id)
             p = Partition(tp.topic, tp.partition, topic_id, plog, broker_id=self.broker_id,
                           high_watermark=self._checkpointed_hws.get(StorageTopicPartition(*tp), 0))
+            if self.alter_partition is not None:
+                p.isr_change_sender = self.alter_partition.submit
+            p.is_broker_eligible = self.metadata_cache.has_alive_broker
             replayed = p.producer_state.load(p.log_start_offset, p.log_end_offset,
                                              p.batches_from)
             if replayed:
@@ -553,9 +562,45 @@ class ReplicaManager:
         return removed
 
     def on_high_watermark_moved(self, tp: TopicPartition) -> None:
-        """Replication hook: a follower's fetch moved the HW."""
+        """Replication hook: a follower's fetch (or a committed ISR) moved the HW."""
         self.produce_purgatory.check_and_complete(tp)
         self.fetch_purgatory.check_and_complete(tp)
+
+    def after_follower_append(self, partition: Partition) -> None:
+        """A replica fetcher appended to (or truncated, or moved the HW of) a follower:
+        background flush/snapshot as after a leader's append; consumers reading from this
+        follower (KIP-392) may have data now."""
+        self._maybe_flush(partition)
+        self.fetch_purgatory.check_and_complete(partition.topic_partition)
+
+    # ------------------------------------------------------------ ISR expiration
+
+    def start_isr_expiration(self, max_lag_ms: int) -> None:
+        """Every ``replica.lag.time.max.ms`` / 2, leaders drop followers that stopped
+        keeping up (Kafka's ``isr-expiration`` task)."""
+        if self._isr_expiration is None:
+            self._isr_expiration = asyncio.get_running_loop().create_task(
+                self._expire_isr(max_lag_ms), name=f"isr-expiration-{self.broker_id}")
+
+    async def _expire_isr(self, max_lag_ms: int) -> None:
+        interval = max(0.01, max_lag_ms / 2000)
+        while not self._shutting_down:  # one pass over the partitions per interval
+            await asyncio.sleep(interval)
+            now = _now_ms()
+            for p in list(self.partitions.values()):
+                if p.is_leader:
+                    p.maybe_shrink_isr(now, max_lag_ms)
+
+    async def stop_replication(self) -> None:
+        """Stop the fetchers, the ISR expiration and the AlterPartition sender (shutdown)."""
+        self._shutting_down = True
+        if self._isr_expiration is not None:
+            self._isr_expiration.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._isr_expiration
+        await self.fetchers.shutdown()
+        if self.alter_partition is not None:
+            await self.alter_partition.shutdown()
 
     # ------------------------------------------------------------ fetch
 
@@ -581,9 +626,26 @@ class ReplicaManager:
             results.append(result)
         return results
 
+    def _update_follower_fetch_states(self, replica_id: int,
+                                      statuses: list[FetchPartitionStatus]) -> None:
+        """A follower's fetch says how far it has copied each partition (Kafka's
+        ``updateFollowerFetchState``): only for partitions led here at the epoch it names
+        and offsets within the log."""
+        now = _now_ms()
+        for s in statuses:
+            p = self.get_partition(s.topic, s.partition)
+            if (p is None or not p.is_leader
+                    or p.check_leader_epoch(s.current_leader_epoch) is not ErrorCode.NO_ERROR
+                    or s.fetch_offset > p.log_end_offset):
+                continue
+            if p.update_follower_fetch_state(replica_id, s.fetch_offset, now):
+                self.on_high_watermark_moved(p.topic_partition)
+
     async def fetch_messages(self, params: FetchParams,
                              statuses: list[FetchPartitionStatus]) -> list[ReadResult]:
         """Read now, or wait (long poll) for ``min_bytes`` up to ``max_wait_ms``."""
+        if params.replica_id >= 0:
+            self._update_follower_fetch_states(params.replica_id, statuses)
         results = self.read_all(params, statuses)
         total = sum(r.size_bytes for r in results)
         any_error = any(r.error is not ErrorCode.NO_ERROR for r in results)

@@ -55,7 +55,7 @@ import uuid
 from pathlib import Path
 from typing import IO
 
-from broker import cluster_mode
+from broker import cluster_mode, replication
 from broker.admin_manager import AdminManager
 from broker.cluster_ops import ClusterOps, LocalClusterOps
 from broker.config import BrokerConfig, ConfigError, Endpoint
@@ -300,6 +300,8 @@ class BrokerServer:
             control = ControlRequestHandler(replica_manager=replica_manager, admin=admin,
                                             groups=groups, broker_epoch=broker_epoch)
             zk.session.on_registered = lambda epoch: setattr(control, "broker_epoch", epoch)
+            replication.start(config, replica_manager, metadata_cache,
+                              lambda: control.broker_epoch)
             cluster = zk
             groups.startup(None if offsets_topic is None else offsets_topic.num_partitions)
             try:
@@ -376,6 +378,7 @@ class BrokerServer:
         # NOT_COORDINATOR.
         assert self.broker is not None and self.controller is not None
         self.broker.replica_manager.complete_delayed_operations()
+        await self.broker.replica_manager.stop_replication()
         self.broker.admin.shutdown()
         self.broker.group_coordinator.shutdown()
         # 2. Finish in-flight requests, close the connections.

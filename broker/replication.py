@@ -1,0 +1,39 @@
+"""Replication's parts of a cluster broker, built from its configuration: the replica
+fetchers (``broker.replica_fetcher``), the AlterPartition sender
+(``broker.alter_partition``) and the ISR expiration task, attached to the replica
+manager. A single node has none of them (its partitions have one replica)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from broker.alter_partition import AlterPartitionManager
+from broker.config import BrokerConfig
+from broker.metadata_cache import MetadataCache
+from broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
+from broker.replica_manager import ReplicaManager
+
+
+def fetcher_settings(config: BrokerConfig) -> FetcherSettings:
+    return FetcherSettings(
+        broker_id=config.broker_id,
+        listener=config.inter_broker_listener_name,
+        num_fetchers=max(1, config.get_int("num.replica.fetchers")),
+        max_bytes=config.get_int("replica.fetch.max.bytes"),
+        response_max_bytes=config.get_int("replica.fetch.response.max.bytes"),
+        min_bytes=config.get_int("replica.fetch.min.bytes"),
+        max_wait_ms=config.get_int("replica.fetch.wait.max.ms"),
+        backoff_ms=config.get_int("replica.fetch.backoff.ms"),
+        socket_timeout_ms=config.get_int("replica.socket.timeout.ms"))
+
+
+def start(config: BrokerConfig, replica_manager: ReplicaManager, cache: MetadataCache,
+          broker_epoch: Callable[[], int]) -> None:
+    """Attach replication to ``replica_manager`` (before any LeaderAndIsr reaches it)."""
+    replica_manager.fetchers = ReplicaFetcherManager(
+        fetcher_settings(config), cache, replica_manager, broker_epoch)
+    replica_manager.alter_partition = AlterPartitionManager(
+        config.broker_id, broker_epoch, cache, config.inter_broker_listener_name,
+        replica_manager.on_high_watermark_moved,
+        request_timeout_ms=config.get_int("controller.socket.timeout.ms"))
+    replica_manager.start_isr_expiration(config.get_int("replica.lag.time.max.ms"))
