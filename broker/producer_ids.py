@@ -17,6 +17,7 @@ block runs in the default thread pool, and a lock keeps concurrent callers in or
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from storage.checkpoints import atomic_write_bytes
@@ -48,10 +49,16 @@ def read_next_block_start(path: Path) -> int:
     return value
 
 
+# A cluster's shared source of blocks (ZooKeeper's /latest_producer_id_block): size ->
+# [start, end).
+BlockSource = Callable[[int], Awaitable[tuple[int, int]]]
+
+
 class ProducerIdManager:
     """Hands out producer ids; ``await generate()``. See the module docstring."""
 
-    def __init__(self, log_dir: Path, *, block_size: int = PRODUCER_ID_BLOCK_SIZE) -> None:
+    def __init__(self, log_dir: Path, *, block_size: int = PRODUCER_ID_BLOCK_SIZE,
+                 claim_block: BlockSource | None = None) -> None:
         if block_size < 1:
             raise ValueError(f"block_size must be >= 1, got {block_size}")
         self.path = Path(log_dir) / BLOCK_FILE_NAME
@@ -60,11 +67,14 @@ class ProducerIdManager:
         self._next_id = 0
         self._block_end = 0  # exclusive; next_id == block_end means no block is held
         self._lock = asyncio.Lock()
+        self._claim_block = claim_block
 
     async def generate(self) -> int:
         """A producer id never handed out before by this log dir."""
         async with self._lock:
-            if self._next_id >= self._block_end:
+            if self._next_id >= self._block_end and self._claim_block is not None:
+                self._next_id, self._block_end = await self._claim_block(self.block_size)
+            elif self._next_id >= self._block_end:
                 start = self._next_block_start
                 end = start + self.block_size
                 if end > _MAX_PRODUCER_ID:

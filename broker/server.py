@@ -52,6 +52,7 @@ import signal
 import sys
 import time
 import uuid
+from functools import partial
 from pathlib import Path
 from typing import IO
 
@@ -87,6 +88,7 @@ from controller.local_store import STORE_FILE as TOPICS_FILE
 from controller.local_store import LocalTopicStore, TopicStoreLoadError
 from controller.topic_store import TopicStore
 from controller.zk import ZkController
+from controller.zk_producer_ids import claim_block_of_session as zk_claim_block
 from storage import fileio
 from storage.errors import StorageError
 from storage.log_dir_failure import LogDirFailure
@@ -333,7 +335,8 @@ class BrokerServer:
             # (UpdateMetadata); start-up waits for both before serving.
             await local.startup()
         self._maintenance = LogMaintenance(config, log_manager, replica_manager.high_watermarks)
-        producer_ids = ProducerIdManager(log_dir)
+        producer_ids = ProducerIdManager(log_dir, claim_block=None if zk is None else partial(
+            zk_claim_block, zk.session, config.broker_id))
         try:
             entity_configs = LocalEntityConfigStore.load(log_dir)
             authorizer = build_authorizer(config, log_dir)
