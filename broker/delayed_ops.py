@@ -85,6 +85,10 @@ class FetchParams:
     min_bytes: int
     max_bytes: int
     isolation: IsolationLevel
+    # Consumers of Fetch v11+ may read from a follower (KIP-392); followers and older
+    # consumers only from the leader (Kafka's ``fetchOnlyLeader``).
+    follower_reads: bool = False
+    client_rack: str = ""  # the consumer's client.rack (Fetch v11+ rack_id)
 
 
 ReadAll = Callable[[FetchParams, list[FetchPartitionStatus]], list[ReadResult]]
@@ -106,8 +110,10 @@ class DelayedFetch(DelayedOperation):
         params = self.params
         for s in self.statuses:
             partition = self._get_partition(s.topic, s.partition)
-            if partition is None or not partition.is_leader or partition.log.offline:
-                return True  # deleted, moved, or its log dir failed: answer now with the error
+            if partition is None or not (partition.is_leader or params.follower_reads):
+                return True  # deleted or moved: answer now with the error
+            if partition.log.offline:
+                return True  # its log dir failed: answer now with the error
             if partition.check_leader_epoch(s.current_leader_epoch) is not ErrorCode.NO_ERROR:
                 return True
             end = partition.fetch_upper_bound(params.replica_id, params.isolation)

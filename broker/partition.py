@@ -108,6 +108,7 @@ class ReadResult:
     last_stable_offset: int = -1
     log_start_offset: int = -1
     records: FileSlice | None = None
+    preferred_read_replica: int = -1  # KIP-392: read from this replica instead
 
     @property
     def size_bytes(self) -> int:
@@ -562,7 +563,7 @@ class Partition:
     # ------------------------------------------------------------ fetch
 
     def fetch_upper_bound(self, replica_id: int, isolation: IsolationLevel) -> int:
-        if replica_id >= 0:
+        if replica_id >= 0 and self.is_leader:
             return self.log_end_offset
         if isolation is IsolationLevel.READ_COMMITTED:
             return self.last_stable_offset
@@ -570,15 +571,19 @@ class Partition:
 
     def read(self, fetch_offset: int, max_bytes: int, *, replica_id: int,
              isolation: IsolationLevel, min_one_message: bool,
-             current_leader_epoch: int = UNDEFINED_EPOCH) -> ReadResult:
-        """Records from ``fetch_offset`` (a FileSlice, never copied), up to the bound."""
+             current_leader_epoch: int = UNDEFINED_EPOCH,
+             follower_reads: bool = False) -> ReadResult:
+        """Records from ``fetch_offset`` (a FileSlice, never copied), up to the bound.
+        Followers read from the leader only; consumers too unless ``follower_reads``
+        (KIP-392), and the debugging id -2 reads any replica, both up to this replica's HW."""
         hw, lso, start = self.high_watermark, self.last_stable_offset, self.log_start_offset
         if self.log.offline:
             return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR, hw, lso, start)
         epoch_error = self.check_leader_epoch(current_leader_epoch)
         if epoch_error is not ErrorCode.NO_ERROR:
             return ReadResult(epoch_error, hw, lso, start)
-        if not self.is_leader:  # consumers and followers alike fetch from the leader
+        if not self.is_leader and (replica_id >= 0 or (
+                replica_id == CONSUMER_REPLICA_ID and not follower_reads)):
             return ReadResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if fetch_offset < start or fetch_offset > self.log_end_offset:
             return ReadResult(ErrorCode.OFFSET_OUT_OF_RANGE, hw, lso, start)

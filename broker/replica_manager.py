@@ -170,6 +170,8 @@ class ReplicaManager:
         # A cluster's leaders send ISR changes here (broker.alter_partition); None on a
         # single node, whose ISR never changes.
         self.alter_partition: AlterPartitionManager | None = None
+        # replica.selector.class (KIP-392); None: consumers always read from the leader.
+        self.replica_selector: str | None = None
         self._isr_expiration: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------ partitions
@@ -615,10 +617,18 @@ class ReplicaManager:
             if p is None:
                 results.append(ReadResult(self.unknown_partition_error(s.topic, s.partition)))
                 continue
+            if params.client_rack and self.replica_selector is not None and p.is_leader:
+                preferred = self._preferred_read_replica(p, s.fetch_offset, params.client_rack)
+                if preferred is not None:
+                    results.append(ReadResult(ErrorCode.NO_ERROR, p.high_watermark,
+                                              p.last_stable_offset, p.log_start_offset,
+                                              preferred_read_replica=preferred))
+                    continue
             limit = max(0, min(s.max_bytes, remaining))
             result = p.read(s.fetch_offset, limit, replica_id=params.replica_id,
                             isolation=params.isolation, min_one_message=min_one_message,
-                            current_leader_epoch=s.current_leader_epoch)
+                            current_leader_epoch=s.current_leader_epoch,
+                            follower_reads=params.follower_reads)
             size = result.size_bytes
             if size > 0:
                 min_one_message = False
@@ -640,6 +650,31 @@ class ReplicaManager:
                 continue
             if p.update_follower_fetch_state(replica_id, s.fetch_offset, now):
                 self.on_high_watermark_moved(p.topic_partition)
+
+    def _preferred_read_replica(self, p: Partition, fetch_offset: int,
+                                client_rack: str) -> int | None:
+        """KIP-392 on the leader: the replica a consumer in ``client_rack`` should read
+        from, if not this one. Candidates are alive in-sync followers holding
+        ``fetch_offset`` (Kafka's ``findPreferredReadReplica``); the selector
+        (``replica.selector.class``: Kafka's ``RackAwareReplicaSelector``) prefers the
+        leader when it is in the client's rack, else the most caught-up candidate there."""
+        racks: dict[int, str | None] = {}
+        for replica in p.isr:
+            if replica == self.broker_id:
+                continue
+            state = p.follower_states.get(replica)
+            broker = self.metadata_cache.alive_broker(replica)
+            if (state is None or broker is None or state.log_end_offset < fetch_offset
+                    or fetch_offset < p.log_start_offset):
+                continue
+            racks[replica] = broker.rack
+        me = self.metadata_cache.alive_broker(self.broker_id)
+        if me is not None and me.rack == client_rack:
+            return None
+        in_rack = [r for r, rack in racks.items() if rack == client_rack]
+        if not in_rack:
+            return None
+        return max(in_rack, key=lambda r: (p.follower_states[r].log_end_offset, -r))
 
     async def fetch_messages(self, params: FetchParams,
                              statuses: list[FetchPartitionStatus]) -> list[ReadResult]:

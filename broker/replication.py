@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from broker.alter_partition import AlterPartitionManager
-from broker.config import BrokerConfig
+from broker.config import BrokerConfig, ConfigError
 from broker.metadata_cache import MetadataCache
 from broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager
@@ -27,6 +27,21 @@ def fetcher_settings(config: BrokerConfig) -> FetcherSettings:
         socket_timeout_ms=config.get_int("replica.socket.timeout.ms"))
 
 
+RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+LEADER_SELECTOR = "org.apache.kafka.common.replica.LeaderSelector"
+
+
+def replica_selector(config: BrokerConfig) -> str | None:
+    """replica.selector.class: Kafka's rack-aware selector, or none (the leader)."""
+    value = config.values.get("replica.selector.class")
+    if not value or value == LEADER_SELECTOR:
+        return None
+    if value != RACK_AWARE_SELECTOR:
+        raise ConfigError(f"replica.selector.class: {value} is not available (known: "
+                          f"{RACK_AWARE_SELECTOR}, {LEADER_SELECTOR})")
+    return str(value)
+
+
 def start(config: BrokerConfig, replica_manager: ReplicaManager, cache: MetadataCache,
           broker_epoch: Callable[[], int]) -> None:
     """Attach replication to ``replica_manager`` (before any LeaderAndIsr reaches it)."""
@@ -36,4 +51,5 @@ def start(config: BrokerConfig, replica_manager: ReplicaManager, cache: Metadata
         config.broker_id, broker_epoch, cache, config.inter_broker_listener_name,
         replica_manager.on_high_watermark_moved,
         request_timeout_ms=config.get_int("controller.socket.timeout.ms"))
+    replica_manager.replica_selector = replica_selector(config)
     replica_manager.start_isr_expiration(config.get_int("replica.lag.time.max.ms"))

@@ -26,7 +26,12 @@ Behavior:
   epoch -1 is sessionless. Errors at the top level: FETCH_SESSION_ID_NOT_FOUND,
   INVALID_FETCH_SESSION_EPOCH, FETCH_SESSION_TOPIC_ID_ERROR (ids used differently than
   when the session was made).
-- preferred_read_replica -1; aborted_transactions empty for READ_COMMITTED, null otherwise.
+- Fetch from the closest replica (KIP-392, v11+): a consumer may fetch from a follower,
+  which answers up to its own HW; with ``replica.selector.class`` set (Kafka's
+  RackAwareReplicaSelector), a leader whose consumer names a rack_id (client.rack) other
+  than its own answers preferred_read_replica = an alive in-sync follower in that rack
+  holding the fetch offset (the most caught-up), and no records; else -1.
+- aborted_transactions empty for READ_COMMITTED, null otherwise.
 - Client quotas (consumers, not followers): max_bytes is capped at what the client's
   ``consumer_byte_rate`` window holds; the response's record bytes count against it, and
   over it the answer is empty with throttle_time_ms (the bytes not counted), as Kafka does.
@@ -57,6 +62,7 @@ from protocol.messages.fetch import FetchRequest, FetchResponse
 _R = FetchResponse
 TOPIC_IDS_MIN_VERSION = 13
 REPLICA_STATE_MIN_VERSION = 15
+FOLLOWER_READS_MIN_VERSION = 11  # rack_id / preferred_read_replica (KIP-392)
 MAX_WAIT_CAP_MS = 300_000  # a bound of ours on one long poll (Kafka's clients use <= 30 s)
 _EMPTY = b""
 
@@ -126,6 +132,9 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> HandlerRes
         min_bytes=max(0, min(request.min_bytes, max_bytes)),
         max_bytes=max_bytes,
         isolation=isolation,
+        follower_reads=replica_id < 0 and version >= FOLLOWER_READS_MIN_VERSION,
+        client_rack=request.rack_id if replica_id < 0 and version >= FOLLOWER_READS_MIN_VERSION
+        else "",
     )
     results = await rm.fetch_messages(params, statuses)
     if consumer and quotas.enabled:
@@ -150,7 +159,7 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> HandlerRes
             last_stable_offset=r.last_stable_offset,
             log_start_offset=r.log_start_offset,
             aborted_transactions=[] if aborted_empty else None,
-            preferred_read_replica=-1,
+            preferred_read_replica=r.preferred_read_replica,
             records=r.records if r.records is not None else _EMPTY,
         )
         news = cached.must_respond(r.error, r.size_bytes, r.high_watermark,
