@@ -1,0 +1,436 @@
+"""Replication across three minikafka broker processes on a real ZooKeeper, with stock
+clients: followers copy their leaders byte for byte, the ISR shrinks and grows through the
+controller, acks=all waits for the ISR and min.insync.replicas, failover keeps every
+acknowledged record, a follower with records of an old epoch truncates them, and a
+consumer with client.rack reads from its rack's follower.
+
+One three-broker cluster serves the tests of this module in turn (each on its own topic);
+the failover tests start clusters of their own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import TopicPartition as ConfluentTopicPartition
+from kafka import KafkaAdminClient, KafkaProducer
+from kafka.admin import NewTopic
+from kafka.errors import NotEnoughReplicasError
+
+from client.config import ClientConfig
+from client.connection import BrokerConnection
+from devcluster.zookeeper import ZooKeeper
+from protocol.errors import ErrorCode
+from protocol.messages.fetch import FetchRequest
+from tests.cluster.conftest import ClusterBrokers
+from tests.cluster.replication_support import (
+    alive_brokers,
+    controller_id,
+    dump_log_segments,
+    partition_state,
+    read_replica,
+    segment_files,
+)
+from tests.cluster.zk_support import wait_until
+
+pytestmark = [pytest.mark.timeout(300), pytest.mark.java]
+
+LAG_MS = 2000  # replica.lag.time.max.ms of these clusters
+RACKS = {1: "rack-a", 2: "rack-b", 3: "rack-c"}
+
+
+def create_topic(bootstrap: str, name: str, assignment: dict[int, list[int]],
+                 **configs: str) -> None:
+    client = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30000)
+    try:
+        client.create_topics([NewTopic(name, replica_assignments=assignment,
+                                       topic_configs=configs)], timeout_ms=60000)
+    finally:
+        client.close()
+
+
+def wait_state(brokers: ClusterBrokers, topic: str, leader: int | None, isr: list[int], *,
+               timeout_s: float = 30, partition: int = 0, via: str | None = None) -> None:
+    """Wait for the partition's leader and ISR as the brokers (or those of ``via``) see it."""
+
+    def reached() -> bool:
+        try:
+            got = partition_state(via or brokers.bootstrap(), topic, partition)
+        except Exception:
+            return False
+        return (leader is None or got[0] == leader) and got[1] == sorted(isr)
+
+    wait_until(reached, timeout_s=timeout_s,
+               what=f"{topic}-{partition}: leader {leader}, ISR {sorted(isr)}", interval_s=0.2)
+
+
+def wait_in_sync(brokers: ClusterBrokers, topic: str, partition: int = 0,
+                 timeout_s: float = 30, replicas: tuple[int, ...] = (1, 2, 3),
+                 ) -> list[tuple[int, bytes | None]]:
+    """Every running replica holds the same records below the same HW; returns them."""
+    seen: list[list[tuple[int, bytes | None]]] = []
+
+    def same() -> bool:
+        seen.clear()
+        try:
+            reads = [read_replica(brokers.brokers[r], topic, partition) for r in replicas
+                     if brokers.brokers[r].is_running()]
+        except Exception:
+            return False
+        seen.extend(records for records, _ in reads)
+        return len({hw for _, hw in reads}) == 1 and all(r == seen[0] for r in seen)
+
+    wait_until(same, timeout_s=timeout_s, what=f"replicas of {topic}-{partition} to agree",
+               interval_s=0.3)
+    return seen[0]
+
+
+def confluent_producer(bootstrap: str, **extra: object) -> Producer:
+    return Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                     "linger.ms": 5, "message.timeout.ms": 60000, **extra})
+
+
+def produce_all(producer: Producer, topic: str, values: list[bytes]) -> list[int]:
+    """Produce and flush; the offsets acknowledged (errors fail the test)."""
+    errors: list[str] = []
+    offsets: list[int] = []
+
+    def done(err: KafkaError | None, msg: object) -> None:
+        if err is not None:
+            errors.append(str(err))
+        else:
+            offsets.append(msg.offset())  # type: ignore[attr-defined]
+
+    for v in values:
+        producer.produce(topic, value=v, partition=0, on_delivery=done)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    assert not errors, errors[:5]
+    return offsets
+
+
+# -- the module's cluster --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cluster(zookeeper: ZooKeeper, tmp_path_factory: pytest.TempPathFactory
+            ) -> Iterator[ClusterBrokers]:
+    tmp = tmp_path_factory.mktemp("replication")
+    brokers = ClusterBrokers(tmp, f"{zookeeper.connect_string}/r-{uuid.uuid4().hex[:10]}", {
+        "replica.lag.time.max.ms": str(LAG_MS),
+        "zookeeper.session.timeout.ms": "10000",
+        "replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector",
+        "offsets.topic.replication.factor": "3",
+    })
+    try:
+        for broker_id in (1, 2, 3):
+            brokers.start(broker_id, broker_rack=RACKS[broker_id])
+        wait_until(lambda: alive_brokers(brokers.bootstrap()) == {1, 2, 3}, timeout_s=30,
+                   what="three live brokers", interval_s=0.2)
+        yield brokers
+    finally:
+        for proc in reversed(brokers.all):
+            with contextlib.suppress(Exception):
+                if proc.proc is not None and proc.proc.poll() is None:
+                    proc.signal(signal.SIGCONT)
+                proc.stop()
+
+
+def test_acks_all_followers_byte_identical(cluster: ClusterBrokers, tmp_path: Path) -> None:
+    topic = "identical"
+    create_topic(cluster.bootstrap(), topic, {0: [1, 2, 3]}, **{"min.insync.replicas": "2",
+                                                                 "segment.bytes": "65536"})
+    wait_state(cluster, topic, 1, [1, 2, 3])
+    producer = confluent_producer(cluster.bootstrap())
+    acked = produce_all(producer, topic, [b"confluent-%d" % i for i in range(3000)])
+    kp = KafkaProducer(bootstrap_servers=cluster.bootstrap(), acks="all",
+                       enable_idempotence=True, linger_ms=5)
+    futures = [kp.send(topic, value=b"kafka-python-%d" % i, partition=0) for i in range(1000)]
+    acked += [f.get(timeout=60).offset for f in futures]
+    kp.close()
+    assert sorted(acked) == list(range(4000))
+    # Every replica answers the same records below the same HW ...
+    records = wait_in_sync(cluster, topic)
+    assert [v for _, v in records] == ([b"confluent-%d" % i for i in range(3000)]
+                                       + [b"kafka-python-%d" % i for i in range(1000)])
+    # ... and their segment files are byte-identical (several segments: rolls included).
+    files = {b.broker_id: segment_files(b, topic) for b in cluster.all}
+    assert len(files[1]) > 1
+    assert files[1] == files[2] == files[3]
+    # Kafka's own DumpLogSegments reads the same batches (offsets, epochs, producer ids,
+    # sequences, CRCs, payloads) from every replica.
+    first = sorted(files[1])[0]
+    dumps = {b.broker_id: dump_log_segments(b.log_dir / f"{topic}-0" / first, tmp_path)
+             for b in cluster.all}
+    assert "baseOffset: 0" in dumps[1] and "producerId:" in dumps[1]
+    assert dumps[1] == dumps[2] == dumps[3]
+    # The followers' producer state came with the data: a leader change keeps deduplicating
+    # (checked in the failover test); the followers wrote no batch of their own.
+    for b in cluster.all:
+        assert "truncating to offset" not in b.stderr_text()
+
+
+def test_consumer_reads_from_its_racks_follower(cluster: ClusterBrokers) -> None:
+    topic = "racked"
+    create_topic(cluster.bootstrap(), topic, {0: [1, 2, 3]})
+    wait_state(cluster, topic, 1, [1, 2, 3])
+    values = [b"r-%d" % i for i in range(200)]
+    produce_all(confluent_producer(cluster.bootstrap()), topic, values)
+    wait_in_sync(cluster, topic)
+    # The leader (rack-a) sends a consumer in rack-b to broker 2, with no records ...
+    leader = cluster.brokers[1]
+
+    async def ask() -> tuple[int, int, int]:
+        connection = await BrokerConnection.open(leader.host, leader.port, ClientConfig())
+        try:
+            request = FetchRequest(
+                replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, session_id=0,
+                session_epoch=-1, rack_id="rack-b",
+                topics=[FetchRequest.FetchTopic(topic=topic, partitions=[
+                    FetchRequest.FetchPartition(partition=0, fetch_offset=0,
+                                                partition_max_bytes=1 << 20)])])
+            response = await connection.send(request, version=11)
+            p = response.responses[0].partitions[0]
+            return p.error_code, p.preferred_read_replica, len(bytes(p.records or b""))
+        finally:
+            await connection.close()
+
+    assert asyncio.run(ask()) == (ErrorCode.NO_ERROR, 2, 0)
+    # ... and librdkafka with client.rack=rack-b reads everything from that follower (its
+    # statistics list the partition under the broker it fetches from).
+    stats: list[str] = []
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": "racked",
+                         "client.rack": "rack-b", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False, "statistics.interval.ms": 200,
+                         "stats_cb": stats.append})
+    got: list[bytes] = []
+    try:
+        consumer.assign([ConfluentTopicPartition(topic, 0, 0)])
+        deadline = time.monotonic() + 30
+        while len(got) < len(values) and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value())
+        consumer.poll(0.5)
+    finally:
+        consumer.close()
+    assert got == values
+    fetching_from = set()
+    for s in stats:
+        for b in json.loads(s)["brokers"].values():
+            if any(t["topic"] == topic for t in b.get("toppars", {}).values()):
+                fetching_from.add(b["nodeid"])
+    assert 2 in fetching_from, fetching_from
+
+
+def test_isr_shrinks_expands_and_min_insync(cluster: ClusterBrokers) -> None:
+    """A paused follower leaves the ISR after replica.lag.time.max.ms (the leader asks the
+    controller) and comes back when it catches up; with two followers gone acks=all gets
+    NOT_ENOUGH_REPLICAS; restarted, they catch up and rejoin."""
+    topic = "isr"
+    ctrl = controller_id(cluster.bootstrap())
+    f1, f2 = [b for b in (1, 2, 3) if b != ctrl]
+    create_topic(cluster.bootstrap(), topic, {0: [ctrl, f1, f2]}, **{"min.insync.replicas": "2"})
+    wait_state(cluster, topic, ctrl, [1, 2, 3])
+    producer = confluent_producer(cluster.bootstrap())
+    produce_all(producer, topic, [b"before-%d" % i for i in range(100)])
+    leader = cluster.brokers[ctrl]
+
+    # A follower stops fetching (SIGSTOP, shorter than its ZooKeeper session) while records
+    # arrive: the leader shrinks the ISR itself after replica.lag.time.max.ms, and acks=all
+    # then succeeds with two in sync.
+    paused = cluster.brokers[f2]
+    paused.signal(signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        produce_all(confluent_producer(leader.bootstrap), topic,
+                    [b"two-in-sync-%d" % i for i in range(100)])
+        # acks=all waited for the shrink (the follower last caught up at most one fetch
+        # wait, 0.5 s, before it stopped)
+        assert time.monotonic() - started >= LAG_MS / 1000 - 0.6
+        wait_state(cluster, topic, ctrl, [ctrl, f1], timeout_s=8, via=leader.bootstrap)
+        assert f"shrinking ISR from [1, 2, 3] to {sorted([ctrl, f1])}" in leader.stderr_text()
+    finally:
+        paused.signal(signal.SIGCONT)
+    wait_state(cluster, topic, ctrl, [1, 2, 3])
+    assert f"expanding ISR from {sorted([ctrl, f1])} to [1, 2, 3]" in leader.stderr_text()
+
+    # Two followers gone (an acks=1 record makes them lag): acks=all is refused before the
+    # append.
+    for b in (f1, f2):
+        cluster.brokers[b].kill9()
+    acks1 = KafkaProducer(bootstrap_servers=leader.bootstrap, acks=1, enable_idempotence=False)
+    acks1.send(topic, value=b"acks-1", partition=0).get(timeout=30)
+    acks1.close()
+    wait_state(cluster, topic, ctrl, [ctrl], timeout_s=15, via=leader.bootstrap)
+    kp = KafkaProducer(bootstrap_servers=leader.bootstrap, acks="all", retries=0,
+                       enable_idempotence=False, request_timeout_ms=5000)
+    try:
+        with pytest.raises(NotEnoughReplicasError):
+            kp.send(topic, value=b"refused", partition=0).get(timeout=30)
+    finally:
+        kp.close()
+
+    # Back (after their old ZooKeeper sessions ended): they catch up and rejoin the ISR.
+    wait_until(lambda: alive_brokers(leader.bootstrap) == {ctrl}, timeout_s=30,
+               what="the killed brokers' sessions to end", interval_s=0.5)
+    for b in (f1, f2):
+        cluster.brokers[b].start()
+    wait_state(cluster, topic, ctrl, [1, 2, 3], timeout_s=30)
+    records = wait_in_sync(cluster, topic)
+    values = [v for _, v in records]
+    assert values[:200] == ([b"before-%d" % i for i in range(100)]
+                            + [b"two-in-sync-%d" % i for i in range(100)])
+    assert values[-1] == b"acks-1" and b"refused" not in values
+
+
+# -- failover ----------------------------------------------------------------------------------
+
+
+def _cluster(zookeeper: ZooKeeper, tmp: Path, **props: str) -> ClusterBrokers:
+    brokers = ClusterBrokers(tmp, f"{zookeeper.connect_string}/f-{uuid.uuid4().hex[:10]}", {
+        "replica.lag.time.max.ms": str(LAG_MS),
+        "offsets.topic.replication.factor": "1",
+        **props})
+    for broker_id in (1, 2, 3):
+        brokers.start(broker_id)
+    wait_until(lambda: alive_brokers(brokers.bootstrap()) == {1, 2, 3}, timeout_s=30,
+               what="three live brokers", interval_s=0.2)
+    return brokers
+
+
+def _stop_all(brokers: ClusterBrokers) -> None:
+    for proc in reversed(brokers.all):
+        with contextlib.suppress(Exception):
+            if proc.proc is not None and proc.proc.poll() is None:
+                proc.signal(signal.SIGCONT)
+            proc.stop()
+
+
+def _restart_when_gone(brokers: ClusterBrokers, broker_id: int, timeout_s: float = 30) -> None:
+    """Start a killed broker once the cluster no longer lists it (its session ended)."""
+    wait_until(lambda: broker_id not in alive_brokers(brokers.bootstrap()),
+               timeout_s=timeout_s, what=f"broker {broker_id}'s session to end",
+               interval_s=0.3)
+    brokers.start(broker_id)
+
+
+def test_kill_leader_repeatedly_loses_no_acknowledged_record(zookeeper: ZooKeeper,
+                                                              tmp_path: Path) -> None:
+    brokers = _cluster(zookeeper, tmp_path)
+    topic = "failover"
+    try:
+        create_topic(brokers.bootstrap(), topic, {0: [1, 2, 3]}, **{"min.insync.replicas": "2"})
+        wait_state(brokers, topic, 1, [1, 2, 3])
+        stop = threading.Event()
+        acked: dict[str, list[bytes]] = {"confluent": [], "kafka-python": []}
+
+        def confluent_load() -> None:
+            producer = confluent_producer(brokers.bootstrap(), **{"message.timeout.ms": 120000})
+
+            def done(err: KafkaError | None, msg: object) -> None:
+                if err is None:
+                    acked["confluent"].append(msg.value())  # type: ignore[attr-defined]
+
+            i = 0
+            while not stop.is_set():
+                producer.produce(topic, value=b"c-%d" % i, partition=0, on_delivery=done)
+                i += 1
+                producer.poll(0.002)
+            producer.flush(120)
+
+        def kafka_python_load() -> None:
+            producer = KafkaProducer(bootstrap_servers=brokers.bootstrap(), acks="all",
+                                     enable_idempotence=True, linger_ms=5,
+                                     delivery_timeout_ms=120000, request_timeout_ms=10000)
+            i = 0
+            pending = []
+            while not stop.is_set():
+                value = b"k-%d" % i
+                future = producer.send(topic, value=value, partition=0)
+                future.add_callback(lambda _md, v=value: acked["kafka-python"].append(v))
+                pending.append(future)
+                i += 1
+                time.sleep(0.003)
+            producer.flush(120)
+            producer.close(30)
+
+        threads = [threading.Thread(target=confluent_load), threading.Thread(target=kafka_python_load)]
+        for t in threads:
+            t.start()
+        try:
+            for _ in range(3):
+                time.sleep(2)
+                leader, _isr = partition_state(brokers.bootstrap(), topic)
+                before = len(acked["confluent"]) + len(acked["kafka-python"])
+                brokers.brokers[leader].kill9()
+                _restart_when_gone(brokers, leader)
+                wait_state(brokers, topic, None, [1, 2, 3], timeout_s=40)
+                assert len(acked["confluent"]) + len(acked["kafka-python"]) > before
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(180)
+        records = wait_in_sync(brokers, topic, timeout_s=60)
+        values = [v for _, v in records]
+        for name, sent in acked.items():
+            prefix = b"c-" if name == "confluent" else b"k-"
+            mine = [v for v in values if v is not None and v.startswith(prefix)]
+            assert len(mine) == len(set(mine)), f"{name}: duplicates"
+            assert mine == sorted(mine, key=lambda v: int(v[2:])), f"{name}: out of order"
+            missing = set(sent) - set(mine)
+            assert not missing, f"{name}: {len(missing)} acknowledged records lost"
+            assert len(sent) > 100
+        files = [segment_files(b, topic) for b in brokers.all]
+        assert files[0] == files[1] == files[2]
+    finally:
+        _stop_all(brokers)
+
+
+def test_follower_with_records_of_an_old_epoch_truncates_them(zookeeper: ZooKeeper,
+                                                                tmp_path: Path) -> None:
+    """Broker 1 leads epoch 0 and gets records (acks=1) that follower 2 never fetched; 1
+    dies, 2 leads epoch 1 and writes on; 1 returns as follower and cuts its epoch-0 tail
+    by OffsetForLeaderEpoch before fetching epoch 1."""
+    brokers = _cluster(zookeeper, tmp_path, **{"replica.lag.time.max.ms": "60000"})
+    topic = "diverge"
+    try:
+        create_topic(brokers.bootstrap(), topic, {0: [1, 2]}, **{"min.insync.replicas": "1"})
+        wait_state(brokers, topic, 1, [1, 2])
+        producer = confluent_producer(brokers.bootstrap())
+        produce_all(producer, topic, [b"common-%d" % i for i in range(10)])
+        wait_in_sync(brokers, topic, replicas=(1, 2))
+        one, two = brokers.brokers[1], brokers.brokers[2]
+        two.signal(signal.SIGSTOP)  # stops fetching; stays in the ISR (lag time 60 s)
+        try:
+            # Its fetch parked on the leader expires (replica.fetch.wait.max.ms) before the
+            # next records, so it holds none of them.
+            time.sleep(1.5)
+            kp = KafkaProducer(bootstrap_servers=one.bootstrap, acks=1, enable_idempotence=False)
+            for i in range(5):
+                assert kp.send(topic, value=b"lost-%d" % i, partition=0).get(timeout=10).offset == 10 + i
+            kp.close()
+            one.kill9()
+        finally:
+            two.signal(signal.SIGCONT)
+        wait_state(brokers, topic, 2, [2], timeout_s=40)
+        produce_all(confluent_producer(two.bootstrap), topic, [b"new-%d" % i for i in range(3)])
+        _restart_when_gone(brokers, 1)
+        wait_state(brokers, topic, 2, [1, 2], timeout_s=30)
+        records = wait_in_sync(brokers, topic, replicas=(1, 2))
+        assert [v for _, v in records] == ([b"common-%d" % i for i in range(10)]
+                                           + [b"new-%d" % i for i in range(3)])
+        assert "diverge-0: truncating to offset 10 (log end offset 15" in one.stderr_text()
+        assert segment_files(one, topic) == segment_files(two, topic)
+    finally:
+        _stop_all(brokers)
