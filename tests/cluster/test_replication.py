@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import json
 import signal
 import threading
@@ -27,6 +28,7 @@ from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 from kafka.errors import NotEnoughReplicasError
 
+from cli.topics import main as topics_main
 from client.config import ClientConfig
 from client.connection import BrokerConnection
 from devcluster.zookeeper import ZooKeeper
@@ -273,6 +275,14 @@ def test_isr_shrinks_expands_and_min_insync(cluster: ClusterBrokers) -> None:
     acks1.send(topic, value=b"acks-1", partition=0).get(timeout=30)
     acks1.close()
     wait_state(cluster, topic, ctrl, [ctrl], timeout_s=15, via=leader.bootstrap)
+    # The operator's view: minikafka topics lists it as under-replicated and under min ISR.
+    for flag in ("--under-replicated-partitions", "--under-min-isr-partitions"):
+        out = io.StringIO()
+        assert topics_main(["--bootstrap-server", leader.bootstrap, "--describe", "--topic",
+                            topic, flag], out) == 0
+        assert out.getvalue().splitlines() == [
+            f"\tTopic: {topic}\tPartition: 0\tLeader: {ctrl}\tReplicas: {ctrl},{f1},{f2}"
+            f"\tIsr: {ctrl}\tElr: N/A\tLastKnownElr: N/A"], (flag, out.getvalue())
     kp = KafkaProducer(bootstrap_servers=leader.bootstrap, acks="all", retries=0,
                        enable_idempotence=False, request_timeout_ms=5000)
     try:
@@ -287,6 +297,10 @@ def test_isr_shrinks_expands_and_min_insync(cluster: ClusterBrokers) -> None:
     for b in (f1, f2):
         cluster.brokers[b].start()
     wait_state(cluster, topic, ctrl, [1, 2, 3], timeout_s=30)
+    out = io.StringIO()
+    assert topics_main(["--bootstrap-server", cluster.bootstrap(), "--describe", "--topic",
+                        topic, "--under-replicated-partitions"], out) == 0
+    assert out.getvalue() == ""
     records = wait_in_sync(cluster, topic)
     values = [v for _, v in records]
     assert values[:200] == ([b"before-%d" % i for i in range(100)]
