@@ -1,10 +1,7 @@
 """Three minikafka broker processes on a real ZooKeeper, with stock clients.
 
-Replication (followers fetching from leaders) is not part of this cluster yet: a follower
-holds no data, so the high watermark of a partition with more than one replica in its ISR
-does not advance (consumers see nothing, acks=all waits). These tests therefore check
-metadata, leadership and the controller with replication factor 3 topics, and the data
-path across brokers with replication factor 1 topics (each partition on its own broker).
+These tests check metadata, leadership and the controller with replication factor 3
+topics, and the data path across brokers (replication itself: tests/cluster/test_replication.py).
 """
 
 from __future__ import annotations
@@ -400,20 +397,21 @@ def test_returning_broker_and_preferred_leader_election(
     brokers.brokers[lost].kill9()
     wait_until(lambda: everyone_sees(brokers, "pref", {0: rest[0], 1: rest[0]}),
                timeout_s=SESSION_TIMEOUT_S + 30, what="leadership to move")
-    brokers.start(lost)
-    wait_until(lambda: leaders_of(brokers, "pref", lost) == {0: rest[0], 1: rest[0]},
-               timeout_s=30, what="the returning broker to follow")
-    # Not in the ISR (nothing replicates yet): the preferred election cannot pick it.
+    # Gone (and so out of the ISR): the preferred election cannot pick it.
     out = subprocess_cli("leader-election", "--bootstrap-server", brokers.bootstrap(),
                          "--election-type", "preferred", "--topic", "pref", "--partition", "0")
     assert out.returncode == 1
     assert ("Error completing leader election (PREFERRED) for partition: pref-0: "
             "org.apache.kafka.common.errors.PreferredLeaderNotAvailableException") in out.stdout
     assert "1 replica(s) could not be elected" in out.stderr
-    # Once its leader has it back in the ISR (as replication will ask), it is elected.
-    kazoo = kazoo_factory(zk_connect)
-    for p in (0, 1):
-        assert alter_partition_as_leader(brokers, kazoo, "pref", p, sorted([lost, *rest])) == 0
+    brokers.start(lost)
+    wait_until(lambda: leaders_of(brokers, "pref", lost) == {0: rest[0], 1: rest[0]},
+               timeout_s=30, what="the returning broker to follow")
+    # It catches up by replication and its leader puts it back in the ISR (AlterPartition);
+    # then it is elected.
+    wait_until(lambda: all(isr == sorted([lost, *rest]) for _, _, isr in
+                           describe(brokers.bootstrap(), "pref").values()),
+               timeout_s=30, what="the returning broker back in the ISR")
     out = subprocess_cli("leader-election", "--bootstrap-server", brokers.bootstrap(),
                          "--election-type", "PREFERRED", "--topic", "pref", "--partition", "0")
     assert out.returncode == 0, out.stdout + out.stderr
@@ -442,8 +440,9 @@ def test_auto_leader_rebalance(cluster_brokers: Callable[..., ClusterBrokers], z
     wait_until(lambda: everyone_sees(brokers, "auto", {0: rest[0]}),
                timeout_s=SESSION_TIMEOUT_S + 30, what="leadership to move")
     brokers.start(lost)
-    kazoo = kazoo_factory(zk_connect)
-    assert alter_partition_as_leader(brokers, kazoo, "auto", 0, sorted([lost, *rest])) == 0
+    # Replication brings it back into the ISR (its leader's AlterPartition).
+    wait_until(lambda: describe(brokers.bootstrap(), "auto")[0][2] == sorted([lost, *rest]),
+               timeout_s=30, what="the returning broker back in the ISR")
     # auto.leader.rebalance.enable (default true): the imbalance check moves it back.
     wait_until(lambda: everyone_sees(brokers, "auto", {0: lost}), timeout_s=30,
                what="the automatic preferred leader election")
