@@ -12,13 +12,17 @@ answers follow from having one replica per partition:
   ELECTION_NOT_NEEDED; an unknown one UNKNOWN_TOPIC_OR_PARTITION.
 - AlterPartition: a single node's ISR is the node itself and nothing asks to change it:
   NOT_CONTROLLER, as a broker that cannot process it answers.
+- AlterPartitionReassignments: the only possible target is this broker alone (already so:
+  NONE); any other is INVALID_REPLICA_ASSIGNMENT; nothing is ever in motion.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Protocol
 
 from broker.metadata_cache import MetadataCache
+from controller.reassignment import Reassignment, ReassignmentOutcome
 from controller.zk_core import ElectionOutcome, NotControllerError
 from protocol.errors import ErrorCode
 from protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
@@ -38,6 +42,16 @@ class ClusterOps(Protocol):
 
     async def alter_partition(self, request: AlterPartitionRequest,
                               version: int) -> AlterPartitionResponse: ...
+
+    async def alter_reassignments(self, targets: Mapping[TopicPartition, tuple[int, ...] | None]
+                                  ) -> ReassignmentOutcome:
+        """Raises NotControllerError on a broker that is not the active controller."""
+        ...
+
+    async def list_reassignments(self, partitions: frozenset[TopicPartition] | None
+                                 ) -> dict[TopicPartition, Reassignment]:
+        """Raises NotControllerError on a broker that is not the active controller."""
+        ...
 
 
 class LocalClusterOps:
@@ -74,3 +88,25 @@ class LocalClusterOps:
     async def alter_partition(self, request: AlterPartitionRequest,
                               version: int) -> AlterPartitionResponse:
         return AlterPartitionResponse(error_code=ErrorCode.NOT_CONTROLLER)
+
+    async def alter_reassignments(self, targets: Mapping[TopicPartition, tuple[int, ...] | None]
+                                  ) -> ReassignmentOutcome:
+        out: ReassignmentOutcome = {}
+        for tp, target in targets.items():
+            if self.metadata_cache.partition_info(tp.topic, tp.partition) is None:
+                out[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
+            elif target is None:
+                out[tp] = (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
+                           f"Unable to cancel reassignment of {tp}: no reassignment is in "
+                           "progress.")
+            elif list(target) != [self.broker_id]:
+                out[tp] = (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                           f"Replica assignment has brokers that are not alive. Replica list: "
+                           f"{list(target)}, live broker list: [{self.broker_id}]")
+            else:
+                out[tp] = (ErrorCode.NO_ERROR, None)
+        return out
+
+    async def list_reassignments(self, partitions: frozenset[TopicPartition] | None
+                                 ) -> dict[TopicPartition, Reassignment]:
+        return {}

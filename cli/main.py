@@ -6,6 +6,7 @@
     minikafka dump-log FILE... [options]
     minikafka spark-ingest --bootstrap-server H:P --topics T --output DIR ...
     minikafka leader-election --bootstrap-server H:P ...   (kafka-leader-election)
+    minikafka reassign-partitions --bootstrap-server H:P ... (kafka-reassign-partitions)
     minikafka cluster up|status|down ...                  (a development cluster)
 
 ``broker`` runs one broker in the foreground until SIGTERM/SIGINT (then exits 0 after an
@@ -39,6 +40,7 @@ TOOLS: dict[str, str] = {
     "dump-log": "print log segments and indexes (kafka-dump-log)",
     "spark-ingest": "land topics in Parquet with Spark, exactly once (needs the spark extra)",
     "leader-election": "elect preferred or unclean leaders (kafka-leader-election)",
+    "reassign-partitions": "move partition replicas between brokers (kafka-reassign-partitions)",
     "cluster": "up|status|down: ZooKeeper and N brokers on 127.0.0.1 for development",
 }
 
@@ -119,6 +121,9 @@ def _tool(command: str) -> Callable[[list[str]], int]:
     if command == "leader-election":
         from cli.leader_election import main as election_main
         return election_main
+    if command == "reassign-partitions":
+        from cli.reassign_partitions import main as reassign_main
+        return reassign_main
     if command == "cluster":
         from cli.cluster import main as cluster_main
         return cluster_main

@@ -19,6 +19,7 @@ from client.errors import ClientError, check
 from client.kafka_client import KafkaClient
 from client.metadata import TopicInfo
 from protocol.errors import ErrorCode
+from protocol.messages.alter_partition_reassignments import AlterPartitionReassignmentsRequest
 from protocol.messages.create_partitions import CreatePartitionsRequest
 from protocol.messages.create_topics import CreateTopicsRequest
 from protocol.messages.delete_records import DeleteRecordsRequest
@@ -27,6 +28,7 @@ from protocol.messages.describe_cluster import DescribeClusterRequest
 from protocol.messages.describe_configs import DescribeConfigsRequest
 from protocol.messages.describe_log_dirs import DescribeLogDirsRequest
 from protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest
+from protocol.messages.list_partition_reassignments import ListPartitionReassignmentsRequest
 from protocol.topic_partition import TopicPartition
 
 T = TypeVar("T")
@@ -210,6 +212,54 @@ class Admin:
                 check(result.error_code, result.error_message, f"Create partitions of '{name}'")
 
         await self._controller_call(op, f"Create partitions of '{name}'")
+
+    async def alter_partition_reassignments(
+            self, targets: Mapping[TopicPartition, Sequence[int] | None]
+    ) -> dict[TopicPartition, tuple[str, str | None]]:
+        """Start (a replica list) or cancel (None) reassignments; per partition the error
+        name (``NONE`` when started) and message, as the controller answered."""
+        by_topic: dict[str, list[AlterPartitionReassignmentsRequest.ReassignablePartition]] = {}
+        for tp, replicas in sorted(targets.items()):
+            by_topic.setdefault(tp.topic, []).append(
+                AlterPartitionReassignmentsRequest.ReassignablePartition(
+                    partition_index=tp.partition,
+                    replicas=None if replicas is None else list(replicas)))
+        timeout_ms = self.client.config.request_timeout_ms
+
+        async def op(node: int) -> dict[TopicPartition, tuple[str, str | None]]:
+            request = AlterPartitionReassignmentsRequest(timeout_ms=timeout_ms, topics=[
+                AlterPartitionReassignmentsRequest.ReassignableTopic(name=t, partitions=ps)
+                for t, ps in by_topic.items()])
+            response = await self.client.send(node, request)
+            check(response.error_code, response.error_message, "Alter partition reassignments")
+            return {TopicPartition(t.name, p.partition_index):
+                    (ErrorCode(p.error_code).name, p.error_message)
+                    for t in response.responses for p in t.partitions}
+
+        return await self._controller_call(op, "Alter partition reassignments")
+
+    async def list_partition_reassignments(
+            self, partitions: Sequence[TopicPartition] | None = None
+    ) -> dict[TopicPartition, tuple[list[int], list[int], list[int]]]:
+        """Partitions in motion: (replicas, adding, removing)."""
+        topics = None
+        if partitions is not None:
+            wanted: dict[str, list[int]] = {}
+            for tp in partitions:
+                wanted.setdefault(tp.topic, []).append(tp.partition)
+            topics = [ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics(
+                name=t, partition_indexes=sorted(ps)) for t, ps in wanted.items()]
+        timeout_ms = self.client.config.request_timeout_ms
+
+        async def op(node: int) -> dict[TopicPartition, tuple[list[int], list[int], list[int]]]:
+            request = ListPartitionReassignmentsRequest(timeout_ms=timeout_ms, topics=topics)
+            response = await self.client.send(node, request)
+            check(response.error_code, response.error_message, "List partition reassignments")
+            return {TopicPartition(t.name, p.partition_index):
+                    (list(p.replicas), list(p.adding_replicas), list(p.removing_replicas))
+                    for t in response.topics for p in t.partitions}
+
+        return await self._controller_call(op, "List partition reassignments")
 
     async def delete_records(self, before: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         """Move each partition's log start up to the offset given; the new low watermarks."""

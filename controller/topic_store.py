@@ -80,6 +80,10 @@ class TopicRecord:
     name: str
     topic_id: uuid.UUID
     assignment: Mapping[int, tuple[int, ...]] = field(default_factory=dict)  # partition -> replicas
+    # Partitions being reassigned (Kafka's adding_replicas / removing_replicas): the
+    # assignment then holds the full set, target replicas first.
+    adding: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    removing: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
 
     @property
     def num_partitions(self) -> int:

@@ -29,13 +29,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
 from controller import zk_data as zd
 from controller.channel import BrokerEndpoint, BrokerRegistration, ControllerChannel
 from controller.core import DeletionsRequested, PartitionsChanged, TopicsChanged
+from controller.reassignment import (
+    Reassignment,
+    ReassignmentOutcome,
+    ReassignmentsListed,
+    ReassignmentsRequested,
+)
 from controller.zk_client import ZkClient, ZkWatchFired
 from controller.zk_core import (
     AlterPartitionReceived,
@@ -209,6 +215,28 @@ class ZkController:
             raise NotControllerError("this broker is not the controller")
         future: asyncio.Future[ElectionOutcome] = asyncio.get_running_loop().create_future()
         core.events.put(ReplicaLeaderElection(election_type, partitions, future))
+        return await future
+
+    async def alter_reassignments(self, targets: Mapping[TopicPartition, tuple[int, ...] | None]
+                                  ) -> ReassignmentOutcome:
+        """AlterPartitionReassignments; NotControllerError when this broker is not the
+        controller."""
+        core = self._core
+        if core is None or not self.is_active:
+            raise NotControllerError("this broker is not the controller")
+        future: asyncio.Future[ReassignmentOutcome] = asyncio.get_running_loop().create_future()
+        core.events.put(ReassignmentsRequested(targets, future))
+        return await future
+
+    async def list_reassignments(self, partitions: frozenset[TopicPartition] | None
+                                 ) -> dict[TopicPartition, Reassignment]:
+        """ListPartitionReassignments; NotControllerError as above."""
+        core = self._core
+        if core is None or not self.is_active:
+            raise NotControllerError("this broker is not the controller")
+        future: asyncio.Future[dict[TopicPartition, Reassignment]] = (
+            asyncio.get_running_loop().create_future())
+        core.events.put(ReassignmentsListed(partitions, future))
         return await future
 
     async def alter_partition(self, request: AlterPartitionRequest,

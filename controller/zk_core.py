@@ -30,6 +30,9 @@ Events, on the same queue and context as the core's:
   the ISR it asks for is written if its leader epoch and partition epoch are current and
   every new member is live; per partition FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION,
   INELIGIBLE_REPLICA, ... as Kafka answers; everyone gets UpdateMetadata.
+- ``ReassignmentsRequested`` / ``ReassignmentsListed`` (AlterPartitionReassignments,
+  ListPartitionReassignments): partition reassignment, ``controller.reassignment``; an ISR
+  change may complete one.
 - ``AutoPreferredReplicaLeaderElection``: every ``leader.imbalance.check.interval.seconds``
   (with ``auto.leader.rebalance.enable``), for each broker whose share of partitions it
   should lead but does not exceeds ``leader.imbalance.per.broker.percentage``, a preferred
@@ -54,13 +57,18 @@ from dataclasses import dataclass
 from typing import Final
 
 from controller.channel import BrokerRegistration, ControllerChannel
-from controller.core import ControllerCore, DeletionsRequested, SentRequest
+from controller.core import DeletionsRequested, SentRequest
 from controller.election import elect_controlled_shutdown, elect_offline, elect_preferred
 from controller.leader_and_isr import (
     NO_LEADER,
     LeaderAndIsr,
     LeaderIsrAndControllerEpoch,
     LeaderRecoveryState,
+)
+from controller.reassignment import (
+    ReassignmentCore,
+    ReassignmentsListed,
+    ReassignmentsRequested,
 )
 from controller.topic_store import TopicStore
 from protocol.errors import ErrorCode
@@ -107,7 +115,7 @@ class ReplicaLeaderElection:
     result: asyncio.Future[ElectionOutcome] | None = None
 
 
-class ZkControllerCore(ControllerCore):
+class ZkControllerCore(ReassignmentCore):
     def __init__(self, *, controller_id: int, controller_epoch: int, store: TopicStore,
                  channel: ControllerChannel, inter_broker_listener: str,
                  unclean_leader_election: bool = False,
@@ -134,6 +142,7 @@ class ZkControllerCore(ControllerCore):
         offline = {b for tp in ctx.all_partitions() for b in ctx.replicas(tp)} - set(ctx.live_brokers)
         if offline:
             await self._remove_from_isr(offline, ctx.all_partitions())
+        await self._maybe_complete_reassignments()  # resumed from the topic znodes
         return sent
 
     async def process(self, event: object) -> None:
@@ -154,6 +163,10 @@ class ZkControllerCore(ControllerCore):
             response = await self._on_alter_partition(event.request, event.version)
             if not event.result.done():
                 event.result.set_result(response)
+        elif isinstance(event, ReassignmentsRequested):
+            await self._on_reassignments_requested(event)
+        elif isinstance(event, ReassignmentsListed):
+            self._on_reassignments_listed(event)
         else:
             await super().process(event)
 
@@ -390,6 +403,7 @@ class ZkControllerCore(ControllerCore):
                      ", ".join(f"{tp}: {list(s.leader_and_isr.isr)}"
                                for tp, s in sorted(written.written.items())),
                      request.broker_id)
+            await self._maybe_complete_reassignments(written.written)
         return _alter_partition_response(version, errors, current_states, ctx.topic_id,
                                          unknown_ids)
 

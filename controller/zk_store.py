@@ -114,8 +114,12 @@ class ZkTopicStore:
             if item is None:
                 continue
             assignment = zd.TopicAssignment.decode(name, item[0])
-            out[name] = TopicRecord(name, assignment.topic_id or ZERO_UUID,
-                                    assignment.replicas())
+            out[name] = TopicRecord(
+                name, assignment.topic_id or ZERO_UUID, assignment.replicas(),
+                {p: a.adding_replicas for p, a in assignment.partitions.items()
+                 if a.adding_replicas},
+                {p: a.removing_replicas for p, a in assignment.partitions.items()
+                 if a.removing_replicas})
         return out
 
     async def topic_configs(self, name: str) -> dict[str, str]:
@@ -160,7 +164,10 @@ class ZkTopicStore:
                  record.num_partitions, zd.uuid_to_kafka(record.topic_id))
 
     async def set_assignment(self, record: TopicRecord) -> None:
-        assignment = zd.TopicAssignment.of(dict(record.assignment), record.topic_id)
+        assignment = zd.TopicAssignment(
+            {p: zd.ReplicaAssignment(tuple(r), tuple(record.adding.get(p, ())),
+                                     tuple(record.removing.get(p, ())))
+             for p, r in record.assignment.items()}, record.topic_id)
         try:
             await self.zk.set(zd.topic_path(record.name), assignment.encode())
         except ZkNoNode:

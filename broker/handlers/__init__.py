@@ -62,6 +62,8 @@ HANDLER_MODULES: tuple[str, ...] = (
     "controlled_shutdown",
     "elect_leaders",
     "alter_partition",
+    "alter_partition_reassignments",
+    "list_partition_reassignments",
 )
 
 
