@@ -11,6 +11,7 @@ from pathlib import Path
 
 from client.config import ClientConfig
 from client.connection import BrokerConnection
+from client.fetch import records_bytes
 from devcluster.apache_kafka import kafka_tool
 from protocol.errors import ErrorCode
 from protocol.messages.fetch import FetchRequest
@@ -84,8 +85,7 @@ async def _read_replica(host: str, port: int, topic: str, partition: int
                 raise AssertionError(f"{host}:{port} {topic}-{partition} at {offset}: "
                                      f"{ErrorCode(data.error_code).name}")
             hw = data.high_watermark
-            raw = bytes(data.records) if not hasattr(data.records, "read_bytes") else (
-                data.records.read_bytes())  # type: ignore[union-attr]
+            raw = records_bytes(data.records)
             if not raw:
                 break
             for batch in iter_batches(raw):

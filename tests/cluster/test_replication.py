@@ -28,9 +28,12 @@ from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 from kafka.errors import NotEnoughReplicasError
 
+from cli.reassign_partitions import main as reassign_main
 from cli.topics import main as topics_main
 from client.config import ClientConfig
 from client.connection import BrokerConnection
+from client.fetch import records_bytes
+from devcluster.apache_kafka import kafka_tool
 from devcluster.zookeeper import ZooKeeper
 from protocol.errors import ErrorCode
 from protocol.messages.fetch import FetchRequest
@@ -203,7 +206,7 @@ def test_consumer_reads_from_its_racks_follower(cluster: ClusterBrokers) -> None
                                                 partition_max_bytes=1 << 20)])])
             response = await connection.send(request, version=11)
             p = response.responses[0].partitions[0]
-            return p.error_code, p.preferred_read_replica, len(bytes(p.records or b""))
+            return p.error_code, p.preferred_read_replica, len(records_bytes(p.records))
         finally:
             await connection.close()
 
@@ -222,7 +225,7 @@ def test_consumer_reads_from_its_racks_follower(cluster: ClusterBrokers) -> None
         while len(got) < len(values) and time.monotonic() < deadline:
             msg = consumer.poll(0.5)
             if msg is not None and msg.error() is None:
-                got.append(msg.value())
+                got.append(msg.value() or b"")
         consumer.poll(0.5)
     finally:
         consumer.close()
@@ -233,6 +236,66 @@ def test_consumer_reads_from_its_racks_follower(cluster: ClusterBrokers) -> None
             if any(t["topic"] == topic for t in b.get("toppars", {}).values()):
                 fetching_from.add(b["nodeid"])
     assert 2 in fetching_from, fetching_from
+
+
+def reassign_cli(*args: str) -> str:
+    out = io.StringIO()
+    code = reassign_main(list(args), out)
+    assert code == 0, out.getvalue()
+    return out.getvalue()
+
+
+def test_reassign_partitions_moves_replicas(cluster: ClusterBrokers, tmp_path: Path) -> None:
+    """minikafka reassign-partitions moves a partition from [1, 2] to [3, 2]: broker 3
+    copies the log, joins the ISR, leads, and broker 1's replica is deleted; Kafka's own
+    kafka-reassign-partitions moves it back."""
+    topic = "moving"
+    create_topic(cluster.bootstrap(), topic, {0: [1, 2]}, **{"min.insync.replicas": "1"})
+    wait_state(cluster, topic, 1, [1, 2])
+    values = [b"m-%d" % i for i in range(500)]
+    produce_all(confluent_producer(cluster.bootstrap()), topic, values)
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [3, 2], "log_dirs": ["any", "any"]}]}))
+    bootstrap = cluster.bootstrap()
+    out = reassign_cli("--bootstrap-server", bootstrap, "--execute",
+                       "--reassignment-json-file", str(plan))
+    assert '{"topic":"moving","partition":0,"replicas":[1,2],"log_dirs":["any","any"]}' in out
+    assert "Successfully started partition reassignment for moving-0" in out
+    wait_until(lambda: "is completed" in reassign_cli(
+        "--bootstrap-server", bootstrap, "--verify", "--reassignment-json-file", str(plan)),
+        timeout_s=30, what="the reassignment to complete", interval_s=0.5)
+    wait_state(cluster, topic, 3, [2, 3])
+    assert reassign_cli("--bootstrap-server", bootstrap, "--list") == (
+        "No partition reassignments found.\n")
+    records = wait_in_sync(cluster, topic, replicas=(2, 3))
+    assert [v for _, v in records] == values
+    assert segment_files(cluster.brokers[3], topic) == segment_files(cluster.brokers[2], topic)
+    wait_until(lambda: not (cluster.brokers[1].log_dir / f"{topic}-0").exists(), timeout_s=30,
+               what="broker 1's replica to be deleted")
+    # Kafka's own tool, through AlterPartitionReassignments / ListPartitionReassignments.
+    back = tmp_path / "back.json"
+    back.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [1, 2]}]}))
+    result = kafka_tool("org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
+                        "--bootstrap-server", bootstrap, "--execute",
+                        "--reassignment-json-file", str(back), work_dir=tmp_path)
+    assert "Successfully started partition reassignment for moving-0" in result.stdout
+    wait_state(cluster, topic, 1, [1, 2], timeout_s=30)
+    records = wait_in_sync(cluster, topic, replicas=(1, 2))
+    assert [v for _, v in records] == values
+    # Bad requests get Kafka's errors.
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [1, 9]}]}))
+    out_io = io.StringIO()
+    assert reassign_main(["--bootstrap-server", bootstrap, "--execute",
+                          "--reassignment-json-file", str(bad)], out_io) == 1
+    assert "INVALID_REPLICA_ASSIGNMENT" in out_io.getvalue()
+    cancel = io.StringIO()
+    assert reassign_main(["--bootstrap-server", bootstrap, "--cancel",
+                          "--reassignment-json-file", str(back)], cancel) == 1
+    assert "NO_REASSIGNMENT_IN_PROGRESS" in cancel.getvalue()
 
 
 def test_isr_shrinks_expands_and_min_insync(cluster: ClusterBrokers) -> None:
@@ -446,5 +509,103 @@ def test_follower_with_records_of_an_old_epoch_truncates_them(zookeeper: ZooKeep
                                            + [b"new-%d" % i for i in range(3)])
         assert "diverge-0: truncating to offset 10 (log end offset 15" in one.stderr_text()
         assert segment_files(one, topic) == segment_files(two, topic)
+    finally:
+        _stop_all(brokers)
+
+
+def test_unclean_leader_truncates_the_old_leaders_tail(zookeeper: ZooKeeper,
+                                                        tmp_path: Path) -> None:
+    """With unclean.leader.election.enable on the topic, an out-of-sync replica may lead
+    when no ISR member is alive; the old leader, back, truncates what the new one never had
+    (acknowledged records among them: the documented price of an unclean election)."""
+    brokers = _cluster(zookeeper, tmp_path)
+    topic = "unclean"
+    try:
+        create_topic(brokers.bootstrap(), topic, {0: [1, 2]},
+                     **{"min.insync.replicas": "1", "unclean.leader.election.enable": "true"})
+        wait_state(brokers, topic, 1, [1, 2])
+        produce_all(confluent_producer(brokers.bootstrap()), topic,
+                    [b"both-%d" % i for i in range(10)])
+        wait_in_sync(brokers, topic, replicas=(1, 2))
+        one, two = brokers.brokers[1], brokers.brokers[2]
+        two.kill9()
+        wait_state(brokers, topic, 1, [1], timeout_s=30)
+        produce_all(confluent_producer(one.bootstrap), topic, [b"only-on-1-%d" % i for i in range(5)])
+        one.kill9()
+        wait_until(lambda: alive_brokers(brokers.bootstrap()) == {3}, timeout_s=30,
+                   what="brokers 1 and 2 gone", interval_s=0.3)
+        brokers.start(2)  # out of sync, but the only replica alive: elected uncleanly
+        wait_state(brokers, topic, 2, [2], timeout_s=30)
+        produce_all(confluent_producer(two.bootstrap), topic, [b"after-%d" % i for i in range(3)])
+        brokers.start(1)
+        wait_state(brokers, topic, 2, [1, 2], timeout_s=30)
+        records = wait_in_sync(brokers, topic, replicas=(1, 2))
+        assert [v for _, v in records] == ([b"both-%d" % i for i in range(10)]
+                                           + [b"after-%d" % i for i in range(3)])
+        # (The HW it restarts with is its last replication-offset-checkpoint, so whether the
+        # cut is below it depends on that timing.)
+        assert "unclean-0: truncating to offset 10" in one.stderr_text()
+        assert segment_files(one, topic) == segment_files(two, topic)
+    finally:
+        _stop_all(brokers)
+
+
+def test_leader_cut_off_from_its_followers_acknowledges_nothing_lost(
+        zookeeper: ZooKeeper, tmp_path: Path) -> None:
+    """The leader's followers (one of them the controller) are paused under acks=all load:
+    the leader cannot grow its HW and cannot get its ISR shrink committed, so it
+    acknowledges nothing more; it dies, the followers return, one of them leads, and every
+    record ever acknowledged is there."""
+    brokers = _cluster(zookeeper, tmp_path)
+    topic = "cutoff"
+    try:
+        ctrl = controller_id(brokers.bootstrap())
+        lead = next(b for b in (1, 2, 3) if b != ctrl)
+        followers = [b for b in (1, 2, 3) if b != lead]
+        create_topic(brokers.bootstrap(), topic, {0: [lead, *followers]},
+                     **{"min.insync.replicas": "2"})
+        wait_state(brokers, topic, lead, [1, 2, 3])
+        leader = brokers.brokers[lead]
+        acked: list[bytes] = []
+        acked_while_cut: list[bytes] = []
+        cut = threading.Event()
+        producer = confluent_producer(leader.bootstrap, **{"message.timeout.ms": 8000,
+                                                            "enable.idempotence": False,
+                                                            "retries": 0})
+
+        def done(err: KafkaError | None, msg: object) -> None:
+            if err is None:
+                value = msg.value()  # type: ignore[attr-defined]
+                acked.append(value)
+                if cut.is_set():
+                    acked_while_cut.append(value)
+
+        for i in range(300):
+            producer.produce(topic, value=b"v-%d" % i, partition=0, on_delivery=done)
+            producer.poll(0.005)
+        producer.flush(30)
+        assert len(acked) == 300
+        for b in followers:
+            brokers.brokers[b].signal(signal.SIGSTOP)
+        try:
+            time.sleep(0.6)  # replies already on their way land before the cut counts
+            cut.set()
+            for i in range(300, 600):
+                producer.produce(topic, value=b"v-%d" % i, partition=0, on_delivery=done)
+                producer.poll(0.01)
+            time.sleep(LAG_MS / 1000 * 2)
+            producer.poll(0)
+            assert "shrinking ISR" in leader.stderr_text()  # asked, never committed
+            leader.kill9()
+        finally:
+            for b in followers:
+                brokers.brokers[b].signal(signal.SIGCONT)
+        producer.flush(15)
+        assert acked_while_cut == []
+        wait_until(lambda: partition_state(brokers.bootstrap(), topic)[0] in followers,
+                   timeout_s=60, what="a follower to lead", interval_s=0.5)
+        records = wait_in_sync(brokers, topic, replicas=tuple(followers), timeout_s=60)
+        values = {v for _, v in records}
+        assert set(acked) <= values
     finally:
         _stop_all(brokers)
