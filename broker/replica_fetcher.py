@@ -243,6 +243,7 @@ class ReplicaFetcher:
         self._host = host
         self._broker_epoch = broker_epoch
         self.states: dict[TopicPartition, PartitionFetchState] = {}
+        self._topic_ids: dict[str, uuid.UUID] = {}
         self._session = FetchSession(leader_id)
         self._connection: BrokerConnection | None = None
         self._wake = asyncio.Event()
@@ -260,6 +261,9 @@ class ReplicaFetcher:
 
     def add(self, tp: TopicPartition, state: PartitionFetchState) -> None:
         self.states[tp] = state
+        # Kept after removal too: the next incremental fetch names forgotten partitions
+        # by topic id.
+        self._topic_ids[tp.topic] = state.topic_id
         self._wake.set()
 
     def remove(self, tp: TopicPartition) -> None:
@@ -311,6 +315,13 @@ class ReplicaFetcher:
                     self.stats.errors += 1
                     log.warning("[%s] Error in fetch from broker %d: %s", self.name,
                                 self.leader_id, exc)
+                    self._session.handle_error()
+                    await self._close_connection()
+                    await self._sleep(backoff)
+                except Exception:  # a bug must not stop replication silently: log, go on
+                    self.stats.errors += 1
+                    log.exception("[%s] Unexpected error in fetch from broker %d",
+                                  self.name, self.leader_id)
                     self._session.handle_error()
                     await self._close_connection()
                     await self._sleep(backoff)
@@ -476,7 +487,7 @@ class ReplicaFetcher:
             return False
         version = connection.version_for(FetchRequest, FETCH_MAX_VERSION)
         wanted: dict[TopicPartition, FetchPosition] = {}
-        topic_ids: dict[str, uuid.UUID] = {}
+        topic_ids = self._topic_ids
         sent: dict[TopicPartition, _Sent] = {}
         for tp, state in ready.items():
             p = self._host.get_partition(*tp)
@@ -487,7 +498,6 @@ class ReplicaFetcher:
             wanted[tp] = FetchPosition(
                 state.fetch_offset, self.settings.max_bytes, state.leader_epoch,
                 -1 if latest is None else int(latest), p.log_start_offset)
-            topic_ids[tp.topic] = state.topic_id
             sent[tp] = _Sent(state.leader_epoch, state.fetch_offset)
         if not wanted:
             return True
