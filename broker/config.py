@@ -183,6 +183,12 @@ _BROKER_PROPS: tuple[PropDef, ...] = (
     PropDef("replica.high.watermark.checkpoint.interval.ms", _L, "5000"),
     PropDef("replica.selector.class", _STR, None),
     PropDef("num.replica.fetchers", _I, "1"),
+    PropDef("replication.quota.window.num", _I, "11", _at_least(1)),
+    PropDef("replication.quota.window.size.seconds", _I, "1", _at_least(1)),
+    # Kafka sets these per broker with kafka-configs (dynamic); here they are read at
+    # start-up (broker.replication_quota).
+    PropDef("leader.replication.throttled.rate", _L, "9223372036854775807", _at_least(0)),
+    PropDef("follower.replication.throttled.rate", _L, "9223372036854775807", _at_least(0)),
     PropDef("fetch.purgatory.purge.interval.requests", _I, "1000"),
     PropDef("producer.purgatory.purge.interval.requests", _I, "1000"),
     PropDef("delete.records.purgatory.purge.interval.requests", _I, "1"),

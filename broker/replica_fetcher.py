@@ -26,7 +26,9 @@ listener, found in the metadata cache) and loops:
    producer state kept); the follower's HW becomes min(leader's HW, its LEO) and its log
    start offset follows the leader's. OFFSET_OUT_OF_RANGE: the leader's log end below ours
    (after an unclean election) truncates to it; a leader's log start above ours restarts
-   the log there (ListOffsets to the leader). FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH,
+   the log there (ListOffsets to the leader). Partitions throttled as follower
+   (``broker.replication_quota``) that are behind the leader's HW are left out while the
+   follower quota's rate is above its bound. FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH,
    NOT_LEADER_OR_FOLLOWER and similar: the partition waits ``replica.fetch.backoff.ms`` (a
    LeaderAndIsr is on its way); a failed exchange: the whole fetcher waits that long and
    reconnects.
@@ -64,6 +66,7 @@ from storage.errors import StorageError
 if TYPE_CHECKING:
     from broker.metadata_cache import MetadataCache
     from broker.partition import Partition
+    from broker.replication_quota import ReplicationQuota
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +144,11 @@ class FollowerHost(Protocol):
         """Records were appended to (or the HW of) a follower moved: flushes, waiters."""
         ...
 
+    @property
+    def follower_quota(self) -> ReplicationQuota:
+        """follower.replication.throttled.* (broker.replication_quota)."""
+        ...
+
 
 @dataclass(slots=True)
 class PartitionFetchState:
@@ -152,6 +160,7 @@ class PartitionFetchState:
     truncating: bool = True
     delayed_until: float = 0.0  # monotonic seconds
     truncation_rounds: int = 0
+    lag: int | None = None  # the leader's HW minus our fetch offset, after the last fetch
 
 
 class ReplicaFetcherManager:
@@ -371,11 +380,16 @@ class ReplicaFetcher:
         if not ready:
             return False
         asked: dict[TopicPartition, tuple[PartitionFetchState, int]] = {}
+        quota = self._host.follower_quota
+        throttle = quota.bound is not None and quota.is_quota_exceeded()
         for tp, state in ready.items():
             p = self._host.get_partition(*tp)
             if p is None:
                 self.states.pop(tp, None)
                 continue
+            if (throttle and quota.is_throttled(tp)
+                    and (state.lag is None or state.lag > 0)):
+                continue  # throttled and behind: left out while the rate is above the bound
             latest = p.log.latest_epoch()
             if latest is None:
                 # No epochs in the log (empty, or written before epochs): the HW is all
@@ -489,18 +503,23 @@ class ReplicaFetcher:
         wanted: dict[TopicPartition, FetchPosition] = {}
         topic_ids = self._topic_ids
         sent: dict[TopicPartition, _Sent] = {}
+        quota = self._host.follower_quota
+        throttle = quota.bound is not None and quota.is_quota_exceeded()
         for tp, state in ready.items():
             p = self._host.get_partition(*tp)
             if p is None:
                 self.states.pop(tp, None)
                 continue
+            if (throttle and quota.is_throttled(tp)
+                    and (state.lag is None or state.lag > 0)):
+                continue  # throttled and behind: left out while the rate is above the bound
             latest = p.log.latest_epoch()
             wanted[tp] = FetchPosition(
                 state.fetch_offset, self.settings.max_bytes, state.leader_epoch,
                 -1 if latest is None else int(latest), p.log_start_offset)
             sent[tp] = _Sent(state.leader_epoch, state.fetch_offset)
         if not wanted:
-            return True
+            return False  # all throttled: wait a little
         request = self._session.build(
             wanted, version, topic_ids=topic_ids, replica_id=self.settings.broker_id,
             max_wait_ms=self.settings.max_wait_ms, min_bytes=self.settings.min_bytes,
@@ -563,6 +582,9 @@ class ReplicaFetcher:
                 self._delay(tp, state)
                 return
             self.stats.bytes += scan.valid_bytes
+            if self._host.follower_quota.is_throttled(tp):
+                self._host.follower_quota.record(scan.valid_bytes)
+        state.lag = leader_hw - state.fetch_offset
         p.update_follower_high_watermark(leader_hw)
         if leader_start >= 0:
             p.maybe_increment_log_start_offset(leader_start)

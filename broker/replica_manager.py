@@ -76,6 +76,7 @@ from broker.partition import (
 )
 from broker.purgatory import Purgatory
 from broker.replica_fetcher import FetcherManager, InitialFetchState, NoFetchers
+from broker.replication_quota import ReplicationQuota, apply_topic_configs
 from broker.topics import INTERNAL_TOPICS
 from controller.leader_and_isr import EPOCH_DURING_DELETE
 from protocol.errors import ErrorCode
@@ -172,6 +173,9 @@ class ReplicaManager:
         self.alter_partition: AlterPartitionManager | None = None
         # replica.selector.class (KIP-392); None: consumers always read from the leader.
         self.replica_selector: str | None = None
+        # Replica throttling (broker.replication_quota): unbounded unless configured.
+        self.leader_quota = ReplicationQuota(None)
+        self.follower_quota = ReplicationQuota(None)
         self._isr_expiration: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------ partitions
@@ -213,10 +217,13 @@ class ReplicaManager:
 
 
     def update_log_config(self, topic: str, log_config: LogConfig) -> None:
-        """A topic's config changed: its hosted logs (and so partitions) use the new one."""
+        """A topic's config changed: its hosted logs (and so partitions) use the new one,
+        and its throttled replicas are the ones it names now."""
         for (t, _), p in self.partitions.items():
             if t == topic:
                 p.log.update_config(log_config)
+        apply_topic_configs(self.leader_quota, self.follower_quota, topic, log_config.other,
+                            self.broker_id)
 
     # ------------------------------------------------------------ controller requests
 
@@ -336,6 +343,8 @@ class ReplicaManager:
                 errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
                 continue
             plog.update_config(configs[tp.topic])
+            apply_topic_configs(self.leader_quota, self.follower_quota, tp.topic,
+                                configs[tp.topic].other, self.broker_id)
             topic_id = topic_ids.get(tp.topic, ZERO_UUID)
             if topic_id == ZERO_UUID and plog.topic_id is not None:
                 topic_id = uuid.UUID(bytes=plog.topic_id)
@@ -624,6 +633,13 @@ class ReplicaManager:
                                               p.last_stable_offset, p.log_start_offset,
                                               preferred_read_replica=preferred))
                     continue
+            if (params.replica_id >= 0 and p.is_leader and params.replica_id not in p.isr
+                    and self.leader_quota.is_throttled(p.topic_partition)
+                    and self.leader_quota.is_quota_exceeded()):
+                # Throttled (leader.replication.throttled.*): nothing for this follower now.
+                results.append(ReadResult(ErrorCode.NO_ERROR, p.high_watermark,
+                                          p.last_stable_offset, p.log_start_offset))
+                continue
             limit = max(0, min(s.max_bytes, remaining))
             result = p.read(s.fetch_offset, limit, replica_id=params.replica_id,
                             isolation=params.isolation, min_one_message=min_one_message,
@@ -694,7 +710,12 @@ class ReplicaManager:
 
     def _counted(self, params: FetchParams, statuses: list[FetchPartitionStatus],
                  results: list[ReadResult]) -> list[ReadResult]:
-        """Count the answered reads in the topic stats (when on); returns ``results``."""
+        """Count the answered reads in the topic stats (when on) and a follower's bytes of
+        throttled partitions in the leader's quota; returns ``results``."""
+        if params.replica_id >= 0 and self.leader_quota.bound is not None:
+            self.leader_quota.record(sum(
+                r.size_bytes for s, r in zip(statuses, results, strict=True)
+                if self.leader_quota.is_throttled(TopicPartition(s.topic, s.partition))))
         stats = self.topic_stats
         if stats is not None:
             follower = params.replica_id >= 0

@@ -27,6 +27,7 @@ def fetcher_settings(config: BrokerConfig) -> FetcherSettings:
         socket_timeout_ms=config.get_int("replica.socket.timeout.ms"))
 
 
+LONG_MAX = 2**63 - 1
 RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 LEADER_SELECTOR = "org.apache.kafka.common.replica.LeaderSelector"
 
@@ -52,4 +53,10 @@ def start(config: BrokerConfig, replica_manager: ReplicaManager, cache: Metadata
         replica_manager.on_high_watermark_moved,
         request_timeout_ms=config.get_int("controller.socket.timeout.ms"))
     replica_manager.replica_selector = replica_selector(config)
+    for quota, name in ((replica_manager.leader_quota, "leader.replication.throttled.rate"),
+                        (replica_manager.follower_quota, "follower.replication.throttled.rate")):
+        rate = config.get_int(name)
+        quota.configure(None if rate >= LONG_MAX else rate,
+                        samples=config.get_int("replication.quota.window.num"),
+                        window_s=float(config.get_int("replication.quota.window.size.seconds")))
     replica_manager.start_isr_expiration(config.get_int("replica.lag.time.max.ms"))

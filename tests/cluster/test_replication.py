@@ -52,6 +52,7 @@ pytestmark = [pytest.mark.timeout(300), pytest.mark.java]
 
 LAG_MS = 2000  # replica.lag.time.max.ms of these clusters
 RACKS = {1: "rack-a", 2: "rack-b", 3: "rack-c"}
+THROTTLE_BYTES_PER_S = 100_000
 
 
 def create_topic(bootstrap: str, name: str, assignment: dict[int, list[int]],
@@ -136,6 +137,10 @@ def cluster(zookeeper: ZooKeeper, tmp_path_factory: pytest.TempPathFactory
         "zookeeper.session.timeout.ms": "10000",
         "replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector",
         "offsets.topic.replication.factor": "3",
+        # Only partitions a topic lists in *.replication.throttled.replicas are throttled.
+        "follower.replication.throttled.rate": str(THROTTLE_BYTES_PER_S),
+        "replication.quota.window.num": "2",
+        "replica.fetch.max.bytes": "65536",  # many fetches: throttling acts between them
     })
     try:
         for broker_id in (1, 2, 3):
@@ -296,6 +301,37 @@ def test_reassign_partitions_moves_replicas(cluster: ClusterBrokers, tmp_path: P
     assert reassign_main(["--bootstrap-server", bootstrap, "--cancel",
                           "--reassignment-json-file", str(back)], cancel) == 1
     assert "NO_REASSIGNMENT_IN_PROGRESS" in cancel.getvalue()
+
+
+def test_throttled_follower_copies_at_the_throttled_rate(cluster: ClusterBrokers,
+                                                         tmp_path: Path) -> None:
+    """A replica added by reassignment, listed in follower.replication.throttled.replicas,
+    copies at about follower.replication.throttled.rate; an unlisted one at full speed."""
+    size = 600_000
+    values = [bytes([i % 256]) * 1000 for i in range(size // 1000)]
+    for topic, throttled in (("throttled", True), ("unthrottled", False)):
+        configs = {"follower.replication.throttled.replicas": "0:3"} if throttled else {}
+        create_topic(cluster.bootstrap(), topic, {0: [1, 2]}, **configs)
+        wait_state(cluster, topic, 1, [1, 2])
+        # Small batches: a fetch returns at least one whole batch, throttled or not.
+        produce_all(confluent_producer(cluster.bootstrap(), **{"batch.size": 16384}), topic,
+                    values)
+    took: dict[str, float] = {}
+    for topic in ("throttled", "unthrottled"):
+        plan = tmp_path / f"{topic}.json"
+        plan.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": topic, "partition": 0, "replicas": [1, 2, 3]}]}))
+        started = time.monotonic()
+        reassign_cli("--bootstrap-server", cluster.bootstrap(), "--execute",
+                     "--reassignment-json-file", str(plan))
+        wait_state(cluster, topic, 1, [1, 2, 3], timeout_s=60)
+        took[topic] = time.monotonic() - started
+    # 600 kB at 100 kB/s, measured over 2 windows of 1 s: about 4 s at least.
+    assert took["throttled"] >= 3.0, took
+    print(f"reassignment took {took}")
+    assert took["unthrottled"] < took["throttled"], took
+    assert segment_files(cluster.brokers[3], "throttled") == segment_files(
+        cluster.brokers[1], "throttled")
 
 
 def test_isr_shrinks_expands_and_min_insync(cluster: ClusterBrokers) -> None:
