@@ -478,7 +478,26 @@ def test_kill_leader_repeatedly_loses_no_acknowledged_record(zookeeper: ZooKeepe
             producer.flush(120)
             producer.close(30)
 
-        threads = [threading.Thread(target=confluent_load), threading.Thread(target=kafka_python_load)]
+        consumed: list[bytes] = []
+
+        def consume() -> None:
+            # librdkafka validates its position with OffsetForLeaderEpoch after each leader
+            # change (KIP-320); it must read every record once, in log order.
+            consumer = Consumer({"bootstrap.servers": brokers.bootstrap(),
+                                 "group.id": "failover-reader", "enable.auto.commit": False})
+            consumer.assign([ConfluentTopicPartition(topic, 0, 0)])
+            try:
+                idle_since = time.monotonic()
+                while not stop.is_set() or time.monotonic() - idle_since < 10:
+                    msg = consumer.poll(0.2)
+                    if msg is not None and msg.error() is None:
+                        consumed.append(msg.value() or b"")
+                        idle_since = time.monotonic()
+            finally:
+                consumer.close()
+
+        threads = [threading.Thread(target=confluent_load), threading.Thread(target=kafka_python_load),
+                   threading.Thread(target=consume)]
         for t in threads:
             t.start()
         try:
@@ -506,6 +525,7 @@ def test_kill_leader_repeatedly_loses_no_acknowledged_record(zookeeper: ZooKeepe
             assert len(sent) > 100
         files = [segment_files(b, topic) for b in brokers.all]
         assert files[0] == files[1] == files[2]
+        assert consumed == values[:len(consumed)] and len(consumed) > len(values) // 2
     finally:
         _stop_all(brokers)
 
