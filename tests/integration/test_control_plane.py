@@ -69,8 +69,9 @@ def produce(client: RawClient, topic: str, partition: int = 0) -> tuple[int, int
     return p.error_code, p.base_offset
 
 
-def fetch(client: RawClient, topic: str, offset: int = 0, leader_epoch: int = -1) -> Any:
-    _, resp = client.request(FetchRequest.API_KEY, 12, FetchRequest(
+def fetch(client: RawClient, topic: str, offset: int = 0, leader_epoch: int = -1,
+          version: int = 12) -> Any:
+    _, resp = client.request(FetchRequest.API_KEY, version, FetchRequest(
         replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
         session_id=0, session_epoch=-1, topics=[FetchRequest.FetchTopic(topic=topic, partitions=[
             FetchRequest.FetchPartition(partition=0, fetch_offset=offset,
@@ -202,7 +203,10 @@ def test_follower_refuses_produce_and_next_epoch_makes_it_leader_again(
                                 replicas=[0, 1], isr=[1, 0], partition_epoch=1)
         assert partition_errors(follow) == [0]
         assert produce(client, "roles")[0] == ErrorCode.NOT_LEADER_OR_FOLLOWER
-        assert fetch(client, "roles").error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        # Consumers of Fetch v10 and older read only from the leader; v11+ may read a
+        # follower (KIP-392), up to its HW.
+        assert fetch(client, "roles", version=10).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert fetch(client, "roles").error_code == ErrorCode.NO_ERROR
         assert list_latest(client, "roles").error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
         (meta,) = metadata(client, "roles").topics
         assert (meta.partitions[0].leader_id, meta.partitions[0].leader_epoch) == (1, 1)
