@@ -162,8 +162,8 @@ class ReassignmentCore(ControllerCore):
                     f"{list(target)}, live broker list: {sorted(self.context.live_brokers)}")
         return None
 
-    async def _write_records(self, changes: Mapping[TopicPartition, Reassignment | tuple[int, ...]]
-                             ) -> None:
+    async def _write_records(
+            self, changes: Mapping[TopicPartition, Reassignment | tuple[int, ...]]) -> None:
         """Store each changed topic's assignment (a Reassignment: in motion; a tuple: done)."""
         ctx = self.context
         by_topic: dict[str, dict[int, Reassignment | tuple[int, ...]]] = {}
@@ -189,7 +189,9 @@ class ReassignmentCore(ControllerCore):
             await self.store.set_assignment(new)
             ctx.topics[topic] = new
 
-    async def _start_reassignments(self, started: Mapping[TopicPartition, tuple[Reassignment, tuple[int, ...]]]) -> None:
+    async def _start_reassignments(
+            self, started: Mapping[TopicPartition, tuple[Reassignment, tuple[int, ...]]]
+    ) -> None:
         ctx = self.context
         await self._write_records({tp: r for tp, (r, _) in started.items()})
         updates: dict[TopicPartition, LeaderAndIsr] = {}

@@ -496,8 +496,8 @@ def test_kill_leader_repeatedly_loses_no_acknowledged_record(zookeeper: ZooKeepe
             finally:
                 consumer.close()
 
-        threads = [threading.Thread(target=confluent_load), threading.Thread(target=kafka_python_load),
-                   threading.Thread(target=consume)]
+        threads = [threading.Thread(target=confluent_load),
+                   threading.Thread(target=kafka_python_load), threading.Thread(target=consume)]
         for t in threads:
             t.start()
         try:
@@ -551,7 +551,8 @@ def test_follower_with_records_of_an_old_epoch_truncates_them(zookeeper: ZooKeep
             time.sleep(1.5)
             kp = KafkaProducer(bootstrap_servers=one.bootstrap, acks=1, enable_idempotence=False)
             for i in range(5):
-                assert kp.send(topic, value=b"lost-%d" % i, partition=0).get(timeout=10).offset == 10 + i
+                sent = kp.send(topic, value=b"lost-%d" % i, partition=0).get(timeout=10)
+                assert sent.offset == 10 + i
             kp.close()
             one.kill9()
         finally:
@@ -586,7 +587,8 @@ def test_unclean_leader_truncates_the_old_leaders_tail(zookeeper: ZooKeeper,
         one, two = brokers.brokers[1], brokers.brokers[2]
         two.kill9()
         wait_state(brokers, topic, 1, [1], timeout_s=30)
-        produce_all(confluent_producer(one.bootstrap), topic, [b"only-on-1-%d" % i for i in range(5)])
+        produce_all(confluent_producer(one.bootstrap), topic,
+                    [b"only-on-1-%d" % i for i in range(5)])
         one.kill9()
         wait_until(lambda: alive_brokers(brokers.bootstrap()) == {3}, timeout_s=30,
                    what="brokers 1 and 2 gone", interval_s=0.3)
