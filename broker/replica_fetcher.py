@@ -33,6 +33,11 @@ listener, found in the metadata cache) and loops:
    LeaderAndIsr is on its way); a failed exchange: the whole fetcher waits that long and
    reconnects.
 
+A partition whose log dir went offline leaves its fetcher (Kafka's ``markPartitionFailed``):
+its log refuses every write until a restart, so fetching for it again only repeats the error.
+An append refused by a full disk (ENOSPC: the dir stays online) is retried after the backoff
+and reported once until an append succeeds again.
+
 A partition's answer is used only if its state did not change while the request was in
 flight (same leader epoch and fetch offset), as Kafka checks.
 
@@ -61,7 +66,7 @@ from protocol.messages.list_offsets import ListOffsetsRequest
 from protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest
 from protocol.records import scan_batches
 from protocol.topic_partition import TopicPartition
-from storage.errors import StorageError
+from storage.errors import LogIOError, StorageError
 
 if TYPE_CHECKING:
     from broker.metadata_cache import MetadataCache
@@ -161,6 +166,7 @@ class PartitionFetchState:
     delayed_until: float = 0.0  # monotonic seconds
     truncation_rounds: int = 0
     lag: int | None = None  # the leader's HW minus our fetch offset, after the last fetch
+    append_failing: bool = False  # the last append failed (a full disk): reported once
 
 
 class ReplicaFetcherManager:
@@ -367,8 +373,18 @@ class ReplicaFetcher:
 
     def _ready(self, truncating: bool) -> dict[TopicPartition, PartitionFetchState]:
         now = time.monotonic()
+        for tp in list(self.states):
+            p = self._host.get_partition(*tp)
+            if p is not None and p.log.offline:
+                self._fail(tp, "its log dir is offline")
         return {tp: s for tp, s in self.states.items()
                 if s.truncating == truncating and s.delayed_until <= now}
+
+    def _fail(self, tp: TopicPartition, reason: str) -> None:
+        """Stop fetching ``tp`` until a LeaderAndIsr adds it again (Kafka's
+        ``markPartitionFailed``)."""
+        if self.states.pop(tp, None) is not None:
+            log.error("[%s] Stopped fetching %s: %s", self.name, tp, reason)
 
     def _delay(self, tp: TopicPartition, state: PartitionFetchState) -> None:
         state.delayed_until = time.monotonic() + self.settings.backoff_ms / 1000
@@ -577,10 +593,23 @@ class ReplicaFetcher:
             try:
                 state.fetch_offset = p.append_records_as_follower(data)
             except StorageError as exc:
-                log.error("[%s] %s: appending %d fetched bytes at offset %d failed: %s",
-                          self.name, tp, scan.valid_bytes, state.fetch_offset, exc)
+                if p.log.offline:  # the log dir failed (EIO): nothing to retry until a restart
+                    self._fail(tp, f"appending at offset {state.fetch_offset} failed: {exc}")
+                    return
+                # A full disk (ENOSPC) refuses writes until space is freed: retried after
+                # the backoff, reported once per episode.
+                if not state.append_failing:
+                    state.append_failing = True
+                    level = logging.WARNING if isinstance(exc, LogIOError) else logging.ERROR
+                    log.log(level, "[%s] %s: appending %d fetched bytes at offset %d failed: "
+                            "%s; retrying every replica.fetch.backoff.ms", self.name, tp,
+                            scan.valid_bytes, state.fetch_offset, exc)
                 self._delay(tp, state)
                 return
+            if state.append_failing:
+                state.append_failing = False
+                log.info("[%s] %s: appending again (log end offset %d)", self.name, tp,
+                         state.fetch_offset)
             self.stats.bytes += scan.valid_bytes
             if self._host.follower_quota.is_throttled(tp):
                 self._host.follower_quota.record(scan.valid_bytes)

@@ -208,8 +208,10 @@ class ReplicaManager:
     def handle_log_dir_failure(self, log_dir: Path) -> list[TopicPartition]:
         """A log dir went offline (Kafka's ``handleLogDirFailure``): its partitions' logs
         refuse every call, so they answer KAFKA_STORAGE_ERROR; parked produce and fetch
-        requests on them are answered now. Returns those partitions. On the loop."""
+        requests on them are answered now; followers among them stop fetching. Returns
+        those partitions. On the loop."""
         offline = [tp for tp, p in self.partitions.items() if p.log.log_dir == log_dir]
+        self.fetchers.remove_fetchers(offline)
         for tp in offline:
             self.produce_purgatory.check_and_complete(tp)
             self.fetch_purgatory.check_and_complete(tp)

@@ -47,12 +47,14 @@ from tests.cluster.replication_support import (
     segment_files,
 )
 from tests.cluster.zk_support import wait_until
+from tests.integration.broker_process import BrokerProcess
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.java]
 
 LAG_MS = 2000  # replica.lag.time.max.ms of these clusters
 RACKS = {1: "rack-a", 2: "rack-b", 3: "rack-c"}
 THROTTLE_BYTES_PER_S = 100_000
+FAULT_ENV = "MINIKAFKA_TEST_FAULT_INJECTION"  # broker.server's test hook
 
 
 def create_topic(bootstrap: str, name: str, assignment: dict[int, list[int]],
@@ -668,5 +670,83 @@ def test_leader_cut_off_from_its_followers_acknowledges_nothing_lost(
         values = [v for _, v in records]
         assert values[:300] == [b"v-%d" % i for i in range(300)]
         assert set(acked) <= set(values)
+    finally:
+        _stop_all(brokers)
+
+
+def _follower_with_a_faulty_disk(zookeeper: ZooKeeper, tmp_path: Path, topic: str,
+                                 fault: str) -> tuple[ClusterBrokers, BrokerProcess]:
+    """Brokers 1 and 2, ``topic`` replicated on both (1 leads); broker 2 holds it in the
+    first of its two log dirs, whose segment file gets the injected write ``fault``
+    (the other dir, and so the broker, stay up)."""
+    brokers = ClusterBrokers(tmp_path, f"{zookeeper.connect_string}/d-{uuid.uuid4().hex[:10]}", {
+        "replica.lag.time.max.ms": str(LAG_MS), "offsets.topic.replication.factor": "1",
+        "replica.fetch.backoff.ms": "100"})
+    d1, d2 = tmp_path / "broker2-d1", tmp_path / "broker2-d2"
+    brokers.start(1)
+    two = BrokerProcess(tmp_path, {}, name="broker2")
+    brokers.brokers[2] = two
+    brokers.all.append(two)
+    # The partition lands in d1, the first of two empty dirs.
+    two.env = {FAULT_ENV: f"op=write,{fault},path={d1}/{topic}-0/00000000000000000000.log"}
+    brokers.start(2, log_dirs=f"{d1},{d2}")
+    wait_until(lambda: alive_brokers(brokers.bootstrap()) == {1, 2}, timeout_s=30,
+               what="two live brokers", interval_s=0.2)
+    create_topic(brokers.bootstrap(), topic, {0: [1, 2]}, **{"min.insync.replicas": "1"})
+    wait_state(brokers, topic, 1, [1, 2])
+    wait_until(lambda: (d1 / f"{topic}-0").is_dir(), timeout_s=30,
+               what="broker 2's replica in d1", interval_s=0.1)
+    return brokers, two
+
+
+@pytest.mark.broker_errors(r"Log dir .*d1 is offline: append of failing-0 failed: .*Input/output",
+                           r"Log dir .*d1 failed: 1 partitions answer KAFKA_STORAGE_ERROR",
+                           r"Stopped fetching failing-0: appending at offset 0 failed")
+def test_follower_whose_log_dir_fails_stops_fetching(zookeeper: ZooKeeper,
+                                                      tmp_path: Path) -> None:
+    """Follower 2's disk fails the first append it fetches (EIO through the test hook): that
+    log dir goes offline, the partition leaves its fetcher once (no retry per backoff), the
+    broker keeps serving its other log dir, and the leader drops it from the ISR after
+    replica.lag.time.max.ms, so acks=all goes on with the ISR that is left."""
+    topic = "failing"
+    brokers, two = _follower_with_a_faulty_disk(zookeeper, tmp_path, topic,
+                                                "errno=EIO,times=0")
+    try:
+        produce_all(confluent_producer(brokers.bootstrap()), topic, [b"a-%d" % i for i in range(10)])
+        wait_state(brokers, topic, 1, [1], timeout_s=30)
+        # Many fetch backoffs later the failure is still reported once.
+        time.sleep(1.0)
+        text = two.stderr_text()
+        assert text.count("Stopped fetching failing-0") == 1, text[-3000:]
+        assert "fetched bytes at offset" not in text
+        assert two.is_running()
+        offsets = produce_all(confluent_producer(brokers.bootstrap()), topic,
+                              [b"b-%d" % i for i in range(5)])
+        assert offsets == list(range(10, 15))
+        records, _ = read_replica(brokers.brokers[1], topic)
+        assert [v for _, v in records] == ([b"a-%d" % i for i in range(10)]
+                                           + [b"b-%d" % i for i in range(5)])
+    finally:
+        _stop_all(brokers)
+
+
+def test_follower_with_a_full_disk_catches_up_once_it_has_room(zookeeper: ZooKeeper,
+                                                                tmp_path: Path) -> None:
+    """A full disk (ENOSPC for 20 writes through the test hook) keeps the log dir online: the
+    follower retries after each backoff, reports it once, and copies everything when the
+    writes succeed again."""
+    topic = "full"
+    brokers, two = _follower_with_a_faulty_disk(zookeeper, tmp_path, topic,
+                                                "errno=ENOSPC,times=20")
+    try:
+        values = [b"a-%d" % i for i in range(10)]
+        produce_all(confluent_producer(brokers.bootstrap()), topic, values)
+        records = wait_in_sync(brokers, topic, replicas=(1, 2))
+        assert [v for _, v in records] == values
+        wait_state(brokers, topic, 1, [1, 2], timeout_s=30)
+        text = two.stderr_text()
+        assert text.count("retrying every replica.fetch.backoff.ms") == 1, text[-3000:]
+        assert "full-0: appending again" in text
+        assert "Stopped fetching" not in text
     finally:
         _stop_all(brokers)
