@@ -5,14 +5,26 @@ Partition.updateFollowerFetchState / maybeExpandIsr / maybeShrinkIsr / maybeIncr
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
 import pytest
 
-from broker.partition import Partition
+from broker.delayed_ops import FetchParams, FetchPartitionStatus
+from broker.partition import IsolationLevel, Partition
 from protocol.errors import ErrorCode
-from tests.unit.test_replica_manager import append, close_rm, data, make_leader, new_rm
+from storage.config import LogConfig
+from tests.unit.test_replica_manager import (
+    HANG_S,
+    LONGER_THAN_TEST_MS,
+    append,
+    close_rm,
+    data,
+    make_leader,
+    new_rm,
+)
+from tests.waiting import async_wait_for
 
 pytestmark = pytest.mark.timeout(20)
 
@@ -78,3 +90,63 @@ async def test_caught_up_follower_without_new_data_stays(tmp_path: Path) -> None
     assert not p.maybe_shrink_isr(10**9, 30_000)
     assert asked == []
     close_rm(rm)  # type: ignore[arg-type]
+
+
+async def follower_fetch(rm: object, replica_id: int, offset: int, epoch: int = 0) -> ErrorCode:
+    """A follower's Fetch through the replica manager (its position comes with it)."""
+    results = await rm.fetch_messages(  # type: ignore[attr-defined]
+        FetchParams(replica_id, 0, 0, 1 << 20, IsolationLevel.READ_UNCOMMITTED),
+        [FetchPartitionStatus("t", 0, offset, 1 << 20, epoch)])
+    return ErrorCode(results[0].error)
+
+
+async def produce_acks_all(rm: object, n: int) -> asyncio.Task[dict[object, object]]:
+    return asyncio.get_running_loop().create_task(rm.append_records(  # type: ignore[attr-defined]
+        timeout_ms=LONGER_THAN_TEST_MS, required_acks=-1, produce_version=9,
+        entries=[(("t", 0), memoryview(data(n)))]))
+
+
+async def test_acks_all_completes_when_follower_fetches_move_the_hw(tmp_path: Path) -> None:
+    rm = new_rm(tmp_path)
+    p = await make_leader(rm, 0, isr=(0, 1, 2), epoch=2)
+    task = await produce_acks_all(rm, 3)
+    await async_wait_for(lambda: p.log_end_offset == 3, HANG_S, "the append")
+    assert await follower_fetch(rm, 1, 3, epoch=2) is ErrorCode.NO_ERROR
+    await asyncio.sleep(0.05)
+    assert not task.done() and p.high_watermark == 0  # replica 2 has not fetched it
+    # A fetch at a stale leader epoch is refused and moves nothing.
+    assert await follower_fetch(rm, 2, 3, epoch=1) is ErrorCode.FENCED_LEADER_EPOCH
+    assert await follower_fetch(rm, 2, 3, epoch=3) is ErrorCode.UNKNOWN_LEADER_EPOCH
+    await asyncio.sleep(0.05)
+    assert not task.done() and p.high_watermark == 0
+    assert await follower_fetch(rm, 2, 3, epoch=2) is ErrorCode.NO_ERROR
+    results = await asyncio.wait_for(task, HANG_S)
+    r = results[("t", 0)]
+    assert (r.error, r.base_offset, p.high_watermark) == (ErrorCode.NO_ERROR, 0, 3)  # type: ignore[attr-defined]
+    close_rm(rm)  # type: ignore[arg-type]
+
+
+async def test_acks_all_below_min_insync_replicas(tmp_path: Path) -> None:
+    """Parked acks=all when the committed ISR shrinks below min.insync.replicas:
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND (the records stay); then NOT_ENOUGH_REPLICAS before any
+    append; acks=1 still appends."""
+    rm = new_rm(tmp_path, LogConfig(min_insync_replicas=2))
+    p = await make_leader(rm, 0, isr=(0, 1, 2))
+    asked: list[frozenset[int]] = []
+    p.isr_change_sender = lambda _p, isr: asked.append(isr)
+    p.is_broker_eligible = lambda _b: True
+    task = await produce_acks_all(rm, 3)
+    await async_wait_for(lambda: p.log_end_offset == 3, HANG_S, "the append")
+    now = int(time.time() * 1000)
+    assert p.maybe_shrink_isr(now + 40_000, 30_000) and asked == [frozenset({0})]
+    await asyncio.sleep(0.05)
+    assert not task.done()  # pending: replicas 1 and 2 still count
+    assert p.isr_change_committed([0], p.leader_epoch, p.partition_epoch + 1)
+    rm.on_high_watermark_moved(p.topic_partition)  # as the AlterPartition sender does
+    results = await asyncio.wait_for(task, HANG_S)
+    assert results[("t", 0)].error == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    assert p.high_watermark == 3
+    error, _ = await append(rm, data(2))
+    assert error == ErrorCode.NOT_ENOUGH_REPLICAS and p.log_end_offset == 3
+    assert await append(rm, data(1), acks=1) == (0, 3)
+    close_rm(rm)
