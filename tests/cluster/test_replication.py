@@ -539,7 +539,10 @@ def test_follower_with_records_of_an_old_epoch_truncates_them(zookeeper: ZooKeep
     """Broker 1 leads epoch 0 and gets records (acks=1) that follower 2 never fetched; 1
     dies, 2 leads epoch 1 and writes on; 1 returns as follower and cuts its epoch-0 tail
     by OffsetForLeaderEpoch before fetching epoch 1."""
-    brokers = _cluster(zookeeper, tmp_path, **{"replica.lag.time.max.ms": "60000"})
+    # Sessions outlive the pause even on a loaded machine: an expired one would make the
+    # controller drop the paused follower from the ISR, which is not what this test is about.
+    brokers = _cluster(zookeeper, tmp_path, **{"replica.lag.time.max.ms": "60000",
+                                               "zookeeper.session.timeout.ms": "20000"})
     topic = "diverge"
     try:
         create_topic(brokers.bootstrap(), topic, {0: [1, 2]}, **{"min.insync.replicas": "1"})
@@ -619,7 +622,10 @@ def test_leader_cut_off_from_its_followers_acknowledges_nothing_lost(
     the leader cannot move its HW, so it acknowledges nothing more; it dies before it would
     drop them from the ISR, the followers return, one of them leads, and every record ever
     acknowledged is there."""
-    brokers = _cluster(zookeeper, tmp_path, **{"replica.lag.time.max.ms": "30000"})
+    # Neither the leader (lag 30 s) nor the controller (sessions of 20 s) drops the paused
+    # followers from the ISR, however long a loaded machine takes between pause and kill.
+    brokers = _cluster(zookeeper, tmp_path, **{"replica.lag.time.max.ms": "30000",
+                                               "zookeeper.session.timeout.ms": "20000"})
     topic = "cutoff"
     try:
         ctrl = controller_id(brokers.bootstrap())
