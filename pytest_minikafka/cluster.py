@@ -39,9 +39,8 @@ T = TypeVar("T")
 
 # Kafka's names; what Kafka's own cluster test harness shortens too. A killed broker's
 # leaderships move after its ZooKeeper session expires (6 s, not 18 s); a controlled
-# shutdown retries after 100 ms, not 5 s. __consumer_offsets has one replica: followers do
-# not copy data yet (no replica fetchers), and Kafka's 3 would hold every consumer group
-# until three brokers hosted it.
+# shutdown retries after 100 ms, not 5 s. __consumer_offsets has one replica: Kafka's 3
+# would hold every consumer group until three brokers hosted it.
 CLUSTER_TEST_PROPERTIES: dict[str, str] = {
     "zookeeper.session.timeout.ms": "6000",
     "controlled.shutdown.retry.backoff.ms": "100",

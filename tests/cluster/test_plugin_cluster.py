@@ -9,8 +9,8 @@ produced to partitions led by three different brokers all come back; a consumer 
 killed controller is replaced and the killed broker rejoins; a fault hook on one broker of
 the cluster makes the producer retry there.
 
-Replication is not in the tree yet (followers copy nothing), so data goes to replication
-factor 1 topics and leadership moves use replication factor 3 topics with acks=1."""
+Data goes to replication factor 1 topics; leadership moves use replication factor 3 topics
+with acks=1."""
 
 from __future__ import annotations
 
