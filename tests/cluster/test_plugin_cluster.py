@@ -5,12 +5,12 @@ Kafka jars, or the one of this session named by ``--minikafka-zookeeper``).
 
 The project's tests, with stock kafka-python clients on three in-process brokers: records
 produced to partitions led by three different brokers all come back; a consumer group;
-``move_leadership`` makes an acks=1 producer follow the partition to its new leader; a
+``move_leadership`` makes an acks=all producer follow the partition to its new leader; a
 killed controller is replaced and the killed broker rejoins; a fault hook on one broker of
 the cluster makes the producer retry there.
 
-Data goes to replication factor 1 topics; leadership moves use replication factor 3 topics
-with acks=1."""
+Data goes to replication factor 1 topics; leadership moves use a replication factor 3
+topic."""
 
 from __future__ import annotations
 
@@ -66,14 +66,15 @@ PROJECT_TESTS = textwrap.dedent('''
 
 
     def test_producer_follows_a_moved_leader(kafka_cluster):
-        producer = KafkaProducer(bootstrap_servers=kafka_cluster.bootstrap, acks=1,
+        producer = KafkaProducer(bootstrap_servers=kafka_cluster.bootstrap, acks="all",
                                  retry_backoff_ms=50)
         old = kafka_cluster.leader("prices")
         producer.send("prices", b"before").get(timeout=30)
         new = kafka_cluster.move_leadership("prices")
         assert new.broker_id != old.broker_id
         assert kafka_cluster.leader("prices").broker_id == new.broker_id
-        assert producer.send("prices", b"after").get(timeout=30).offset == 0  # new leader's log
+        # The new leader has "before" (acks=all: every in-sync replica had it).
+        assert producer.send("prices", b"after").get(timeout=30).offset == 1
         producer.close()
         # Each partition of "orders" is led by its preferred replica: nothing to elect.
         assert kafka_cluster.elect_preferred_leaders({"orders": [0, 1, 2]}) == {
