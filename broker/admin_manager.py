@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping
 from broker import topic_config
 from broker.config import BrokerConfig
 from broker.delayed_admin import DelayedCreatePartitions, DelayedDeleteTopics
+from broker.dynamic_broker_config import DynamicBrokerConfig
 from broker.log_configs import LogConfigs
 from broker.metadata_cache import MetadataCache
 from broker.purgatory import Purgatory
@@ -56,6 +57,8 @@ class AdminManager:
         self.metadata_cache = metadata_cache
         self.log_configs = log_configs
         self.topic_purgatory: Purgatory[str] = Purgatory("topic")
+        # A cluster's broker keeps dynamic configs (replica throttling); a single node none.
+        self.dynamic_broker_config: DynamicBrokerConfig | None = None
 
     # ------------------------------------------------------------ broker settings
 

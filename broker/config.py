@@ -185,10 +185,12 @@ _BROKER_PROPS: tuple[PropDef, ...] = (
     PropDef("num.replica.fetchers", _I, "1"),
     PropDef("replication.quota.window.num", _I, "11", _at_least(1)),
     PropDef("replication.quota.window.size.seconds", _I, "1", _at_least(1)),
-    # Kafka sets these per broker with kafka-configs (dynamic); here they are read at
-    # start-up (broker.replication_quota).
+    # Also dynamic per broker in a cluster (broker.dynamic_broker_config, kafka-configs);
+    # the log-dirs one is kept but has no effect (no replica moves between log dirs here).
     PropDef("leader.replication.throttled.rate", _L, "9223372036854775807", _at_least(0)),
     PropDef("follower.replication.throttled.rate", _L, "9223372036854775807", _at_least(0)),
+    PropDef("replica.alter.log.dirs.io.max.bytes.per.second", _L, "9223372036854775807",
+            _at_least(0)),
     PropDef("fetch.purgatory.purge.interval.requests", _I, "1000"),
     PropDef("producer.purgatory.purge.interval.requests", _I, "1000"),
     PropDef("delete.records.purgatory.purge.interval.requests", _I, "1"),

@@ -5,9 +5,10 @@ Resource types (``ConfigResource.Type``): TOPIC = 2, BROKER = 4, BROKER_LOGGER =
 others are answered INVALID_REQUEST. Topic configs are Kafka's topic-level names
 (broker.topic_config); a topic's value comes from its override (DYNAMIC_TOPIC_CONFIG),
 else the broker's explicitly set synonym (STATIC_BROKER_CONFIG), else Kafka's default
-(DEFAULT_CONFIG). Broker configs are read-only here: the broker has no dynamic configs,
-so altering one is INVALID_CONFIG ("Cannot update these configs dynamically"), as Kafka
-answers for a non-dynamic property.
+(DEFAULT_CONFIG). Broker configs: in a cluster, the replica throttling rates are dynamic
+per broker (``broker.dynamic_broker_config``: DYNAMIC_BROKER_CONFIG when set); altering any
+other property, or any on a single node, is INVALID_CONFIG ("Cannot update these configs
+dynamically"), as Kafka answers for a non-dynamic property.
 
 Incremental operations (``AlterConfigOp.OpType``): SET = 0, DELETE = 1, APPEND = 2,
 SUBTRACT = 3; APPEND/SUBTRACT only for LIST configs (INVALID_CONFIG otherwise).
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from broker import topic_config
 from broker.config import PROPERTIES, PropType
+from broker.dynamic_broker_config import DYNAMIC_PROPERTIES, DynamicConfigError
 from broker.topic_config import ConfigSource, ConfigType, Synonym
 from broker.topics import TopicError, validate_configs, validate_topic_name
 from protocol.errors import ErrorCode
@@ -107,11 +109,14 @@ _PROP_TYPES: dict[PropType, ConfigType] = {
 
 def describe_broker(admin: AdminManager, name: str,
                     keys: Sequence[str] | None) -> list[ConfigEntry]:
-    """Every broker property: set explicitly -> STATIC_BROKER_CONFIG, else DEFAULT_CONFIG."""
+    """Every broker property: set dynamically (in a cluster) -> DYNAMIC_BROKER_CONFIG, set
+    explicitly -> STATIC_BROKER_CONFIG, else DEFAULT_CONFIG."""
     if name == "":
         return []  # cluster-wide dynamic defaults: this broker has none
     require_this_broker(admin, name)
     explicit = admin.explicit_broker_props()
+    dynamic = ({} if admin.dynamic_broker_config is None
+               else admin.dynamic_broker_config.overrides)
     wanted = set(keys) if keys is not None else None
     out = []
     for prop_name in sorted(PROPERTIES):
@@ -119,6 +124,16 @@ def describe_broker(admin: AdminManager, name: str,
             continue
         prop = PROPERTIES[prop_name]
         sensitive = prop.type is PropType.PASSWORD
+        if prop_name in dynamic:  # the dynamic value, then what it overrides
+            synonyms = [Synonym(prop_name, dynamic[prop_name], ConfigSource.DYNAMIC_BROKER_CONFIG)]
+            if prop_name in explicit:
+                synonyms.append(Synonym(prop_name, explicit[prop_name],
+                                        ConfigSource.STATIC_BROKER_CONFIG))
+            synonyms.append(Synonym(prop_name, prop.default, ConfigSource.DEFAULT_CONFIG))
+            out.append(ConfigEntry(prop_name, dynamic[prop_name],
+                                   ConfigSource.DYNAMIC_BROKER_CONFIG, _PROP_TYPES[prop.type],
+                                   False, sensitive, tuple(synonyms)))
+            continue
         if prop_name in explicit:
             value: str | None = explicit[prop_name]
             source = ConfigSource.STATIC_BROKER_CONFIG
@@ -126,7 +141,9 @@ def describe_broker(admin: AdminManager, name: str,
             value, source = prop.default, ConfigSource.DEFAULT_CONFIG
         if sensitive:
             value = None
-        out.append(ConfigEntry(prop_name, value, source, _PROP_TYPES[prop.type], True, sensitive,
+        read_only = admin.dynamic_broker_config is None or prop_name not in DYNAMIC_PROPERTIES
+        out.append(ConfigEntry(prop_name, value, source, _PROP_TYPES[prop.type], read_only,
+                               sensitive,
                                (Synonym(prop_name, value, source),)))
     return out
 
@@ -211,6 +228,14 @@ async def alter_resource(
         await apply_topic_configs(admin, resource_name, topic_overrides(current), validate_only)
     elif resource_type == ResourceType.BROKER:
         require_this_broker(admin, resource_name)
-        refuse_broker_changes(names)
+        dynamic = admin.dynamic_broker_config
+        if dynamic is None:
+            refuse_broker_changes(names)
+            return
+        refuse_broker_changes([n for n in names if n not in DYNAMIC_PROPERTIES])
+        try:
+            await dynamic.alter(topic_overrides(dynamic.overrides), validate_only=validate_only)
+        except DynamicConfigError as exc:
+            raise TopicError(exc.error_code, exc.message) from None
     else:
         raise TopicError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}")

@@ -5,13 +5,14 @@ manager. A single node has none of them (its partitions have one replica)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from broker.alter_partition import AlterPartitionManager
 from broker.config import BrokerConfig, ConfigError
 from broker.metadata_cache import MetadataCache
 from broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager
+from broker.replication_quota import FOLLOWER_RATE, LEADER_RATE
 
 
 def fetcher_settings(config: BrokerConfig) -> FetcherSettings:
@@ -53,10 +54,18 @@ def start(config: BrokerConfig, replica_manager: ReplicaManager, cache: Metadata
         replica_manager.on_high_watermark_moved,
         request_timeout_ms=config.get_int("controller.socket.timeout.ms"))
     replica_manager.replica_selector = replica_selector(config)
-    for quota, name in ((replica_manager.leader_quota, "leader.replication.throttled.rate"),
-                        (replica_manager.follower_quota, "follower.replication.throttled.rate")):
-        rate = config.get_int(name)
+    apply_throttle_rates(config, replica_manager, {
+        LEADER_RATE: config.get_int(LEADER_RATE), FOLLOWER_RATE: config.get_int(FOLLOWER_RATE)})
+    replica_manager.start_isr_expiration(config.get_int("replica.lag.time.max.ms"))
+
+
+def apply_throttle_rates(config: BrokerConfig, replica_manager: ReplicaManager,
+                         rates: Mapping[str, int]) -> None:
+    """The replication quotas' bounds (bytes/s; Long.MAX_VALUE: none): at start-up, and
+    whenever the broker's dynamic configs change."""
+    for quota, name in ((replica_manager.leader_quota, LEADER_RATE),
+                        (replica_manager.follower_quota, FOLLOWER_RATE)):
+        rate = rates[name]
         quota.configure(None if rate >= LONG_MAX else rate,
                         samples=config.get_int("replication.quota.window.num"),
                         window_s=float(config.get_int("replication.quota.window.size.seconds")))
-    replica_manager.start_isr_expiration(config.get_int("replica.lag.time.max.ms"))

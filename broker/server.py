@@ -61,6 +61,7 @@ from broker.admin_manager import AdminManager
 from broker.cluster_ops import ClusterOps, LocalClusterOps
 from broker.config import BrokerConfig, ConfigError, Endpoint
 from broker.control_requests import ControlRequestHandler
+from broker.dynamic_broker_config import DynamicBrokerConfig
 from broker.faults import FaultInjector
 from broker.group.partitioning import GROUP_METADATA_TOPIC
 from broker.group.service import GroupService
@@ -88,6 +89,7 @@ from controller.local_store import STORE_FILE as TOPICS_FILE
 from controller.local_store import LocalTopicStore, TopicStoreLoadError
 from controller.topic_store import TopicStore
 from controller.zk import ZkController
+from controller.zk_client import ZkError
 from controller.zk_producer_ids import claim_block_of_session as zk_claim_block
 from storage import fileio
 from storage.errors import StorageError
@@ -304,6 +306,14 @@ class BrokerServer:
             zk.session.on_registered = lambda epoch: setattr(control, "broker_epoch", epoch)
             replication.start(config, replica_manager, metadata_cache,
                               lambda: control.broker_epoch)
+            # Dynamic configs (replica throttling rates) from /config/brokers/<id>, followed.
+            dynamic = DynamicBrokerConfig(config, zk.store, partial(
+                replication.apply_throttle_rates, config, replica_manager))
+            try:
+                await dynamic.start()
+            except ZkError as exc:
+                raise StartupError(f"cannot read this broker's dynamic configs: {exc}") from None
+            admin.dynamic_broker_config = dynamic
             cluster = zk
             groups.startup(None if offsets_topic is None else offsets_topic.num_partitions)
             try:

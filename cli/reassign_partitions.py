@@ -1,21 +1,28 @@
 """``minikafka reassign-partitions``: move partition replicas, like kafka-reassign-partitions.sh.
 
-    minikafka reassign-partitions --bootstrap-server H:P
-        (--execute | --verify | --cancel) --reassignment-json-file FILE
+    minikafka reassign-partitions --bootstrap-server H:P [--command-config FILE]
+        (--execute [--throttle B/s] | --verify | --cancel) --reassignment-json-file FILE
         | --list
 
 The JSON file is kafka-reassign-partitions' own::
 
     {"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[2,3],"log_dirs":["any","any"]}]}
 
-(``log_dirs`` other than "any" are refused: one log dir per broker here).
+(``log_dirs`` other than "any" are refused: replicas do not move between log dirs here).
 ``--execute`` prints the current assignment of those partitions (to roll back with) and
 starts the reassignments (AlterPartitionReassignments to the controller); ``--verify``
 says, per partition, whether it completed (the assignment is the target and nothing is in
 motion) or is still in progress; ``--cancel`` reverts the ongoing ones to their original
 replicas; ``--list`` shows what is in motion. Output follows kafka-reassign-partitions 3.9;
-exit 1 with ``Error: ...`` when something failed. ``--throttle`` is not supported (replica
-throttling is configured per broker and topic, not through this tool, here).
+exit 1 with ``Error: ...`` when something failed.
+
+``--throttle B/s`` (with --execute), as Kafka's tool: each moving partition's current
+replicas go into its topic's ``leader.replication.throttled.replicas`` and its new ones into
+``follower.replication.throttled.replicas`` (``partition:broker`` lists), and every broker
+involved gets ``leader.replication.throttled.rate`` and ``follower.replication.throttled.rate``
+(dynamic broker configs). ``--verify``, once nothing is in progress any more, removes those
+broker configs from every broker (and ``replica.alter.log.dirs.io.max.bytes.per.second``)
+and the two topic configs from the topics of the file.
 """
 
 from __future__ import annotations
@@ -28,11 +35,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from cli.common import tool_config
+from cli.common import add_connection_args, client_config, tool_config
 from client import Admin, ClientError, KafkaClient
+from client.admin import AlterOp, ResourceType
 from protocol.topic_partition import TopicPartition
 
 DEFAULT_TIMEOUT_MS = 30_000
+LEADER_RATE = "leader.replication.throttled.rate"
+FOLLOWER_RATE = "follower.replication.throttled.rate"
+LOG_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
+LEADER_REPLICAS = "leader.replication.throttled.replicas"
+FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
+VERIFY_WARNING = ("Warning: You must run --verify periodically, until the reassignment "
+                  "completes, to ensure the throttle is removed.")
 
 
 class CommandError(Exception):
@@ -42,11 +57,13 @@ class CommandError(Exception):
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="minikafka reassign-partitions",
                                 description="Move partition replicas between brokers.")
-    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    add_connection_args(p)
     action = p.add_mutually_exclusive_group(required=True)
     for name in ("execute", "verify", "cancel", "list"):
         action.add_argument(f"--{name}", action="store_true")
     p.add_argument("--reassignment-json-file", type=Path)
+    p.add_argument("--throttle", type=int, default=-1, metavar="B/s",
+                   help="with --execute: the replication rate bound of the brokers involved")
     p.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT_MS // 1000)
     p.add_argument("--command-timeout-ms", type=int, default=DEFAULT_TIMEOUT_MS)
     return p
@@ -122,12 +139,18 @@ async def _run(admin: Admin, args: argparse.Namespace, out: TextIO) -> None:
         raise CommandError(f"cannot read {args.reassignment_json_file}: {exc}") from None
     targets = parse_reassignment(text)
     tps = sorted(targets)
+    if args.throttle >= 0 and not args.execute:
+        raise CommandError("--throttle applies to --execute only")
     if args.execute:
         current = await _current(admin, tps)
         print("Current partition replica assignment\n", file=out)
         print(format_reassignment(current), file=out)
         print("\nSave this to use as the --reassignment-json-file option during rollback",
               file=out)
+        if args.throttle >= 0:
+            print(VERIFY_WARNING, file=out)
+            await _set_throttles(admin, current, targets, args.throttle)
+            print(f"The inter-broker throttle limit was set to {args.throttle} B/s", file=out)
         results = await admin.alter_partition_reassignments(
             {tp: r for tp, r in targets.items()})
         _check(results, "reassign")
@@ -151,6 +174,59 @@ async def _run(admin: Admin, args: argparse.Namespace, out: TextIO) -> None:
                 print(f"There is no active reassignment of partition {tp}, but replica set "
                       f"is {','.join(map(str, current[tp]))} rather than "
                       f"{','.join(map(str, targets[tp]))}.", file=out)
+        if not any(tp in moving for tp in tps):
+            await _clear_throttles(admin, targets, out)
+
+
+def throttled_replicas(current: dict[TopicPartition, list[int]],
+                       targets: dict[TopicPartition, list[int]]
+                       ) -> dict[str, tuple[str, str]]:
+    """Per topic, (leader throttled replicas, follower throttled replicas) of the partitions
+    that move: their current replicas, and the target replicas they do not have yet, as
+    ``partition:broker`` lists (Kafka's calculateLeaderThrottles / calculateFollowerThrottles,
+    sorted as it sorts them: as text)."""
+    leaders: dict[str, set[str]] = {}
+    followers: dict[str, set[str]] = {}
+    for tp, target in targets.items():
+        now = current[tp]
+        if now == target:
+            continue
+        leaders.setdefault(tp.topic, set()).update(f"{tp.partition}:{b}" for b in now)
+        followers.setdefault(tp.topic, set()).update(
+            f"{tp.partition}:{b}" for b in target if b not in now)
+    return {topic: (",".join(sorted(leaders[topic])),
+                    ",".join(sorted(followers.get(topic, set())))) for topic in sorted(leaders)}
+
+
+async def _set_throttles(admin: Admin, current: dict[TopicPartition, list[int]],
+                         targets: dict[TopicPartition, list[int]], rate: int) -> None:
+    for topic, (leader, follower) in throttled_replicas(current, targets).items():
+        await admin.incremental_alter_configs(ResourceType.TOPIC, topic, [
+            (LEADER_REPLICAS, AlterOp.SET, leader), (FOLLOWER_REPLICAS, AlterOp.SET, follower)])
+    moving = [tp for tp in targets if current[tp] != targets[tp]]
+    brokers = sorted({b for tp in moving for b in (*current[tp], *targets[tp])})
+    for broker in brokers:
+        await admin.incremental_alter_configs(ResourceType.BROKER, str(broker), [
+            (LEADER_RATE, AlterOp.SET, str(rate)), (FOLLOWER_RATE, AlterOp.SET, str(rate))])
+
+
+async def _clear_throttles(admin: Admin, targets: dict[TopicPartition, list[int]],
+                           out: TextIO) -> None:
+    """Kafka's clearAllThrottles: every live broker and every target replica's broker, and
+    the topics of the file."""
+    alive = set((await admin.describe_cluster()).brokers)
+    brokers = sorted(alive | {b for replicas in targets.values() for b in replicas})
+    print(f"\nClearing broker-level throttles on broker{'' if len(brokers) == 1 else 's'} "
+          f"{','.join(map(str, brokers))}", file=out)
+    for broker in brokers:
+        await admin.incremental_alter_configs(ResourceType.BROKER, str(broker), [
+            (name, AlterOp.DELETE, None) for name in (LEADER_RATE, FOLLOWER_RATE, LOG_DIRS_RATE)])
+    topics = sorted({tp.topic for tp in targets})
+    print(f"Clearing topic-level throttles on topic{'' if len(topics) == 1 else 's'} "
+          f"{','.join(topics)}", file=out)
+    for topic in topics:
+        await admin.incremental_alter_configs(ResourceType.TOPIC, topic, [
+            (LEADER_REPLICAS, AlterOp.DELETE, None), (FOLLOWER_REPLICAS, AlterOp.DELETE, None)])
 
 
 def _check(results: dict[TopicPartition, tuple[str, str | None]], what: str) -> None:
@@ -162,7 +238,8 @@ def _check(results: dict[TopicPartition, tuple[str, str | None]], what: str) -> 
 
 
 async def _connect_and_run(args: argparse.Namespace, out: TextIO) -> None:
-    async with KafkaClient(args.bootstrap_server, tool_config(args.command_timeout_ms)) as client:
+    config = client_config(args, tool_config(args.command_timeout_ms))
+    async with KafkaClient(args.bootstrap_server, config) as client:
         await _run(Admin(client), args, out)
 
 

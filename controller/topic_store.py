@@ -42,7 +42,7 @@ event loop that owns the store and must not block (they hand work to a queue).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -115,6 +115,22 @@ class TopicStoreWatcher(Protocol):
     def on_partitions_changed(self, topic: str) -> None: ...  # a topic's assignment changed
     def on_deletions_requested(self) -> None: ...  # a topic marked for deletion
     def on_configs_changed(self, topic: str) -> None: ...  # a topic's config overrides changed
+
+
+class BrokerConfigStore(Protocol):
+    """Dynamic configs of each broker, a cluster's only: ``/config/brokers/<id>``
+    {"version": 1, "config": {..}} plus a ``/config/changes`` notification of entity path
+    ``brokers/<id>`` per write, as Kafka's ZooKeeper mode keeps them."""
+
+    async def broker_configs(self, broker_id: int) -> dict[str, str]: ...
+
+    async def set_broker_configs(self, broker_id: int, configs: Mapping[str, str]) -> None:
+        """Replace the broker's whole set of dynamic configs and notify every broker."""
+        ...
+
+    def watch_broker_configs(self, callback: Callable[[int], None]) -> None:
+        """``callback(broker_id)`` on the event loop when that broker's configs changed."""
+        ...
 
 
 class TopicStore(Protocol):

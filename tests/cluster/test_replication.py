@@ -28,6 +28,7 @@ from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 from kafka.errors import NotEnoughReplicasError
 
+from cli.configs import main as configs_main
 from cli.reassign_partitions import main as reassign_main
 from cli.topics import main as topics_main
 from client.config import ClientConfig
@@ -330,6 +331,70 @@ def test_throttled_follower_copies_at_the_throttled_rate(cluster: ClusterBrokers
     assert took["unthrottled"] < took["throttled"], took
     assert segment_files(cluster.brokers[3], "throttled") == segment_files(
         cluster.brokers[1], "throttled")
+
+
+def configs_cli(*args: str) -> str:
+    out = io.StringIO()
+    assert configs_main(list(args), out) == 0, out.getvalue()
+    return out.getvalue()
+
+
+def test_reassignment_throttle_is_dynamic_and_verify_clears_it(cluster: ClusterBrokers,
+                                                               tmp_path: Path) -> None:
+    """reassign-partitions --throttle sets the topic's throttled replica lists and the rates
+    of the brokers involved as dynamic broker configs (/config/brokers/<id>), which the
+    brokers apply at once: the new replica copies at about the rate, below broker 3's static
+    follower rate; --verify, once the move completed, removes them all."""
+    topic = "dyn-throttled"
+    rate = 25_000
+    create_topic(cluster.bootstrap(), topic, {0: [1, 2]})
+    wait_state(cluster, topic, 1, [1, 2])
+    values = [bytes([i % 256]) * 1000 for i in range(200)]
+    produce_all(confluent_producer(cluster.bootstrap(), **{"batch.size": 16384}), topic, values)
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [1, 2, 3]}]}))
+    bootstrap = cluster.bootstrap()
+    started = time.monotonic()
+    out = reassign_cli("--bootstrap-server", bootstrap, "--execute", "--throttle", str(rate),
+                       "--reassignment-json-file", str(plan))
+    assert ("Warning: You must run --verify periodically, until the reassignment completes, "
+            f"to ensure the throttle is removed.\nThe inter-broker throttle limit was set to "
+            f"{rate} B/s\nSuccessfully started partition reassignment for {topic}-0\n") in out
+    described = configs_cli("--bootstrap-server", bootstrap, "--describe", "--entity-type",
+                            "topics", "--entity-name", topic)
+    assert "leader.replication.throttled.replicas=0:1,0:2" in described
+    assert "follower.replication.throttled.replicas=0:3" in described
+    for broker in (1, 2, 3):
+        described = configs_cli("--bootstrap-server", bootstrap, "--describe",
+                                "--entity-type", "brokers", "--entity-name", str(broker))
+        assert f"follower.replication.throttled.rate={rate} sensitive=false synonyms=" \
+               f"{{DYNAMIC_BROKER_CONFIG:follower.replication.throttled.rate={rate}" in described
+        assert f"leader.replication.throttled.rate={rate}" in described
+    wait_until(lambda: "is completed" in reassign_cli(
+        "--bootstrap-server", bootstrap, "--verify", "--reassignment-json-file", str(plan)),
+        timeout_s=60, what="the reassignment to complete", interval_s=0.5)
+    took = time.monotonic() - started
+    # 200 kB at 25 kB/s (the first fetch may land before the rate is applied): >= 3 s. At
+    # broker 3's static 100 kB/s it would be under 2 s but for the machine's load.
+    assert took >= 3.0, took
+    verified = reassign_cli("--bootstrap-server", bootstrap, "--verify",
+                            "--reassignment-json-file", str(plan))
+    assert verified.endswith("\nClearing broker-level throttles on brokers 1,2,3\n"
+                             f"Clearing topic-level throttles on topic {topic}\n"), verified
+    for broker in (1, 2, 3):
+        wait_until(lambda b=broker: "throttled.rate" not in configs_cli(  # type: ignore[misc]
+            "--bootstrap-server", bootstrap, "--describe", "--entity-type", "brokers",
+            "--entity-name", str(b)), timeout_s=10, what=f"broker {broker}'s throttle cleared",
+            interval_s=0.2)
+        text = cluster.brokers[broker].stderr_text()
+        assert f"dynamic configs of broker {broker} now {{'follower.replication.throttled" \
+               f".rate': '{rate}', 'leader.replication.throttled.rate': '{rate}'}}" in text
+    assert "throttled.replicas" not in configs_cli(
+        "--bootstrap-server", bootstrap, "--describe", "--entity-type", "topics",
+        "--entity-name", topic)
+    records = wait_in_sync(cluster, topic)
+    assert [v for _, v in records] == values
 
 
 def test_isr_shrinks_expands_and_min_insync(cluster: ClusterBrokers) -> None:
