@@ -23,7 +23,9 @@ from collections.abc import Mapping, Sequence
 from functools import partial
 
 from broker import config_admin
+from broker.handlers.authz import config_resource_error
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
+from broker.security.acl import AclOperation
 from broker.topics import TopicError
 from protocol.errors import ErrorCode
 from protocol.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
@@ -46,6 +48,12 @@ async def handle_alter_configs(ctx: RequestContext, request: AlterConfigsRequest
         answer = AlterConfigsResponse.AlterConfigsResourceResponse(
             error_code=ErrorCode.NO_ERROR, error_message=None,
             resource_type=resource.resource_type, resource_name=resource.resource_name)
+        denied = config_resource_error(ctx, resource.resource_type, resource.resource_name,
+                                       AclOperation.ALTER_CONFIGS)
+        if denied is not None:
+            answer.error_code, answer.error_message = denied, "Authorization failed."
+            responses.append(answer)
+            continue
         try:
             await config_admin.alter_resource(
                 ctx.broker.admin, resource.resource_type, resource.resource_name,

@@ -41,11 +41,24 @@ def authorize(ctx: RequestContext, operation: AclOperation, resource_type: Resou
     return allowed
 
 
-def authorize_cluster(ctx: RequestContext, operation: AclOperation) -> bool:
-    return authorize(ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME)
+def authorize_cluster(ctx: RequestContext, operation: AclOperation, *,
+                      log_denied: bool = True) -> bool:
+    return authorize(ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=log_denied)
 
 
 def filter_authorized(ctx: RequestContext, operation: AclOperation, resource_type: ResourceType,
                       names: Iterable[str], *, log_denied: bool = True) -> set[str]:
     """The names (each checked once) the principal may do ``operation`` on."""
     return {n for n in set(names) if authorize(ctx, operation, resource_type, n, log_denied=log_denied)}
+
+
+def config_resource_error(ctx: RequestContext, resource_type: int, name: str,
+                          operation: AclOperation) -> ErrorCode | None:
+    """DescribeConfigs / (Incremental)AlterConfigs: a topic needs ``operation`` on it
+    (TOPIC_AUTHORIZATION_FAILED), the broker on the cluster (CLUSTER_AUTHORIZATION_FAILED).
+    ``resource_type``: the configs APIs' codes (2 topic, 4 broker)."""
+    if resource_type == 2 and not authorize(ctx, operation, ResourceType.TOPIC, name):
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    if resource_type == 4 and not authorize_cluster(ctx, operation):
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    return None

@@ -22,7 +22,10 @@ import logging
 from collections import Counter
 
 from broker.admin_manager import AdminManager
+from broker.handlers.authz import authorize
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
+from broker.security.acl import AclOperation as Op
+from broker.security.acl import ResourceType as RT
 from broker.topics import TopicError
 from protocol.errors import ErrorCode
 from protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
@@ -47,6 +50,8 @@ async def handle_create_partitions(
             if counts[topic.name] > 1:
                 answered.add(topic.name)
                 raise TopicError(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
+            if not authorize(ctx, Op.ALTER, RT.TOPIC, topic.name):
+                raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             result.error_code = await _grow(ctx.broker.admin, topic, request.validate_only,
                                             request.timeout_ms)
         except TopicError as exc:

@@ -34,7 +34,10 @@ import logging
 from collections import Counter
 
 from broker.admin_manager import AdminManager
+from broker.handlers.authz import authorize, authorize_cluster
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
+from broker.security.acl import AclOperation as Op
+from broker.security.acl import ResourceType as RT
 from broker.topics import TopicError
 from protocol.errors import ErrorCode
 from protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
@@ -47,6 +50,8 @@ Result = CreateTopicsResponse.CreatableTopicResult
 @api(CreateTopicsRequest.API_KEY, min_version=2, max_version=7, request=CreateTopicsRequest)
 async def handle_create_topics(ctx: RequestContext, request: CreateTopicsRequest) -> HandlerResult:
     counts = Counter(t.name for t in request.topics)
+    # CREATE on the cluster covers every topic; else CREATE on each topic.
+    cluster_create = authorize_cluster(ctx, Op.CREATE, log_denied=False)
     results: list[Result] = []
     answered: set[str] = set()
     for topic in request.topics:
@@ -57,6 +62,10 @@ async def handle_create_topics(ctx: RequestContext, request: CreateTopicsRequest
                     ErrorCode.INVALID_REQUEST,
                     f"Create topics request from client `{ctx.client_id}` contains multiple"
                     f" entries for the following topics: {topic.name}")))
+            continue
+        if not (cluster_create or authorize(ctx, Op.CREATE, RT.TOPIC, topic.name)):
+            results.append(_failed(topic.name, TopicError(
+                ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")))
             continue
         try:
             results.append(await _create(ctx.broker.admin, topic, request))

@@ -13,8 +13,11 @@ Version notes:
 from __future__ import annotations
 
 from broker.group.admin import delete_groups
+from broker.handlers.authz import authorize
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
 from broker.handlers.group_support import group_service
+from broker.security.acl import AclOperation as Op
+from broker.security.acl import ResourceType as RT
 from protocol.errors import ErrorCode
 from protocol.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
 
@@ -25,10 +28,12 @@ _R = DeleteGroupsResponse
 async def handle_delete_groups(ctx: RequestContext, request: DeleteGroupsRequest) -> HandlerResult:
     service = await group_service(ctx)
     names = list(dict.fromkeys(request.groups_names))
+    allowed = [n for n in names if authorize(ctx, Op.DELETE, RT.GROUP, n)]
+    results = dict.fromkeys(names, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if service is None:
-        results = dict.fromkeys(names, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        results.update(dict.fromkeys(allowed, ErrorCode.COORDINATOR_NOT_AVAILABLE))
     else:
-        results = delete_groups(service.coordinator, names)
+        results.update(delete_groups(service.coordinator, allowed))
     return Respond(DeleteGroupsResponse(
         results=[_R.DeletableGroupResult(name, results[name]) for name in names]
     ))

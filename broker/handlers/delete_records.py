@@ -19,7 +19,11 @@ Version notes:
 
 from __future__ import annotations
 
+from broker.handlers.authz import authorize
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
+from broker.security.acl import AclOperation as Op
+from broker.security.acl import ResourceType as RT
+from protocol.errors import ErrorCode
 from protocol.messages.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
 
 _R = DeleteRecordsResponse
@@ -31,8 +35,13 @@ async def handle_delete_records(ctx: RequestContext, request: DeleteRecordsReque
     topics: list[DeleteRecordsResponse.DeleteRecordsTopicResult] = []
     for topic in request.topics:
         parts: list[DeleteRecordsResponse.DeleteRecordsPartitionResult] = []
+        allowed = authorize(ctx, Op.DELETE, RT.TOPIC, topic.name)
         for part in topic.partitions:
             partition = rm.get_partition(topic.name, part.partition_index)
+            if not allowed:
+                parts.append(_R.DeleteRecordsPartitionResult(
+                    part.partition_index, -1, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             if partition is None:
                 parts.append(_R.DeleteRecordsPartitionResult(
                     part.partition_index, -1,

@@ -25,8 +25,11 @@ import logging
 import uuid
 from typing import Final
 
+from broker.handlers.authz import authorize
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
 from broker.metadata_cache import MetadataCache
+from broker.security.acl import AclOperation as Op
+from broker.security.acl import ResourceType as RT
 from broker.topics import INTERNAL_TOPICS, TopicError
 from protocol.errors import ErrorCode
 from protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
@@ -54,8 +57,12 @@ async def handle_delete_topics(ctx: RequestContext, request: DeleteTopicsRequest
         try:
             if not enabled:
                 raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
+            if name is not None and not authorize(ctx, Op.DELETE, RT.TOPIC, name):
+                raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             cache = ctx.broker.metadata_cache
             resolved = _resolve(cache, name, topic_id)
+            if name is None and not authorize(ctx, Op.DELETE, RT.TOPIC, resolved):
+                raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             result.name, result.topic_id = resolved, cache.topic_id(resolved)
             result.error_code = await ctx.broker.admin.delete_topic(
                 resolved, timeout_ms=request.timeout_ms)

@@ -25,7 +25,9 @@ import logging
 
 from broker import config_admin
 from broker.config_admin import ConfigEntry, ResourceType
+from broker.handlers.authz import config_resource_error
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
+from broker.security.acl import AclOperation
 from broker.topics import TopicError
 from protocol.errors import ErrorCode
 from protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
@@ -44,6 +46,12 @@ async def handle_describe_configs(
         result = Result(error_code=ErrorCode.NO_ERROR, error_message=None,
                         resource_type=resource.resource_type,
                         resource_name=resource.resource_name, configs=[])
+        denied = config_resource_error(ctx, resource.resource_type, resource.resource_name,
+                                       AclOperation.DESCRIBE_CONFIGS)
+        if denied is not None:
+            result.error_code, result.error_message = denied, "Authorization failed."
+            results.append(result)
+            continue
         try:
             if resource.resource_type == ResourceType.TOPIC:
                 entries = await config_admin.describe_topic(

@@ -16,8 +16,11 @@ Version notes:
 from __future__ import annotations
 
 from broker.group.admin import describe_group
+from broker.handlers.authz import authorize
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
 from broker.handlers.group_support import group_service
+from broker.security.acl import AclOperation as Op
+from broker.security.acl import ResourceType as RT
 from protocol.errors import ErrorCode
 from protocol.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 
@@ -34,6 +37,10 @@ async def handle_describe_groups(ctx: RequestContext, request: DescribeGroupsReq
     include_ops = version >= 3 and request.include_authorized_operations
     groups = []
     for group_id in request.groups:
+        if not authorize(ctx, Op.DESCRIBE, RT.GROUP, group_id):
+            groups.append(_R.DescribedGroup(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                                            group_id=group_id))
+            continue
         if service is None:
             groups.append(_R.DescribedGroup(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, group_id=group_id))
             continue

@@ -22,7 +22,9 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from broker.handlers.authz import authorize_cluster
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
+from broker.security.acl import AclOperation as Op
 from protocol.errors import ErrorCode
 from protocol.messages.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
 
@@ -49,6 +51,9 @@ async def handle_describe_log_dirs(
     ctx: RequestContext, request: DescribeLogDirsRequest
 ) -> HandlerResult:
     broker = ctx.broker
+    if not authorize_cluster(ctx, Op.DESCRIBE):
+        return Respond(DescribeLogDirsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                               results=[]))
     log_manager = broker.log_manager
     wanted: Iterable[tuple[str, list[int]]]
     if request.topics is None:

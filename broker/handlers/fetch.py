@@ -54,8 +54,11 @@ from broker.fetch_session import (
     ContextKind,
     PartitionKey,
 )
+from broker.handlers.authz import authorize_cluster, filter_authorized
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
 from broker.partition import IsolationLevel, ReadResult
+from broker.security.acl import AclOperation as Op
+from broker.security.acl import ResourceType as RT
 from protocol.errors import ErrorCode
 from protocol.messages.fetch import FetchRequest, FetchResponse
 
@@ -104,9 +107,20 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> HandlerRes
             cached.topic = cache.topic_name(cached.topic_id) if use_ids else cached.topic
 
     unknown = ErrorCode.UNKNOWN_TOPIC_ID if use_ids else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    # Consumers need READ on each topic; followers CLUSTER_ACTION on the cluster.
+    readable: set[str] | None
+    if replica_id < 0:
+        readable = filter_authorized(ctx, Op.READ, RT.TOPIC,
+                                     {c.topic for _k, c in context.partitions if c.topic is not None})
+    else:
+        readable = None if authorize_cluster(ctx, Op.CLUSTER_ACTION) else set()
     statuses: list[FetchPartitionStatus] = []
     slots: list[int | ErrorCode] = []
     for _key, cached in context.partitions:
+        if readable is not None and cached.topic not in readable and (
+                cached.topic is not None or replica_id >= 0):
+            slots.append(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            continue
         if cached.topic is None or not cache.contains((cached.topic, cached.partition)):
             slots.append(unknown)
             continue

@@ -17,8 +17,11 @@ Version notes:
 
 from __future__ import annotations
 
+from broker.handlers.authz import authorize
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
 from broker.handlers.group_support import GROUP_METADATA_TOPIC, group_service
+from broker.security.acl import AclOperation as Op
+from broker.security.acl import ResourceType as RT
 from protocol.errors import ErrorCode
 from protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 
@@ -29,6 +32,8 @@ TRANSACTION_KEY_TYPE = 1
 async def _lookup(ctx: RequestContext, key_type: int,
                   key: str) -> tuple[ErrorCode, str | None, int, str, int]:
     """(error, message, node id, host, port) for one key."""
+    if key_type == GROUP_KEY_TYPE and not authorize(ctx, Op.DESCRIBE, RT.GROUP, key):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, None, -1, "", -1
     if key_type == TRANSACTION_KEY_TYPE:
         return (ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported", -1, "", -1)
     if key_type != GROUP_KEY_TYPE:

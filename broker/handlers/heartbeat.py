@@ -14,14 +14,19 @@ Version notes:
 
 from __future__ import annotations
 
+from broker.handlers.authz import authorize
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
 from broker.handlers.group_support import group_service
+from broker.security.acl import AclOperation as Op
+from broker.security.acl import ResourceType as RT
 from protocol.errors import ErrorCode
 from protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
 
 
 @api(HeartbeatRequest.API_KEY, min_version=0, max_version=4, request=HeartbeatRequest)
 async def handle_heartbeat(ctx: RequestContext, request: HeartbeatRequest) -> HandlerResult:
+    if not authorize(ctx, Op.READ, RT.GROUP, request.group_id):
+        return Respond(HeartbeatResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED))
     service = await group_service(ctx)
     if service is None:
         return Respond(HeartbeatResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE))

@@ -21,8 +21,11 @@ from __future__ import annotations
 
 import logging
 
+from broker.handlers.authz import authorize_cluster
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
 from broker.producer_ids import ProducerIdError
+from broker.security.acl import AclOperation as Op
+from broker.security.acl import ResourceType as RT
 from protocol.errors import ErrorCode
 from protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from storage.throttled_log import ThrottledLog
@@ -45,6 +48,12 @@ async def handle_init_producer_id(
         log.info("InitProducerId for transactional id %r from %s: transactions not available",
                  request.transactional_id, ctx.client_id)
         return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    authorizer = ctx.broker.authorizer
+    if not authorize_cluster(ctx, Op.IDEMPOTENT_WRITE, log_denied=False) and not (
+            authorizer is not None and authorizer.allowed_by_resource_type(
+                ctx.principal, ctx.client_host, Op.WRITE, RT.TOPIC)):
+        # Kafka: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic.
+        return _error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     try:
         producer_id = await ctx.broker.producer_ids.generate()
     except ProducerIdError as exc:  # retriable for the client: the next block may work

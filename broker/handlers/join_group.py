@@ -23,8 +23,11 @@ from __future__ import annotations
 
 from broker.group.join import NEW_MEMBER_JOIN_TIMEOUT_MS
 from broker.group.results import JoinResult
+from broker.handlers.authz import authorize
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
 from broker.handlers.group_support import CallbackFuture, group_service
+from broker.security.acl import AclOperation as Op
+from broker.security.acl import ResourceType as RT
 from protocol.errors import ErrorCode
 from protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse
 
@@ -53,6 +56,8 @@ def _response(result: JoinResult, version: int) -> JoinGroupResponse:
 @api(JoinGroupRequest.API_KEY, min_version=0, max_version=9, request=JoinGroupRequest)
 async def handle_join_group(ctx: RequestContext, request: JoinGroupRequest) -> HandlerResult:
     version = ctx.api_version
+    if not authorize(ctx, Op.READ, RT.GROUP, request.group_id):
+        return Respond(_response(JoinResult(request.member_id, ErrorCode.GROUP_AUTHORIZATION_FAILED), version))
     service = await group_service(ctx)
     if service is None:
         return Respond(_response(JoinResult(request.member_id, ErrorCode.COORDINATOR_NOT_AVAILABLE), version))

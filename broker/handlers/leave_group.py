@@ -16,8 +16,11 @@ Version notes:
 from __future__ import annotations
 
 from broker.group.coordinator import LeavingMember
+from broker.handlers.authz import authorize
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
 from broker.handlers.group_support import group_service
+from broker.security.acl import AclOperation as Op
+from broker.security.acl import ResourceType as RT
 from protocol.errors import ErrorCode
 from protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
 
@@ -32,6 +35,8 @@ async def handle_leave_group(ctx: RequestContext, request: LeaveGroupRequest) ->
         ]
     else:
         leaving = [LeavingMember(request.member_id)]
+    if not authorize(ctx, Op.READ, RT.GROUP, request.group_id):
+        return Respond(LeaveGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED))
     service = await group_service(ctx)
     if service is None:
         return Respond(LeaveGroupResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE))

@@ -14,8 +14,11 @@ Version notes:
 from __future__ import annotations
 
 from broker.group.admin import list_groups
+from broker.handlers.authz import authorize_cluster, filter_authorized
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
 from broker.handlers.group_support import group_service
+from broker.security.acl import AclOperation as Op
+from broker.security.acl import ResourceType as RT
 from protocol.errors import ErrorCode
 from protocol.messages.list_groups import ListGroupsRequest, ListGroupsResponse
 
@@ -31,6 +34,11 @@ async def handle_list_groups(ctx: RequestContext, request: ListGroupsRequest) ->
         states=request.states_filter if version >= 4 else (),
         types=request.types_filter if version >= 5 else (),
     )
+    if not authorize_cluster(ctx, Op.DESCRIBE, log_denied=False):
+        # Without DESCRIBE on the cluster, only the groups the principal may describe.
+        visible = filter_authorized(ctx, Op.DESCRIBE, RT.GROUP, [g.group_id for g in groups],
+                                    log_denied=False)
+        groups = [g for g in groups if g.group_id in visible]
     return Respond(ListGroupsResponse(
         error_code=error,
         groups=[

@@ -24,8 +24,11 @@ Version notes:
 
 from __future__ import annotations
 
+from broker.handlers.authz import filter_authorized
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
 from broker.partition import IsolationLevel
+from broker.security.acl import AclOperation as Op
+from broker.security.acl import ResourceType as RT
 from protocol.errors import ErrorCode
 from protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
 
@@ -46,13 +49,17 @@ async def handle_list_offsets(ctx: RequestContext, request: ListOffsetsRequest) 
         for part in topic.partitions:
             key = (topic.name, part.partition_index)
             seen[key] = seen.get(key, 0) + 1
+    describable = filter_authorized(ctx, Op.DESCRIBE, RT.TOPIC, {t.name for t in request.topics})
     topics: list[ListOffsetsResponse.ListOffsetsTopicResponse] = []
     for topic in request.topics:
         parts: list[ListOffsetsResponse.ListOffsetsPartitionResponse] = []
         for part in topic.partitions:
             index = part.partition_index
             partition = rm.get_partition(topic.name, index)
-            if seen[(topic.name, index)] > 1:
+            if topic.name not in describable:
+                parts.append(_R.ListOffsetsPartitionResponse(
+                    index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            elif seen[(topic.name, index)] > 1:
                 parts.append(_R.ListOffsetsPartitionResponse(index, ErrorCode.INVALID_REQUEST))
             elif partition is None:
                 parts.append(_R.ListOffsetsPartitionResponse(

@@ -33,7 +33,10 @@ import logging
 import uuid
 from typing import Final
 
+from broker.handlers.authz import authorize, authorize_cluster
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
+from broker.security.acl import AclOperation as Op
+from broker.security.acl import ResourceType as RT
 from broker.topics import INTERNAL_TOPICS, TopicError
 from protocol.errors import ErrorCode
 from protocol.messages.metadata import MetadataRequest, MetadataResponse
@@ -67,7 +70,9 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Hand
         cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
     )
     if request.topics is None:
-        response.topics = [_describe(ctx, name) for name in cache.topic_names()]
+        # Topics the principal may not describe are left out (Kafka: no error, no trace).
+        response.topics = [_describe(ctx, name) for name in cache.topic_names()
+                           if authorize(ctx, Op.DESCRIBE, RT.TOPIC, name, log_denied=False)]
         return Respond(response)
     auto_create = broker.admin.auto_create_enabled and (
         ctx.api_version < 4 or request.allow_auto_topic_creation
@@ -85,6 +90,10 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Hand
                 continue
             seen_ids.add(wanted.topic_id)
             by_id = cache.topic_name(wanted.topic_id)
+            if by_id is not None and not authorize(ctx, Op.DESCRIBE, RT.TOPIC, by_id):
+                response.topics.append(
+                    _error(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None, wanted.topic_id))
+                continue
             response.topics.append(
                 _describe(ctx, by_id) if by_id is not None
                 else _error(ErrorCode.UNKNOWN_TOPIC_ID, None, wanted.topic_id)
@@ -93,6 +102,10 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Hand
         if wanted.name in seen_names:
             continue
         seen_names.add(wanted.name)
+        if not authorize(ctx, Op.DESCRIBE, RT.TOPIC, wanted.name):
+            # Whether it exists or not: the principal learns nothing of it.
+            response.topics.append(_error(ErrorCode.TOPIC_AUTHORIZATION_FAILED, wanted.name))
+            continue
         response.topics.append(await _lookup(ctx, wanted.name, auto_create))
     return Respond(response)
 
@@ -103,6 +116,9 @@ async def _lookup(ctx: RequestContext, name: str, auto_create: bool) -> Topic:
         return _describe(ctx, name)
     if not auto_create or name.startswith("__"):
         return _error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name)
+    if not (authorize_cluster(ctx, Op.CREATE, log_denied=False)
+            or authorize(ctx, Op.CREATE, RT.TOPIC, name)):
+        return _error(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name)
     admin = broker.admin
     try:
         _, _, error = await admin.create_topic(

@@ -24,8 +24,11 @@ from __future__ import annotations
 
 from broker.group.metadata import CommittedOffset
 from broker.group.offsets import commit_offsets
+from broker.handlers.authz import authorize, filter_authorized
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
 from broker.handlers.group_support import CallbackFuture, group_service
+from broker.security.acl import AclOperation as Op
+from broker.security.acl import ResourceType as RT
 from protocol.errors import ErrorCode
 from protocol.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
 from protocol.topic_partition import TopicPartition
@@ -50,9 +53,12 @@ async def handle_offset_commit(ctx: RequestContext, request: OffsetCommitRequest
     version = ctx.api_version
     all_tps = [TopicPartition(t.name, p.partition_index)
                for t in request.topics for p in t.partitions]
+    if not authorize(ctx, Op.READ, RT.GROUP, request.group_id):
+        return Respond(_response(request, dict.fromkeys(all_tps, ErrorCode.GROUP_AUTHORIZATION_FAILED)))
     service = await group_service(ctx)
     if service is None:
         return Respond(_response(request, dict.fromkeys(all_tps, ErrorCode.COORDINATOR_NOT_AVAILABLE)))
+    readable = filter_authorized(ctx, Op.READ, RT.TOPIC, {t.name for t in request.topics})
     now_ms = service.coordinator.timers.now_ms()
     retention_ms = request.retention_time_ms if 2 <= version <= 4 else -1
     expire_ms = None if retention_ms == -1 else now_ms + retention_ms
@@ -62,6 +68,9 @@ async def handle_offset_commit(ctx: RequestContext, request: OffsetCommitRequest
     for topic in request.topics:
         for p in topic.partitions:
             tp = TopicPartition(topic.name, p.partition_index)
+            if topic.name not in readable:
+                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             if not cache.contains(tp):
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue

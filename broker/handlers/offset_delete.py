@@ -15,8 +15,11 @@ Version notes:
 from __future__ import annotations
 
 from broker.group.offsets import delete_offsets
+from broker.handlers.authz import authorize, filter_authorized
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
 from broker.handlers.group_support import group_service
+from broker.security.acl import AclOperation as Op
+from broker.security.acl import ResourceType as RT
 from protocol.errors import ErrorCode
 from protocol.messages.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
 from protocol.topic_partition import TopicPartition
@@ -26,19 +29,25 @@ _R = OffsetDeleteResponse
 
 @api(OffsetDeleteRequest.API_KEY, min_version=0, max_version=0, request=OffsetDeleteRequest)
 async def handle_offset_delete(ctx: RequestContext, request: OffsetDeleteRequest) -> HandlerResult:
+    if not authorize(ctx, Op.DELETE, RT.GROUP, request.group_id):
+        return Respond(OffsetDeleteResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED))
     service = await group_service(ctx)
     if service is None:
         return Respond(OffsetDeleteResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE))
     cache = ctx.broker.metadata_cache
     requested = [TopicPartition(t.name, p.partition_index)
                  for t in request.topics for p in t.partitions]
-    unknown = {tp for tp in requested if not cache.contains(tp)}
+    readable = filter_authorized(ctx, Op.READ, RT.TOPIC, {t.name for t in request.topics})
+    denied = {tp for tp in requested if tp[0] not in readable}
+    unknown = {tp for tp in requested if tp not in denied and not cache.contains(tp)}
     error, results = delete_offsets(
-        service.coordinator, request.group_id, [tp for tp in requested if tp not in unknown]
+        service.coordinator, request.group_id,
+        [tp for tp in requested if tp not in unknown and tp not in denied]
     )
     if error is not ErrorCode.NO_ERROR:
         return Respond(OffsetDeleteResponse(error_code=error))
     results.update(dict.fromkeys(unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+    results.update(dict.fromkeys(denied, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
     by_topic: dict[str, list[_R.OffsetDeleteResponsePartition]] = {}
     for topic, partition in dict.fromkeys(requested):
         by_topic.setdefault(topic, []).append(

@@ -22,8 +22,11 @@ from collections.abc import Sequence
 
 from broker.group.offsets import INVALID_OFFSET, FetchedOffset, fetch_offsets
 from broker.group.service import GroupService
+from broker.handlers.authz import authorize
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
 from broker.handlers.group_support import group_service
+from broker.security.acl import AclOperation as Op
+from broker.security.acl import ResourceType as RT
 from protocol.errors import ErrorCode
 from protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from protocol.topic_partition import TopicPartition
@@ -32,8 +35,11 @@ _R = OffsetFetchResponse
 
 
 def _fetch(
-    service: GroupService | None, group_id: str, wanted: list[TopicPartition] | None, stable: bool
+    ctx: RequestContext, service: GroupService | None, group_id: str,
+    wanted: list[TopicPartition] | None, stable: bool,
 ) -> tuple[ErrorCode, dict[TopicPartition, FetchedOffset]]:
+    if not authorize(ctx, Op.DESCRIBE, RT.GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, {}
     if service is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, {}
     return fetch_offsets(service.coordinator, group_id, wanted, require_stable=stable)
@@ -61,7 +67,7 @@ async def handle_offset_fetch(ctx: RequestContext, request: OffsetFetchRequest) 
     if version >= 8:
         groups = []
         for g in request.groups:
-            error, offsets = _fetch(service, g.group_id, _wanted(g.topics), stable)
+            error, offsets = _fetch(ctx, service, g.group_id, _wanted(g.topics), stable)
             groups.append(_R.OffsetFetchResponseGroup(
                 group_id=g.group_id, error_code=error,
                 topics=[
@@ -74,7 +80,7 @@ async def handle_offset_fetch(ctx: RequestContext, request: OffsetFetchRequest) 
             ))
         return Respond(OffsetFetchResponse(groups=groups))
     wanted = _wanted(request.topics)
-    error, offsets = _fetch(service, request.group_id, wanted, stable)
+    error, offsets = _fetch(ctx, service, request.group_id, wanted, stable)
     if error is not ErrorCode.NO_ERROR:
         if version < 2:  # v1 has no top-level error: every partition carries it
             failed = FetchedOffset(INVALID_OFFSET, -1, "", error)

@@ -18,7 +18,11 @@ Version notes:
 
 from __future__ import annotations
 
+from broker.handlers.authz import authorize_cluster, filter_authorized
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
+from broker.security.acl import AclOperation as Op
+from broker.security.acl import ResourceType as RT
+from protocol.errors import ErrorCode
 from protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
@@ -33,11 +37,22 @@ async def handle_offset_for_leader_epoch(
     ctx: RequestContext, request: OffsetForLeaderEpochRequest
 ) -> HandlerResult:
     rm = ctx.broker.replica_manager
+    # Followers (replica id >= 0, v3+) need CLUSTER_ACTION; consumers DESCRIBE on the topic.
+    follower = ctx.api_version >= 3 and request.replica_id >= 0
+    if follower:
+        allowed = ({t.topic for t in request.topics}
+                   if authorize_cluster(ctx, Op.CLUSTER_ACTION) else set())
+    else:
+        allowed = filter_authorized(ctx, Op.DESCRIBE, RT.TOPIC, {t.topic for t in request.topics})
     topics: list[OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult] = []
     for topic in request.topics:
         parts: list[OffsetForLeaderEpochResponse.EpochEndOffset] = []
         for part in topic.partitions:
             partition = rm.get_partition(topic.topic, part.partition)
+            if topic.topic not in allowed:
+                parts.append(_R.EpochEndOffset(ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                               part.partition, -1, -1))
+                continue
             if partition is None:
                 parts.append(_R.EpochEndOffset(rm.unknown_partition_error(topic.topic, part.partition),
                                                part.partition, -1, -1))

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import logging
 
+from broker.handlers.authz import filter_authorized
 from broker.handlers.base import (
     CloseConnection,
     HandlerResult,
@@ -44,6 +45,8 @@ from broker.handlers.base import (
     api,
     no_response,
 )
+from broker.security.acl import AclOperation as Op
+from broker.security.acl import ResourceType as RT
 from protocol.errors import ErrorCode
 from protocol.messages.produce import ProduceRequest, ProduceResponse
 from protocol.topic_partition import TopicPartition
@@ -62,6 +65,10 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Handle
             if records is not None and not isinstance(records, memoryview | bytes):
                 records = memoryview(records) if isinstance(records, bytearray) else None
             entries[TopicPartition(topic.name, part.index)] = records
+    allowed = filter_authorized(ctx, Op.WRITE, RT.TOPIC, {tp.topic for tp in entries})
+    denied = [tp for tp in entries if tp.topic not in allowed]
+    for tp in denied:
+        del entries[tp]
     results = await ctx.broker.replica_manager.append_records(
         timeout_ms=request.timeout_ms,
         required_acks=request.acks,
@@ -74,6 +81,7 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Handle
                                                    ctx.request_size_bytes)
     if request.acks == 0:
         failed = [(tp, r.error) for tp, r in results.items() if r.error is not ErrorCode.NO_ERROR]
+        failed += [(tp, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for tp in denied]
         if failed:
             (name, index), error = failed[0]
             return CloseConnection(
@@ -82,6 +90,10 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Handle
             )
         return no_response(throttle_ms)
     by_topic: dict[str, list[ProduceResponse.PartitionProduceResponse]] = {}
+    for name, index in denied:  # Kafka: unauthorized topics are not appended to
+        by_topic.setdefault(name, []).append(_Resp.PartitionProduceResponse(
+            index=index, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, base_offset=-1,
+            log_append_time_ms=-1, log_start_offset=-1))
     for (name, index), r in results.items():
         by_topic.setdefault(name, []).append(_Resp.PartitionProduceResponse(
             index=index,

@@ -17,8 +17,11 @@ Version notes:
 from __future__ import annotations
 
 from broker.group.results import SyncResult
+from broker.handlers.authz import authorize
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
 from broker.handlers.group_support import CallbackFuture, group_service
+from broker.security.acl import AclOperation as Op
+from broker.security.acl import ResourceType as RT
 from protocol.errors import ErrorCode
 from protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 
@@ -41,6 +44,8 @@ async def handle_sync_group(ctx: RequestContext, request: SyncGroupRequest) -> H
     version = ctx.api_version
     if version >= 5 and (request.protocol_type is None or request.protocol_name is None):
         return Respond(_response(SyncResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)))
+    if not authorize(ctx, Op.READ, RT.GROUP, request.group_id):
+        return Respond(_response(SyncResult(ErrorCode.GROUP_AUTHORIZATION_FAILED)))
     service = await group_service(ctx)
     if service is None:
         return Respond(_response(SyncResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)))
