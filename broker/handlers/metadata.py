@@ -19,6 +19,10 @@ Behavior:
   auto-created here: their owner creates them.
 - By topic id (v12, name null): UNKNOWN_TOPIC_ID (name null) for an unknown id. A null
   name or a topic id before v12 -> INVALID_REQUEST for that topic (Kafka rejects it).
+- Authorization (with an authorizer): an all-topics answer leaves out the topics the
+  principal may not DESCRIBE; a named (or by-id) one it may not describe ->
+  TOPIC_AUTHORIZATION_FAILED, whether it exists or not; auto-creation needs CREATE on the
+  cluster or on the topic (else TOPIC_AUTHORIZATION_FAILED).
 - Authorized operations are not computed (no authorizer): -2147483648 ("not provided").
 
 Version notes:

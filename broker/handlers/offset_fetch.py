@@ -5,6 +5,9 @@ Behavior:
   NONE when nothing is committed (or the group is unknown). ``topics`` null: every partition
   the group has committed.
 - require_stable: UNSTABLE_OFFSET_COMMIT for a partition whose commit is still being written.
+- Authorization: DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED); a partition of a
+  topic the principal may not describe -> TOPIC_AUTHORIZATION_FAILED, or left out when
+  ``topics`` is null.
 - Group errors: INVALID_GROUP_ID (null id), COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR,
   COORDINATOR_LOAD_IN_PROGRESS.
 
@@ -22,7 +25,7 @@ from collections.abc import Sequence
 
 from broker.group.offsets import INVALID_OFFSET, FetchedOffset, fetch_offsets
 from broker.group.service import GroupService
-from broker.handlers.authz import authorize
+from broker.handlers.authz import authorize, filter_authorized
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
 from broker.handlers.group_support import group_service
 from broker.security.acl import AclOperation as Op
@@ -42,7 +45,18 @@ def _fetch(
         return ErrorCode.GROUP_AUTHORIZATION_FAILED, {}
     if service is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, {}
-    return fetch_offsets(service.coordinator, group_id, wanted, require_stable=stable)
+    if wanted is None:  # every committed topic: the ones the principal may not describe left out
+        error, offsets = fetch_offsets(service.coordinator, group_id, None, require_stable=stable)
+        visible = filter_authorized(ctx, Op.DESCRIBE, RT.TOPIC, {tp[0] for tp in offsets},
+                                    log_denied=False)
+        return error, {tp: f for tp, f in offsets.items() if tp[0] in visible}
+    visible = filter_authorized(ctx, Op.DESCRIBE, RT.TOPIC, {tp[0] for tp in wanted})
+    error, offsets = fetch_offsets(service.coordinator, group_id,
+                                   [tp for tp in wanted if tp[0] in visible], require_stable=stable)
+    if error is ErrorCode.NO_ERROR:
+        denied = FetchedOffset(INVALID_OFFSET, -1, "", ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        offsets = {tp: offsets[tp] if tp[0] in visible else denied for tp in wanted}
+    return error, offsets
 
 
 def _by_topic(offsets: dict[TopicPartition, FetchedOffset]) -> dict[str, list[tuple[int, FetchedOffset]]]:

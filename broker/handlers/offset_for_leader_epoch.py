@@ -37,11 +37,9 @@ async def handle_offset_for_leader_epoch(
     ctx: RequestContext, request: OffsetForLeaderEpochRequest
 ) -> HandlerResult:
     rm = ctx.broker.replica_manager
-    # Followers (replica id >= 0, v3+) need CLUSTER_ACTION; consumers DESCRIBE on the topic.
-    follower = ctx.api_version >= 3 and request.replica_id >= 0
-    if follower:
-        allowed = ({t.topic for t in request.topics}
-                   if authorize_cluster(ctx, Op.CLUSTER_ACTION) else set())
+    # Kafka (KIP-320): CLUSTER_ACTION (followers) covers every topic, else DESCRIBE on each.
+    if authorize_cluster(ctx, Op.CLUSTER_ACTION, log_denied=False):
+        allowed = {t.topic for t in request.topics}
     else:
         allowed = filter_authorized(ctx, Op.DESCRIBE, RT.TOPIC, {t.topic for t in request.topics})
     topics: list[OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult] = []

@@ -227,6 +227,34 @@ def offset_fetch(c: RawClient) -> int:
     return _one(c.request(9, 7, request)[1], "error_code")
 
 
+def offset_fetch_topic(c: RawClient) -> int:
+    request = OffsetFetchRequest(group_id=GROUP, topics=[
+        OffsetFetchRequest.OffsetFetchRequestTopic(name=TOPIC, partition_indexes=[0])])
+    body = c.request(9, 7, request)[1]
+    return int(body.error_code) or _one(body, "topics", "partitions", "error_code")
+
+
+def offset_fetch_all_hides(c: RawClient) -> int:
+    body = c.request(9, 7, OffsetFetchRequest(group_id=GROUP, topics=None))[1]
+    return int(body.error_code) or (0 if TOPIC in {t.name for t in body.topics} else int(DENIED_TOPIC))
+
+
+def follower_fetch(c: RawClient) -> int:
+    request = FetchRequest(replica_id=1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
+                           isolation_level=0, session_id=0, session_epoch=-1, topics=[
+                               FetchRequest.FetchTopic(topic=TOPIC, partitions=[FetchRequest.FetchPartition(
+                                   partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])])
+    return _one(c.request(1, 12, request)[1], "responses", "partitions", "error_code")
+
+
+def follower_offset_for_leader_epoch(c: RawClient) -> int:
+    request = OffsetForLeaderEpochRequest(replica_id=1, topics=[
+        OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic=TOPIC, partitions=[
+            OffsetForLeaderEpochRequest.OffsetForLeaderPartition(partition=0, current_leader_epoch=-1,
+                                                                 leader_epoch=0)])])
+    return _one(c.request(23, 4, request)[1], "topics", "partitions", "error_code")
+
+
 def describe_groups(c: RawClient) -> int:
     return _one(c.request(15, 5, DescribeGroupsRequest(groups=[GROUP]))[1], "groups", "error_code")
 
@@ -255,6 +283,7 @@ class Row:
     denied: int
     acls: tuple[tuple[ResourceType, str, Op], ...]
     allowed: int = 0  # the code with the ACLs (0, or an error past authorization)
+    given: tuple[tuple[ResourceType, str, Op], ...] = ()  # ACLs held in both runs
 
 
 MATRIX: dict[str, Row] = {
@@ -277,6 +306,16 @@ MATRIX: dict[str, Row] = {
     "JoinGroup": Row(join_group, DENIED_GROUP, ((G, GROUP, Op.READ),), allowed=ErrorCode.MEMBER_ID_REQUIRED),
     "OffsetCommit": Row(offset_commit, DENIED_GROUP, ((G, GROUP, Op.READ), (T, TOPIC, Op.READ))),
     "OffsetFetch": Row(offset_fetch, DENIED_GROUP, ((G, GROUP, Op.DESCRIBE),)),
+    "OffsetFetch(topic)": Row(offset_fetch_topic, DENIED_TOPIC, ((T, TOPIC, Op.DESCRIBE),),
+                              given=((G, GROUP, Op.DESCRIBE),)),
+    "OffsetFetch(all topics) hides": Row(offset_fetch_all_hides, DENIED_TOPIC, ((T, TOPIC, Op.DESCRIBE),),
+                                         given=((G, GROUP, Op.DESCRIBE),)),
+    "OffsetCommit(topic)": Row(offset_commit, DENIED_TOPIC, ((T, TOPIC, Op.READ),),
+                               given=((G, GROUP, Op.READ),)),
+    "Fetch(follower)": Row(follower_fetch, DENIED_TOPIC, ((C, "kafka-cluster", Op.CLUSTER_ACTION),),
+                           given=((T, TOPIC, Op.READ),)),
+    "OffsetForLeaderEpoch(follower)": Row(follower_offset_for_leader_epoch, DENIED_TOPIC,
+                                          ((C, "kafka-cluster", Op.CLUSTER_ACTION),)),
     "DescribeGroups": Row(describe_groups, DENIED_GROUP, ((G, GROUP, Op.DESCRIBE),)),
     "ListGroups hides": Row(list_groups, DENIED_GROUP, ((G, GROUP, Op.DESCRIBE),)),
     "DeleteGroups": Row(delete_groups, DENIED_GROUP, ((G, "empty-group", Op.DELETE),),
@@ -293,8 +332,10 @@ def test_acl_matrix(matrix_broker: BrokerProcess, api: str) -> None:
         revoke_all(admin)
         # The committed offset that OffsetCommit / OffsetFetch / ListGroups rows look at.
         offset_commit(admin)
+        if row.given:
+            grant(admin, list(row.given))
         with login(matrix_broker.endpoints["SASL_PLAINTEXT"]) as alice:
-            assert row.call(alice) == row.denied, f"{api} without ACLs"
+            assert row.call(alice) == row.denied, f"{api} without {row.acls}"
         grant(admin, list(row.acls))
         try:
             with login(matrix_broker.endpoints["SASL_PLAINTEXT"]) as alice:
