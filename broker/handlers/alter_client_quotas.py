@@ -13,13 +13,11 @@ Version notes:
 
 from __future__ import annotations
 
-import asyncio
-
 from broker.handlers.authz import authorize_cluster
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
 from broker.quota import admin
 from broker.security.acl import AclOperation
-from broker.security.entity_store import Entity
+from broker.security.entity_store import Entity, EntityStoreWriteError
 from protocol.errors import ErrorCode
 from protocol.messages.alter_client_quotas import (
     AlterClientQuotasRequest,
@@ -56,8 +54,8 @@ async def handle_alter_client_quotas(ctx: RequestContext,
             results.append(_result(entry, 0, None))
         if changes and not request.validate_only:
             try:
-                await asyncio.to_thread(store.entities.alter, changes)
-            except OSError as exc:
+                await store.entities.alter(changes)
+            except EntityStoreWriteError as exc:
                 return Respond(_R(entries=[_result(e, ErrorCode.UNKNOWN_SERVER_ERROR,
                                                    f"cannot store the quotas: {exc}")
                                            for e in request.entries]))

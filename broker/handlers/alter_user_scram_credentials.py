@@ -16,12 +16,11 @@ Version notes:
 
 from __future__ import annotations
 
-import asyncio
-
 from broker.handlers.authz import authorize_cluster
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
 from broker.security import scram_admin
 from broker.security.acl import AclOperation
+from broker.security.entity_store import EntityStoreWriteError
 from protocol.errors import ErrorCode
 from protocol.messages.alter_user_scram_credentials import (
     AlterUserScramCredentialsRequest,
@@ -48,8 +47,8 @@ async def handle_alter_user_scram_credentials(
                    for f in failed]
         if changes:
             try:
-                await asyncio.to_thread(store.entities.alter, changes)
-            except OSError as exc:
+                await store.entities.alter(changes)
+            except EntityStoreWriteError as exc:
                 results += [Result(user=u, error_code=ErrorCode.UNKNOWN_SERVER_ERROR,
                                    error_message=f"cannot store the credentials: {exc}")
                             for u in altered]

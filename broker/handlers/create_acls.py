@@ -7,7 +7,9 @@ Behavior:
 - Each creation is checked as Kafka does (broker.security.authorizer.plan_create): unknown
   elements, a CLUSTER resource not named ``kafka-cluster``, an empty name, a name with
   ``/``, a principal not ``Type:name`` -> INVALID_REQUEST; the valid ones are written to the
-  ACL store in one atomic update (a thread: it fsyncs), then take effect at once.
+  ACL store (one atomic update of the local file; in a cluster each pattern's znode, as
+  Kafka's AclAuthorizer writes them), then take effect at once here and on the other
+  brokers when their notification arrives. The store failing -> UNKNOWN_SERVER_ERROR.
 
 Version notes:
 - v0 carries LITERAL patterns only (a v0 request with another pattern type, or any version
@@ -16,8 +18,6 @@ Version notes:
 """
 
 from __future__ import annotations
-
-import asyncio
 
 from broker.handlers.authz import authorize_cluster
 from broker.handlers.base import CloseConnection, HandlerResult, RequestContext, Respond, api
@@ -31,6 +31,7 @@ from broker.security.acl import (
     ResourceType,
     from_code,
 )
+from broker.security.acl_store import AclStoreWriteError
 from protocol.errors import ErrorCode
 from protocol.messages.create_acls import CreateAclsRequest, CreateAclsResponse
 
@@ -69,11 +70,10 @@ async def handle_create_acls(ctx: RequestContext, request: CreateAclsRequest) ->
         errors, changes = authorizer.plan_create(bindings)
         if changes:
             try:
-                await asyncio.to_thread(authorizer.store.write, changes)
-            except OSError as exc:
+                await authorizer.store_changes(changes)
+            except AclStoreWriteError as exc:
                 return _all(ErrorCode.UNKNOWN_SERVER_ERROR, f"cannot store the ACLs: {exc}",
                             len(bindings))
-            authorizer.apply(changes)
     return Respond(CreateAclsResponse(results=[
         Result(error_code=0, error_message=None) if e is None
         else Result(error_code=e.code, error_message=e.message) for e in errors]))

@@ -3,7 +3,8 @@
 Behavior:
 - Needs ALTER on the cluster (else every filter answers CLUSTER_AUTHORIZATION_FAILED).
 - Without an authorizer: SECURITY_DISABLED, "No Authorizer is configured." per filter.
-- Every ACL matching a filter is deleted, in one atomic update of the ACL store; each
+- Every ACL matching a filter is deleted (one atomic update of the local ACL file; in a
+  cluster each pattern's znode, as for CreateAcls); each
   filter answers the bindings it deleted (a binding matched by several filters is reported
   for the first).
 
@@ -15,12 +16,11 @@ Version notes:
 
 from __future__ import annotations
 
-import asyncio
-
 from broker.handlers.authz import authorize_cluster
 from broker.handlers.base import CloseConnection, HandlerResult, RequestContext, Respond, api
 from broker.handlers.describe_acls import binding_filter
 from broker.security.acl import AclBindingFilter, AclOperation
+from broker.security.acl_store import AclStoreWriteError
 from protocol.errors import ErrorCode
 from protocol.messages.delete_acls import DeleteAclsRequest, DeleteAclsResponse
 
@@ -53,11 +53,10 @@ async def handle_delete_acls(ctx: RequestContext, request: DeleteAclsRequest) ->
         deleted, changes = authorizer.plan_delete(filters)
         if changes:
             try:
-                await asyncio.to_thread(authorizer.store.write, changes)
-            except OSError as exc:
+                await authorizer.store_changes(changes)
+            except AclStoreWriteError as exc:
                 return _all(ErrorCode.UNKNOWN_SERVER_ERROR, f"cannot store the ACLs: {exc}",
                             len(filters))
-            authorizer.apply(changes)
     return Respond(DeleteAclsResponse(filter_results=[
         FilterResult(error_code=0, error_message=None, matching_acls=[
             Matching(error_code=0, error_message=None, resource_type=b.pattern.resource_type,

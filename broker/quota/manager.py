@@ -196,7 +196,9 @@ class ClientQuotas:
         def make(t: QuotaType) -> ClientQuotaManager:
             return ClientQuotaManager(t, entities, samples=samples, window_s=window_s)
 
-        return cls(make(QuotaType.PRODUCE), make(QuotaType.FETCH), make(QuotaType.REQUEST))
+        quotas = cls(make(QuotaType.PRODUCE), make(QuotaType.FETCH), make(QuotaType.REQUEST))
+        entities.subscribe(lambda _changed: quotas.refresh())  # another broker's change
+        return quotas
 
     def refresh(self) -> None:
         for manager in (self.produce, self.fetch, self.request):

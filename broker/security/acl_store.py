@@ -16,19 +16,25 @@ sequential znode under ``/kafka-acl-changes`` (literal) or ``/kafka-acl-extended
      "resources": [{"resourceType": "Topic", "patternType": "LITERAL", "name": "orders",
                     "acls": {"version": 1, "acls": [ ...Kafka's entries, as above... ]}}]}
 
-Writes replace the whole file atomically (temp file, fsync, rename, fsync of the directory):
-a crash leaves the old or the new ACLs; a file that does not parse fails start-up naming it.
-Nothing else writes it, so ``subscribe`` never calls back (a ZooKeeper store calls its
-listeners with the resources another broker changed).
+A write is a set of ``AclDelta`` (entries added and removed per pattern), applied to what
+is stored, as Kafka's ``updateResourceAcls`` applies its change to the znode it reads: on
+ZooKeeper another broker may have changed the pattern since this one planned. It returns
+each pattern's entries as stored afterwards. The file is replaced atomically (temp file,
+fsync, rename, fsync of the directory): a crash leaves the old or the new ACLs; a file that
+does not parse fails start-up naming it. Nothing else writes it, so ``subscribe`` never
+calls back (a ZooKeeper store calls its listeners with the resources another broker
+changed).
 
-Thread-safety: ``write`` is blocking (call it from a thread); one writer at a time (the
-authorizer's lock).
+Thread-safety: ``load`` and ``write`` on the event loop (the local file is written in a
+worker thread); one writer at a time (the authorizer's lock).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Protocol
 
@@ -57,13 +63,30 @@ class AclStoreError(ValueError):
     """The stored ACLs cannot be read."""
 
 
+class AclStoreWriteError(Exception):
+    """The ACLs could not be stored (the disk or ZooKeeper failed); nothing was applied."""
+
+
+@dataclass(frozen=True, slots=True)
+class AclDelta:
+    """What one CreateAcls / DeleteAcls does to a pattern."""
+
+    added: frozenset[AccessControlEntry] = frozenset()
+    removed: frozenset[AccessControlEntry] = frozenset()
+
+    def applied_to(self, current: frozenset[AccessControlEntry]) -> frozenset[AccessControlEntry]:
+        return (current | self.added) - self.removed
+
+
 class AclStore(Protocol):
     def load(self) -> dict[ResourcePattern, frozenset[AccessControlEntry]]:
-        """Every resource pattern that has ACLs."""
+        """Every resource pattern that has ACLs (what this broker knows now)."""
         ...
 
-    def write(self, changes: Acls) -> None:
-        """Replace each pattern's ACLs (an empty set removes the pattern); blocking."""
+    async def write(self, deltas: Mapping[ResourcePattern, AclDelta]
+                    ) -> dict[ResourcePattern, frozenset[AccessControlEntry]]:
+        """Apply each delta to the stored pattern (no entries left: the pattern goes);
+        the patterns' entries as stored afterwards. AclStoreWriteError if it failed."""
         ...
 
     def subscribe(self, listener: Callable[[Iterable[ResourcePattern]], None]) -> None:
@@ -110,15 +133,23 @@ class LocalAclStore:
     def load(self) -> dict[ResourcePattern, frozenset[AccessControlEntry]]:
         return dict(self._acls)
 
-    def write(self, changes: Acls) -> None:
+    async def write(self, deltas: Mapping[ResourcePattern, AclDelta]
+                    ) -> dict[ResourcePattern, frozenset[AccessControlEntry]]:
         updated = dict(self._acls)
-        for pattern, entries in changes.items():
+        result = {}
+        for pattern, delta in deltas.items():
+            entries = result[pattern] = delta.applied_to(updated.get(pattern, frozenset()))
             if entries:
                 updated[pattern] = entries
             else:
                 updated.pop(pattern, None)
-        atomic_write_text(self.path, json.dumps(_encode(updated), indent=1))
+        text = json.dumps(_encode(updated), indent=1)
+        try:
+            await asyncio.to_thread(atomic_write_text, self.path, text)
+        except OSError as exc:
+            raise AclStoreWriteError(f"{self.path}: {exc}") from exc
         self._acls = updated
+        return result
 
     def subscribe(self, listener: Callable[[Iterable[ResourcePattern]], None]) -> None:
         """Nothing else writes the local file: no notifications."""

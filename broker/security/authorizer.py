@@ -15,8 +15,10 @@ Authorizing (principal, host) for an operation on a resource (type, literal name
 ``allowed_by_resource_type`` is Kafka's ``authorizeByResourceType`` (may the principal do
 the operation on *some* resource of the type: used by InitProducerId without a
 transactional id). ``authorized_operations`` gives Kafka's 32-bit field of allowed
-operations. Changes (CreateAcls, DeleteAcls) are planned against the cache, written to the
-store (blocking: from a thread, one writer at a time under ``alter_lock``), then applied.
+operations. Changes (CreateAcls, DeleteAcls) are planned against the cache, then
+``store_changes`` writes them to the store as deltas (one writer at a time under
+``alter_lock``) and takes what the store then holds into the cache. Patterns another broker
+changed come from the store's notifications (``reload``).
 
 Thread-safety: reads and ``apply`` run on the event loop; the cache is replaced, never
 mutated in place, so a read sees one consistent snapshot.
@@ -44,7 +46,7 @@ from broker.security.acl import (
     ResourcePattern,
     ResourceType,
 )
-from broker.security.acl_store import AclStore
+from broker.security.acl_store import AclDelta, AclStore
 from broker.security.principal import KafkaPrincipal
 from protocol.errors import ErrorCode
 
@@ -81,6 +83,7 @@ class AclAuthorizer:
         self._prefix_lengths: dict[ResourceType, tuple[int, ...]] = {}
         self._set_cache(store.load())
         self.alter_lock = asyncio.Lock()
+        store.subscribe(self.reload)
 
     def _set_cache(self, cache: dict[ResourcePattern, frozenset[AccessControlEntry]]) -> None:
         lengths: dict[ResourceType, set[int]] = {}
@@ -206,6 +209,16 @@ class AclAuthorizer:
             if len(remaining) != len(entries):
                 changes[pattern] = frozenset(remaining)
         return deleted, changes
+
+    async def store_changes(self, changes: Changes) -> None:
+        """Write planned changes (each pattern's entries as planned against the cache) to the
+        store as what they add and remove, then cache what the store holds afterwards;
+        AclStoreWriteError (nothing applied) if the store failed."""
+        deltas = {}
+        for pattern, planned in changes.items():
+            current = self._cache.get(pattern, frozenset())
+            deltas[pattern] = AclDelta(planned - current, current - planned)
+        self.apply(await self._store.write(deltas))
 
     def apply(self, changes: Mapping[ResourcePattern, frozenset[AccessControlEntry]]) -> None:
         """Take stored changes into the cache (after the store wrote them)."""

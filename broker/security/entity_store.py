@@ -17,15 +17,21 @@ the default entity (``<default>``). Writes are atomic (temp file, fsync, rename,
 the directory), so a crash leaves the old or the new file; a file that does not parse fails
 start-up naming it.
 
-Thread-safety: ``alter`` (blocking: call it from a thread) serialises writers with a lock and
-publishes a new snapshot; readers on the event loop see either the old or the new one.
+``get`` and ``all`` answer from what this broker knows now (on the event loop, cheap);
+``alter`` is a coroutine (the local file is written in a worker thread; ZooKeeper is
+asked); ``subscribe`` hears of entities another broker changed (a ZooKeeper store's
+``/config/changes`` notifications; the local file never calls back).
+
+Thread-safety: ``alter`` serialises writers with a lock and publishes a new snapshot;
+readers on the event loop see either the old or the new one.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final, Protocol
 
@@ -45,6 +51,10 @@ class EntityStoreError(ValueError):
     """The store's file cannot be read."""
 
 
+class EntityStoreWriteError(Exception):
+    """The configs could not be stored (the disk or ZooKeeper failed); nothing changed."""
+
+
 class EntityConfigStore(Protocol):
     def get(self, entity: Entity) -> dict[str, str]:
         """The entity's configs (empty when it has none)."""
@@ -54,8 +64,13 @@ class EntityConfigStore(Protocol):
         """Every entity that has configs."""
         ...
 
-    def alter(self, changes: Mapping[Entity, Mapping[str, str | None]]) -> None:
-        """Set (a value) or remove (None) keys of each entity, all or nothing; blocking."""
+    async def alter(self, changes: Mapping[Entity, Mapping[str, str | None]]) -> None:
+        """Set (a value) or remove (None) keys of each entity, all or nothing;
+        EntityStoreWriteError if it failed."""
+        ...
+
+    def subscribe(self, listener: Callable[[Iterable[Entity]], None]) -> None:
+        """Call ``listener`` (on the event loop) with the entities someone else changed."""
         ...
 
 
@@ -87,7 +102,17 @@ class LocalEntityConfigStore:
     def all(self) -> dict[Entity, dict[str, str]]:
         return {e: dict(c) for e, c in self._entities.items()}
 
-    def alter(self, changes: Mapping[Entity, Mapping[str, str | None]]) -> None:
+    async def alter(self, changes: Mapping[Entity, Mapping[str, str | None]]) -> None:
+        try:
+            await asyncio.to_thread(self.alter_now, changes)
+        except OSError as exc:
+            raise EntityStoreWriteError(f"{self.path}: {exc}") from exc
+
+    def subscribe(self, listener: Callable[[Iterable[Entity]], None]) -> None:
+        """Nothing else writes the local file: no notifications."""
+
+    def alter_now(self, changes: Mapping[Entity, Mapping[str, str | None]]) -> None:
+        """``alter``, blocking (OSError if the file cannot be written)."""
         with self._lock:
             updated = {e: dict(c) for e, c in self._entities.items()}
             for entity, keys in changes.items():

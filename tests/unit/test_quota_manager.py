@@ -41,7 +41,7 @@ def store(tmp_path: Path) -> LocalEntityConfigStore:
 
 
 def manager(store: LocalEntityConfigStore, clock: Clock, quotas: dict[Entity, float | None]) -> ClientQuotaManager:
-    store.alter({e: {"producer_byte_rate": None if q is None else str(int(q))} for e, q in quotas.items()})
+    store.alter_now({e: {"producer_byte_rate": None if q is None else str(int(q))} for e, q in quotas.items()})
     return ClientQuotaManager(QuotaType.PRODUCE, store, samples=SAMPLES, window_s=WINDOW_S, clock_ms=clock)
 
 
@@ -79,7 +79,7 @@ def test_quota_config_precedence(store: LocalEntityConfigStore) -> None:
         entity(client="client1"): 9000})
 
     def set_quota(e: Entity, q: float | None) -> None:
-        store.alter({e: {"producer_byte_rate": None if q is None else str(int(q))}})
+        store.alter_now({e: {"producer_byte_rate": None if q is None else str(int(q))}})
         m.refresh()
 
     check(m, "userA", "client1", 5000, 4500, False)  # <user, client> before <user>
@@ -146,7 +146,7 @@ def test_client_throttling_versions() -> None:
 # -- admin rules -----------------------------------------------------------------------------
 
 def test_describe_filters(store: LocalEntityConfigStore) -> None:
-    store.alter({entity("alice"): {"producer_byte_rate": "100", "SCRAM-SHA-256": "secret"},
+    store.alter_now({entity("alice"): {"producer_byte_rate": "100", "SCRAM-SHA-256": "secret"},
                  entity("alice", "c1"): {"consumer_byte_rate": "200"},
                  entity(None): {"request_percentage": "50.0"},
                  entity(client="c1"): {"producer_byte_rate": "300"},

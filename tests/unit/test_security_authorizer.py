@@ -4,6 +4,7 @@ over every operation, and a brute-force oracle over random ACL sets."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from pathlib import Path
 
@@ -219,8 +220,7 @@ def test_create_describe_delete_and_persist(tmp_path: Path) -> None:
     assert errors[3] is not None and errors[3].message == \
         "The only valid name for the CLUSTER resource is kafka-cluster"
     assert errors[4] is not None and errors[4].message == "Invalid empty resource name"
-    auth.store.write(changes)
-    auth.apply(changes)
+    asyncio.run(auth.store_changes(changes))
     assert sorted(map(str, auth.acls(ANY_BINDING))) == sorted(map(str, bindings[:3]))
     # A new authorizer over the same log dir sees the same ACLs (the file, written atomically).
     again = AclAuthorizer(LocalAclStore.in_log_dir(tmp_path))
@@ -233,8 +233,7 @@ def test_create_describe_delete_and_persist(tmp_path: Path) -> None:
         AclBindingFilter(ResourcePatternFilter(RT.ANY, None, PT.ANY),
                          AccessControlEntryFilter("User:bob", None, Op.ANY, Perm.ANY))])
     assert deleted == [[bindings[1]], []]
-    again.store.write(changes)
-    again.apply(changes)
+    asyncio.run(again.store_changes(changes))
     assert set(AclAuthorizer(LocalAclStore.in_log_dir(tmp_path)).acls(ANY_BINDING)) == {bindings[0], bindings[2]}
 
 

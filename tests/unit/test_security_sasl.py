@@ -43,7 +43,7 @@ class Clock:
 @pytest.fixture
 def store(tmp_path: Path) -> CredentialStore:
     entities = LocalEntityConfigStore.load(tmp_path)
-    entities.alter({user_entity("bob"): {
+    entities.alter_now({user_entity("bob"): {
         m: ScramCredential.from_password(m, "bob-secret", b"salt-" + m.encode(), 4096).to_config()
         for m in ("SCRAM-SHA-256", "SCRAM-SHA-512")}})
     return CredentialStore(entities)
@@ -296,7 +296,7 @@ def test_reauthentication_cannot_change_principal(store: CredentialStore) -> Non
     scram(auth, "SCRAM-SHA-256", "bob", "bob-secret")
     assert reauth_handshake(auth, "SCRAM-SHA-256")
     entities = store.entities
-    entities.alter({user_entity("carol"): {"SCRAM-SHA-256": ScramCredential.from_password(
+    entities.alter_now({user_entity("carol"): {"SCRAM-SHA-256": ScramCredential.from_password(
         "SCRAM-SHA-256", "c", b"salt-for-carol", 4096).to_config()}})
     step = scram_continue(auth, "SCRAM-SHA-256", "carol", "c")
     body = failed_answer(step, 36, 2)
