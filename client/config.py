@@ -18,8 +18,21 @@ reconnect.backoff.ms / .max.ms           50 / 1000   the same between connection
 socket.connection.setup.timeout.ms       10000       TCP connect plus the ApiVersions exchange
 metadata.max.age.ms                      300000      refresh metadata at least this often
 max.in.flight.requests.per.connection    5           requests awaiting an answer per connection
-security.protocol                        PLAINTEXT   the only one supported so far
+security.protocol                        PLAINTEXT   PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL
+ssl.truststore.type / .location          JKS / -     the CAs that sign brokers' certificates:
+ssl.truststore.certificates              -           a PEM file or PEM text (type PEM; JKS and
+                                                     PKCS12 are refused); unset: the system's
+ssl.keystore.type / .location            JKS / -     a client certificate (mutual TLS): key and
+ssl.key.password                         -           chain in one PEM file, key maybe encrypted
+ssl.endpoint.identification.algorithm    https       "" does not check the broker's host name
+ssl.enabled.protocols                    TLSv1.2,    the TLS versions offered
+                                         TLSv1.3
+sasl.mechanism                           GSSAPI      PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 here
+sasl.jaas.config                         -           ``... required username="u" password="p";``
 =======================================  ==========  ===========================================
+
+TLS and SASL are ``client.security``'s (checked when the settings are made: an unsupported
+mechanism, or SASL without a user and password, is INVALID_CONFIG at once).
 
 ``max_response_bytes`` (not a Kafka property) bounds one response frame.
 """
@@ -32,6 +45,14 @@ from dataclasses import dataclass
 from typing import Final
 
 from client.errors import ClientError
+from client.security import (
+    SECURITY_PROTOCOLS,
+    SaslSettings,
+    TlsSettings,
+    check_sasl,
+    uses_sasl,
+    uses_tls,
+)
 
 INVALID_CONFIG: Final = "INVALID_CONFIG"
 
@@ -48,8 +69,18 @@ _PROPERTIES: Final = {
     "metadata.max.age.ms": "metadata_max_age_ms",
     "max.in.flight.requests.per.connection": "max_in_flight_requests_per_connection",
     "security.protocol": "security_protocol",
+    "ssl.truststore.type": "ssl_truststore_type",
+    "ssl.truststore.location": "ssl_truststore_location",
+    "ssl.truststore.certificates": "ssl_truststore_certificates",
+    "ssl.keystore.type": "ssl_keystore_type",
+    "ssl.keystore.location": "ssl_keystore_location",
+    "ssl.key.password": "ssl_key_password",
+    "ssl.endpoint.identification.algorithm": "ssl_endpoint_identification_algorithm",
+    "ssl.enabled.protocols": "ssl_enabled_protocols",
+    "sasl.mechanism": "sasl_mechanism",
+    "sasl.jaas.config": "sasl_jaas_config",
 }
-SUPPORTED_SECURITY_PROTOCOLS: Final = frozenset({"PLAINTEXT"})
+SUPPORTED_SECURITY_PROTOCOLS: Final = SECURITY_PROTOCOLS
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +96,16 @@ class ClientConfig:
     metadata_max_age_ms: int = 300_000
     max_in_flight_requests_per_connection: int = 5
     security_protocol: str = "PLAINTEXT"
+    ssl_truststore_type: str = "JKS"
+    ssl_truststore_location: str | None = None
+    ssl_truststore_certificates: str | None = None
+    ssl_keystore_type: str = "JKS"
+    ssl_keystore_location: str | None = None
+    ssl_key_password: str | None = None
+    ssl_endpoint_identification_algorithm: str = "https"
+    ssl_enabled_protocols: str = "TLSv1.2,TLSv1.3"
+    sasl_mechanism: str = "GSSAPI"
+    sasl_jaas_config: str | None = None
     max_response_bytes: int = 256 * 1024 * 1024
 
     def __post_init__(self) -> None:
@@ -78,6 +119,23 @@ class ClientConfig:
             raise ClientError(INVALID_CONFIG,
                               f"security.protocol={self.security_protocol} is not supported "
                               f"(supported: {', '.join(sorted(SUPPORTED_SECURITY_PROTOCOLS))})")
+        if uses_sasl(self.security_protocol):
+            check_sasl(self.sasl)
+
+    @property
+    def tls(self) -> TlsSettings | None:
+        """The TLS settings (None: a plain TCP connection)."""
+        if not uses_tls(self.security_protocol):
+            return None
+        return TlsSettings(
+            self.ssl_truststore_type, self.ssl_truststore_location,
+            self.ssl_truststore_certificates, self.ssl_keystore_type, self.ssl_keystore_location,
+            self.ssl_key_password, self.ssl_endpoint_identification_algorithm,
+            self.ssl_enabled_protocols)
+
+    @property
+    def sasl(self) -> SaslSettings:
+        return SaslSettings(self.sasl_mechanism, self.sasl_jaas_config)
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str], base: ClientConfig | None = None) -> ClientConfig:

@@ -19,7 +19,9 @@ At most ``max_in_flight`` requests await answers (``max.in.flight.requests.per.c
 a sender waits for a slot, within its timeout. Produce with acks=0 gets no answer
 (``send_no_response``).
 
-Opening a connection includes the ApiVersions exchange (``client.versions``); ``version_for``
+Opening a connection includes TLS (``security.protocol`` SSL / SASL_SSL), the ApiVersions
+exchange (``client.versions``) and, for SASL_PLAINTEXT / SASL_SSL, the SASL exchange
+(``client.security``), all within ``socket.connection.setup.timeout.ms``; ``version_for``
 then picks the highest version of a request both sides support. All of it runs on one
 event loop; nothing here is thread-safe.
 """
@@ -30,6 +32,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import ssl
 import struct
 from collections import deque
 from dataclasses import dataclass
@@ -37,6 +40,7 @@ from typing import Any, ClassVar, Final, Protocol, TypeVar
 
 from client.config import ClientConfig
 from client.errors import ClientError, check, network_error, timeout_error
+from client.security import authenticate, ssl_context, uses_sasl
 from client.versions import (
     VersionRanges,
     api_versions_request,
@@ -105,18 +109,28 @@ class BrokerConnection:
         where = f"node {node_id} ({host}:{port})"
         conn: BrokerConnection | None = None
         try:
+            tls = config.tls
+            context = None if tls is None else ssl_context(tls)
             async with asyncio.timeout(config.connection_setup_timeout_ms / 1000):
-                reader, writer = await asyncio.open_connection(host, port)
+                reader, writer = await asyncio.open_connection(
+                    host, port, ssl=context, server_hostname=host if context is not None else None)
                 sock = writer.get_extra_info("socket")
                 if sock is not None:
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 conn = cls(node_id, host, port, config, reader, writer)
                 await conn._negotiate()
+                if uses_sasl(config.security_protocol):
+                    await authenticate(conn.send, config.sasl, where)
         except TimeoutError:
             if conn is not None:
                 await conn.close()
             raise network_error(f"Connection to {where} timed out after "
                                 f"{config.connection_setup_timeout_ms} ms") from None
+        except ssl.SSLError as exc:  # Kafka's SslAuthenticationException: not retriable
+            if conn is not None:
+                await conn.close()
+            raise ClientError("SSL_AUTHENTICATION_FAILED",
+                              f"SSL handshake with {where} failed: {exc.reason or exc}") from None
         except OSError as exc:
             if conn is not None:
                 await conn.close()

@@ -83,9 +83,12 @@ def test_topics_reports_overrides_and_replica_assignment(module_broker: Any, tmp
     assert "WARN These configurations '[acks]' were supplied but are not used." in err
     code, out, _ = run(topics.main, "--bootstrap-server", bs, "--list", "--command-config", str(tmp_path / "nope"))
     assert code == 1 and "nope" in out
-    props.write_text("security.protocol=SASL_SSL\n")
+    props.write_text("security.protocol=SASL_SSL\n")  # Kafka's default mechanism, GSSAPI
     code, out, _ = run(topics.main, "--bootstrap-server", bs, "--list", "--command-config", str(props))
-    assert code == 1 and "security.protocol=SASL_SSL is not supported" in out
+    assert code == 1 and "sasl.mechanism=GSSAPI is not supported" in out
+    props.write_text("security.protocol=TLS\n")
+    code, out, _ = run(topics.main, "--bootstrap-server", bs, "--list", "--command-config", str(props))
+    assert code == 1 and "security.protocol=TLS is not supported" in out
 
 
 def test_configs_describe_and_alter(module_broker: Any) -> None:

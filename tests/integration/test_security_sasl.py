@@ -9,6 +9,7 @@ authenticate."""
 from __future__ import annotations
 
 import hashlib
+import io
 import struct
 import time
 from collections.abc import Callable, Iterator
@@ -20,6 +21,10 @@ import scramp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cli import topics as topics_cli
+from client.config import ClientConfig
+from client.errors import ClientError
+from client.sync import SyncClient
 from protocol.errors import ErrorCode
 from protocol.messages.alter_user_scram_credentials import (
     AlterUserScramCredentialsRequest,
@@ -33,6 +38,8 @@ from protocol.messages.describe_user_scram_credentials import (
 from protocol.messages.metadata import MetadataRequest, MetadataResponse
 from protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
+from protocol.records import NewRecord, build_batch, iter_batches
+from protocol.topic_partition import TopicPartition
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.data_path_client import create_topic
 from tests.integration.netclient import ConnectionClosed, RawClient
@@ -436,3 +443,71 @@ def test_broker_still_serves_after_the_fuzzing(sasl_broker: BrokerProcess) -> No
     with RawClient(sasl_broker.endpoints["SASL_PLAINTEXT"]) as client:
         assert plain_login(client, "alice", "alice-secret").error_code == 0
         assert metadata_is_served(client)
+
+
+# -- the project's own client (the CLI's, and the brokers' for inter-broker traffic) ----------
+
+
+def own_client_props(protocol: str, mechanism: str, pki: Pki | None = None,
+                     password: str | None = None) -> dict[str, str]:
+    """Kafka client properties, as a user writes them in a --command-config file."""
+    user, right = PASSWORDS[mechanism]
+    module = ("org.apache.kafka.common.security.plain.PlainLoginModule" if mechanism == "PLAIN"
+              else "org.apache.kafka.common.security.scram.ScramLoginModule")
+    props = {"security.protocol": protocol, "sasl.mechanism": mechanism,
+             "sasl.jaas.config": f'{module} required username="{user}" '
+                                 f'password="{right if password is None else password}";'}
+    if pki is not None:
+        props.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca_cert)})
+    return props
+
+
+@pytest.mark.parametrize(("protocol", "mechanism"), [
+    ("SASL_PLAINTEXT", "PLAIN"), ("SASL_PLAINTEXT", "SCRAM-SHA-256"), ("SASL_SSL", "SCRAM-SHA-512")])
+def test_own_client_and_cli_over_sasl(sasl_broker: BrokerProcess, pki: Pki, tmp_path: Path,
+                                      protocol: str, mechanism: str) -> None:
+    props = own_client_props(protocol, mechanism, pki if protocol == "SASL_SSL" else None)
+    endpoint = sasl_broker.endpoints[protocol]
+    topic = f"own-{protocol}-{mechanism}".lower()
+    config_file = tmp_path / "client.properties"
+    config_file.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    out = io.StringIO()
+    assert topics_cli.main(["--bootstrap-server", endpoint, "--command-config", str(config_file),
+                            "--create", "--topic", topic, "--partitions", "1"], out=out) == 0, out.getvalue()
+    with SyncClient(endpoint, ClientConfig.from_properties(props)) as client:
+        tp = TopicPartition(topic, 0)
+        produced = client.produce(tp, build_batch([NewRecord(b"k", b"over " + protocol.encode(), (), None)]))
+        assert produced is not None and produced.base_offset == 0
+        fetched = client.fetch(tp, 0)
+        assert [r.value for b in iter_batches(fetched.records) for r in b.records()] == [
+            b"over " + protocol.encode()]
+    out = io.StringIO()
+    assert topics_cli.main(["--bootstrap-server", endpoint, "--command-config", str(config_file),
+                            "--list"], out=out) == 0
+    assert topic in out.getvalue().split()
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_own_client_with_a_wrong_password_gets_the_brokers_refusal(sasl_broker: BrokerProcess,
+                                                                   mechanism: str) -> None:
+    props = own_client_props("SASL_PLAINTEXT", mechanism, password="wrong")
+    started = time.monotonic()
+    with pytest.raises(ClientError) as refused, \
+            SyncClient(sasl_broker.endpoints["SASL_PLAINTEXT"], ClientConfig.from_properties(props)) as client:
+        client.list_topics()
+    assert refused.value.error_name == "SASL_AUTHENTICATION_FAILED" and not refused.value.retriable
+    assert time.monotonic() - started < 10, "an authentication failure is not retried"
+
+
+def test_own_client_settings_refused_before_connecting() -> None:
+    for props, message in (
+            ({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "GSSAPI"},
+             "sasl.mechanism=GSSAPI is not supported"),
+            ({"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"},
+             "sasl.jaas.config must be set"),
+            ({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+              "sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required;"},
+             "username and password are required")):
+        with pytest.raises(ClientError, match=message) as refused:
+            ClientConfig.from_properties(props)
+        assert refused.value.error_name == "INVALID_CONFIG"

@@ -16,6 +16,9 @@ from typing import Any
 
 import pytest
 
+from client.config import ClientConfig
+from client.errors import ClientError
+from client.sync import SyncClient
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.data_path_client import create_topic
 from tests.integration.secure_clients import (
@@ -160,3 +163,44 @@ def test_plaintext_client_on_tls_port_gets_no_kafka_response(tls_broker: BrokerP
         sock.sendall(API_VERSIONS_V0)
         size = struct.unpack(">i", sock.recv(4))[0]
         assert size > 0
+
+
+# -- the project's own client (the CLI's, and the brokers' for inter-broker traffic) ----------
+
+
+def own_ssl_config(pki: Pki, cert: str | None = None, **extra: str) -> ClientConfig:
+    props = {"security.protocol": "SSL", "ssl.truststore.type": "PEM",
+             "ssl.truststore.location": str(pki.ca_cert)}
+    if cert is not None:
+        props.update({"ssl.keystore.type": "PEM",
+                      "ssl.keystore.location": str(pki.client(cert).keystore)})
+    return ClientConfig.from_properties({**props, **extra})
+
+
+def test_own_client_over_ssl_and_mtls(tls_broker: BrokerProcess, pki: Pki) -> None:
+    create_topic(tls_broker.bootstrap, "own-ssl")
+    with SyncClient(tls_broker.endpoints["SSL"], own_ssl_config(pki)) as client:
+        assert "own-ssl" in {t.name for t in client.list_topics()}
+    with SyncClient(tls_broker.endpoints["MTLS"], own_ssl_config(pki, "alice")) as client:
+        assert "own-ssl" in {t.name for t in client.list_topics()}
+
+
+def test_own_client_refuses_an_untrusted_broker_and_is_refused_without_a_certificate(
+        tls_broker: BrokerProcess, pki: Pki, tmp_path: Path) -> None:
+    other = make_pki(tmp_path / "other-ca")  # a CA that did not sign the broker's certificate
+    untrusted = ClientConfig.from_properties({
+        "security.protocol": "SSL", "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(other.ca_cert)})
+    with pytest.raises(ClientError) as refused, SyncClient(tls_broker.endpoints["SSL"], untrusted) as client:
+        client.list_topics()
+    assert refused.value.error_name == "SSL_AUTHENTICATION_FAILED" and not refused.value.retriable
+    assert "CERTIFICATE_VERIFY_FAILED" in str(refused.value)
+    with pytest.raises(ClientError) as refused, \
+            SyncClient(tls_broker.endpoints["MTLS"], own_ssl_config(pki)) as client:
+        client.list_topics()
+    assert refused.value.error_name in ("SSL_AUTHENTICATION_FAILED", "NETWORK_EXCEPTION")
+    jks_default = ClientConfig.from_properties({"security.protocol": "SSL",
+                                                "ssl.truststore.location": str(pki.ca_cert)})
+    with pytest.raises(ClientError, match="PEM only"), \
+            SyncClient(tls_broker.endpoints["SSL"], jks_default) as client:
+        client.list_topics()

@@ -12,6 +12,7 @@ from client import ClientConfig, ClientError, parse_bootstrap
 from client.backoff import backoff_ms
 from client.config import unused_properties
 from client.metadata import ClusterMetadata, PartitionInfo, TopicInfo
+from client.security import jaas_credentials
 from client.versions import pick_version, retry_version
 from protocol.errors import ErrorCode
 from protocol.messages.api_versions import ApiVersionsResponse
@@ -71,8 +72,20 @@ def test_config_from_kafka_property_names() -> None:
         ClientConfig.from_properties({"request.timeout.ms": "soon"})
     with pytest.raises(ClientError, match=re.escape("max.in.flight.requests.per.connection")):
         ClientConfig(max_in_flight_requests_per_connection=0)
-    with pytest.raises(ClientError, match=re.escape("security.protocol=SSL")):
-        ClientConfig.from_properties({"security.protocol": "SSL"})
+    with pytest.raises(ClientError, match=re.escape("security.protocol=SSLv3")):
+        ClientConfig.from_properties({"security.protocol": "SSLv3"})
+    assert ClientConfig.from_properties({"security.protocol": "SSL"}).tls is not None
+
+
+def test_client_jaas_credentials() -> None:
+    assert jaas_credentials('org.apache.kafka.common.security.plain.PlainLoginModule required '
+                            'username="al ice" password="p\\"w;d";') == ("al ice", 'p"w;d')
+    assert jaas_credentials("org.apache.kafka.common.security.scram.ScramLoginModule required "
+                            "username=bob password=s3cret;") == ("bob", "s3cret")
+    for bad in ("", "username=bob password=x;", "X required username=bob;"):
+        with pytest.raises(ClientError) as refused:
+            jaas_credentials(bad)
+        assert refused.value.error_name == "INVALID_CONFIG"
 
 
 def test_parse_bootstrap() -> None:
