@@ -53,7 +53,6 @@ import sys
 import time
 import uuid
 from functools import partial
-from pathlib import Path
 from typing import IO
 
 from broker import cluster_mode, replication
@@ -77,11 +76,11 @@ from broker.producer_ids import BLOCK_FILE_NAME, ProducerIdManager
 from broker.quota.manager import ClientQuotas
 from broker.replica_manager import ReplicaManager
 from broker.security.acl_store import STORE_FILE as ACL_FILE
-from broker.security.acl_store import AclStoreError, LocalAclStore
+from broker.security.acl_store import AclStore
 from broker.security.authorizer import AclAuthorizer, parse_super_users
 from broker.security.credentials import CredentialStore
 from broker.security.entity_store import STORE_FILE as ENTITY_CONFIGS_FILE
-from broker.security.entity_store import EntityStoreError, LocalEntityConfigStore
+from broker.security.stores import SecurityStoreError, SecurityStores, open_security_stores
 from broker.services import Broker, advertised_host
 from controller.channel import BrokerEndpoint, BrokerRegistration
 from controller.local import InProcessChannel, LocalController
@@ -137,6 +136,7 @@ class BrokerServer:
         self.controller: LocalController | ZkController | None = None
         self._maintenance: LogMaintenance | None = None
         self._log_manager: LogManager | None = None
+        self._security: SecurityStores | None = None
         self._logs_closed = False
         self._exit_code = 0
 
@@ -204,6 +204,8 @@ class BrokerServer:
         except BaseException:
             # Start-up or shutdown failed half-way: release the log dir without pretending
             # to have shut down cleanly (the next start recovers).
+            if self._security is not None:
+                await asyncio.shield(self._security.close())
             if self.controller is not None:
                 await asyncio.shield(self.controller.shutdown())
             if self._log_manager is not None and not self._logs_closed:
@@ -348,9 +350,14 @@ class BrokerServer:
         producer_ids = ProducerIdManager(log_dir, claim_block=None if zk is None else partial(
             zk_claim_block, zk.session, config.broker_id))
         try:
-            entity_configs = LocalEntityConfigStore.load(log_dir)
-            authorizer = build_authorizer(config, log_dir)
-        except (EntityStoreError, AclStoreError, ConfigError) as exc:
+            # A cluster's users, quotas and ACLs are in ZooKeeper (Kafka's znodes), shared by
+            # every broker; a single node's in its log dir.
+            self._security = await open_security_stores(
+                log_dir, None if zk is None else zk.session.zk,
+                with_acls=bool(config.values["authorizer.class.name"]))
+            entity_configs = self._security.entity_configs
+            authorizer = build_authorizer(config, self._security.acls)
+        except (SecurityStoreError, ConfigError) as exc:
             raise StartupError(str(exc)) from None
         return Broker(
             config=config, cluster_id=cluster_id, log_manager=log_manager,
@@ -401,8 +408,10 @@ class BrokerServer:
                         DRAIN_TIMEOUT_S)
         await self.network.close()
         log.info("Shutdown step 2/4: finished in-flight requests, closed %d connections", in_flight)
-        # 3. Stop the controller; complete parked operations; stop periodic log work (waits
-        #    for a running job).
+        # 3. Stop watching the security znodes and the controller; complete parked
+        #    operations; stop periodic log work (waits for a running job).
+        if self._security is not None:
+            await self._security.close()
         await self.controller.shutdown()
         assert self._maintenance is not None
         await self._maintenance.stop()
@@ -428,8 +437,8 @@ def _test_pause() -> None:
         time.sleep(0.02)
 
 
-def build_authorizer(config: BrokerConfig, log_dir: Path) -> AclAuthorizer | None:
-    """``authorizer.class.name`` (Kafka's AclAuthorizer) over the single node's ACL file, with
+def build_authorizer(config: BrokerConfig, store: AclStore | None) -> AclAuthorizer | None:
+    """``authorizer.class.name`` (Kafka's AclAuthorizer) over the ACL store, with
     ``super.users`` and ``allow.everyone.if.no.acl.found``; None when unset."""
     if not config.values["authorizer.class.name"]:
         return None
@@ -438,7 +447,8 @@ def build_authorizer(config: BrokerConfig, log_dir: Path) -> AclAuthorizer | Non
         super_users = parse_super_users(None if raw is None else str(raw))
     except ValueError as exc:
         raise ConfigError(f"Invalid value {raw!r} for configuration super.users: {exc}") from None
-    return AclAuthorizer(LocalAclStore.in_log_dir(log_dir), super_users=super_users,
+    assert store is not None
+    return AclAuthorizer(store, super_users=super_users,
                          allow_everyone_if_no_acl_found=config.get_bool("allow.everyone.if.no.acl.found"))
 
 

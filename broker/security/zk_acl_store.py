@@ -62,7 +62,7 @@ from broker.security.acl_store import (
     acls_to_json,
 )
 from controller import zk_data as zd
-from controller.zk_client import ZkBadVersion, ZkClient, ZkError, ZkNodeExists, ZkNoNode
+from controller.zk_client import ZkBadVersion, ZkClient, ZkClosed, ZkError, ZkNodeExists, ZkNoNode
 
 log = logging.getLogger(__name__)
 
@@ -253,7 +253,7 @@ class ZkAclStore:
             except asyncio.CancelledError:
                 raise
             except ZkError as exc:
-                if self._closed:
+                if self._closed or isinstance(exc, ZkClosed):
                     return
                 log.warning("ACL change watch: %s; re-arming in %.0f s", exc, REARM_RETRY_S)
                 await asyncio.sleep(REARM_RETRY_S)

@@ -50,6 +50,7 @@ from controller.zk_client import (
     SetDataOp,
     ZkBadVersion,
     ZkClient,
+    ZkClosed,
     ZkError,
     ZkNodeExists,
     ZkNoNode,
@@ -237,7 +238,7 @@ class ZkEntityConfigStore:
             except asyncio.CancelledError:
                 raise
             except ZkError as exc:
-                if self._closed:
+                if self._closed or isinstance(exc, ZkClosed):
                     return
                 log.warning("config change watch: %s; re-arming in %.0f s", exc, REARM_RETRY_S)
                 await asyncio.sleep(REARM_RETRY_S)

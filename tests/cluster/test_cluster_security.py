@@ -1,0 +1,180 @@
+"""Security state shared by the brokers of a cluster through ZooKeeper: ACLs, SCRAM
+credentials and client quotas changed through one broker (or written by Kafka's own tools
+straight into ZooKeeper) are enforced by the other.
+
+Two broker processes on a real ZooKeeper, each with a PLAINTEXT listener (ANONYMOUS, a
+super user: the tests' admin) and a SASL_PLAINTEXT one (PLAIN users from the JAAS entry,
+SCRAM users from ZooKeeper), and Kafka's AclAuthorizer semantics.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from scramp import ScramClient
+
+from broker.security.acl import AclOperation as Op
+from broker.security.acl import AclPermissionType, PatternType
+from broker.security.acl import ResourceType as RT
+from devcluster.apache_kafka import kafka_tool
+from protocol.errors import ErrorCode
+from protocol.messages.create_acls import CreateAclsRequest, CreateAclsResponse
+from protocol.messages.describe_client_quotas import (
+    DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse,
+)
+from protocol.messages.metadata import MetadataRequest
+from protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
+from protocol.messages.sasl_handshake import SaslHandshakeRequest
+from tests.cluster.conftest import ClusterBrokers
+from tests.integration.broker_process import REPO_ROOT
+from tests.integration.data_path_client import create_topic
+from tests.integration.netclient import RawClient
+
+pytestmark = pytest.mark.timeout(240)
+
+PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+              'user_alice="alice-secret";')
+SECURE_PROPS = {
+    "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+    "inter.broker.listener.name": "PLAINTEXT",
+    "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+    "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+    "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config":
+        "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+    "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config":
+        "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+    "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+    "super.users": "User:ANONYMOUS",
+}
+TOPIC = "orders"
+
+
+def secure_cluster(cluster_brokers: Callable[..., ClusterBrokers]) -> ClusterBrokers:
+    brokers = cluster_brokers(count=0)
+    brokers.props.update(SECURE_PROPS)  # names with "_" (sasl_plaintext) cannot be kwargs
+    for broker_id in (1, 2):
+        brokers.start(broker_id)
+    create_topic(brokers.brokers[1].endpoints["PLAINTEXT"], TOPIC)
+    return brokers
+
+
+def alice(broker: Any) -> RawClient:
+    """A connection to ``broker``'s SASL listener, authenticated as alice (PLAIN)."""
+    client = RawClient(broker.endpoints["SASL_PLAINTEXT"])
+    client.request(17, 1, SaslHandshakeRequest(mechanism="PLAIN"))
+    _cid, body = client.request(36, 2, SaslAuthenticateRequest(auth_bytes=b"\0alice\0alice-secret"))
+    assert isinstance(body, SaslAuthenticateResponse) and body.error_code == 0
+    return client
+
+
+def metadata_error(client: RawClient, topic: str = TOPIC) -> int:
+    _cid, body = client.request(3, 12, MetadataRequest(
+        topics=[MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False))
+    return int(body.topics[0].error_code)
+
+
+def eventually(check: Callable[[], bool], what: str, timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, f"never: {what}"
+        time.sleep(0.05)
+
+
+def scram_topics(endpoint: str, mechanism: str, user: str, password: str) -> set[str] | None:
+    """Log in over SCRAM (the exchange by ``scramp``, as a client runs it) and list the
+    topics the user may see; None when the login fails."""
+    with RawClient(endpoint) as client:
+        client.request(17, 1, SaslHandshakeRequest(mechanism=mechanism))
+        scram = ScramClient([mechanism], user, password)
+        _cid, first = client.request(36, 2, SaslAuthenticateRequest(
+            auth_bytes=scram.get_client_first().encode()))
+        if first.error_code != 0:
+            return None
+        scram.set_server_first(bytes(first.auth_bytes).decode())
+        _cid, final = client.request(36, 2, SaslAuthenticateRequest(
+            auth_bytes=scram.get_client_final().encode()))
+        if final.error_code != 0:
+            return None
+        scram.set_server_final(bytes(final.auth_bytes).decode())
+        _cid, body = client.request(3, 12, MetadataRequest(topics=None, allow_auto_topic_creation=False))
+        return {t.name for t in body.topics}
+
+
+def minikafka_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "cli", *args], cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=60, check=True)
+
+
+def test_acl_created_through_one_broker_is_enforced_by_the_other(
+        cluster_brokers: Callable[..., ClusterBrokers]) -> None:
+    brokers = secure_cluster(cluster_brokers)
+    one, two = brokers.brokers[1], brokers.brokers[2]
+    with alice(two) as on_two:
+        assert metadata_error(on_two) == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        with RawClient(one.endpoints["PLAINTEXT"]) as admin:
+            _cid, body = admin.request(30, 3, CreateAclsRequest(creations=[CreateAclsRequest.AclCreation(
+                resource_type=RT.TOPIC, resource_name=TOPIC, resource_pattern_type=PatternType.LITERAL,
+                principal="User:alice", host="*", operation=Op.DESCRIBE,
+                permission_type=AclPermissionType.ALLOW)]))
+            assert isinstance(body, CreateAclsResponse) and body.results[0].error_code == 0
+        eventually(lambda: metadata_error(on_two) == ErrorCode.NO_ERROR,
+                   "broker 2 allows alice what broker 1 granted")
+    # Both brokers list it (DescribeAcls answers from each broker's cache).
+    for broker in (one, two):
+        out = minikafka_cli("acls", "--bootstrap-server", broker.endpoints["PLAINTEXT"], "--list").stdout
+        assert "User:alice" in out and "DESCRIBE" in out.upper(), out
+
+
+def test_scram_user_and_quota_set_through_one_broker_work_on_the_other(
+        cluster_brokers: Callable[..., ClusterBrokers]) -> None:
+    brokers = secure_cluster(cluster_brokers)
+    one, two = brokers.brokers[1], brokers.brokers[2]
+    minikafka_cli("configs", "--bootstrap-server", one.endpoints["PLAINTEXT"], "--alter",
+                  "--add-config", "SCRAM-SHA-256=[password=bob-secret],producer_byte_rate=1048576",
+                  "--entity-type", "users", "--entity-name", "bob")
+    eventually(lambda: scram_topics(two.endpoints["SASL_PLAINTEXT"], "SCRAM-SHA-256", "bob",
+                                    "bob-secret") is not None,
+               "bob logs in on broker 2 with the credential stored through broker 1")
+    assert scram_topics(two.endpoints["SASL_PLAINTEXT"], "SCRAM-SHA-256", "bob", "wrong") is None
+    # The quota stored through broker 1 is what broker 2 describes.
+    with RawClient(two.endpoints["PLAINTEXT"]) as admin:
+        _cid, body = admin.request(48, 1, DescribeClientQuotasRequest(components=[
+            DescribeClientQuotasRequest.ComponentData(entity_type="user", match_type=0, match="bob")],
+            strict=False))
+    assert isinstance(body, DescribeClientQuotasResponse) and body.error_code == 0
+    assert [(v.key, v.value) for e in body.entries for v in e.values] == [("producer_byte_rate", 1048576.0)]
+
+
+def test_kafkas_own_tools_writing_to_zookeeper(
+        cluster_brokers: Callable[..., ClusterBrokers], tmp_path: Path) -> None:
+    """Kafka 3.9's kafka-acls (AclAuthorizer on ZooKeeper) and kafka-configs --zookeeper
+    (SCRAM credentials) write Kafka's znodes and notifications; both brokers apply them."""
+    brokers = secure_cluster(cluster_brokers)
+    one, two = brokers.brokers[1], brokers.brokers[2]
+    kafka_tool("kafka.admin.ConfigCommand", "--zookeeper", brokers.zk_connect, "--alter",
+               "--add-config", "SCRAM-SHA-512=[iterations=8192,password=carol-secret]",
+               "--entity-type", "users", "--entity-name", "carol", work_dir=tmp_path / "tools")
+    kafka_tool("kafka.admin.AclCommand", "--authorizer-properties",
+               f"zookeeper.connect={brokers.zk_connect}", "--add", "--allow-principal", "User:carol",
+               "--operation", "Describe", "--topic", TOPIC, work_dir=tmp_path / "tools")
+    for broker in (one, two):
+        eventually(lambda b=broker: TOPIC in (scram_topics(
+            b.endpoints["SASL_PLAINTEXT"], "SCRAM-SHA-512", "carol", "carol-secret") or ()),
+            f"carol logs in and sees {TOPIC} on {broker.name}")
+    # And what minikafka wrote, Kafka's AclCommand lists from ZooKeeper.
+    with RawClient(one.endpoints["PLAINTEXT"]) as admin:
+        _cid, body = admin.request(30, 3, CreateAclsRequest(creations=[CreateAclsRequest.AclCreation(
+            resource_type=RT.GROUP, resource_name="billing-", resource_pattern_type=PatternType.PREFIXED,
+            principal="User:carol", host="*", operation=Op.READ, permission_type=AclPermissionType.ALLOW)]))
+        assert body.results[0].error_code == 0
+    listed = kafka_tool("kafka.admin.AclCommand", "--authorizer-properties",
+                        f"zookeeper.connect={brokers.zk_connect}", "--list",
+                        work_dir=tmp_path / "tools").stdout
+    assert "name=billing-, patternType=PREFIXED" in listed and "operation=READ" in listed, listed
