@@ -28,6 +28,7 @@ from typing import Final
 from broker.config import BrokerConfig, Endpoint
 from broker.controlled_shutdown import ControlledShutdownSettings, controlled_shutdown
 from broker.metadata_cache import MetadataCache
+from broker.security.inter_broker import inter_broker_client_properties
 from controller import zk_data as zd
 from controller import zk_registration
 from controller.network_channel import NetworkChannel
@@ -70,7 +71,8 @@ def zk_controller(config: BrokerConfig,
             int(time.time() * 1000), rack=rack)
 
     channel = NetworkChannel(broker_id, config.inter_broker_listener_name,
-                             socket_timeout_ms=config.get_int("controller.socket.timeout.ms"))
+                             socket_timeout_ms=config.get_int("controller.socket.timeout.ms"),
+                             client_properties=inter_broker_client_properties(config))
     return ZkController(settings, registration, channel)
 
 
@@ -130,6 +132,7 @@ async def shutdown_first(config: BrokerConfig, controller: ZkController,
         broker_id=config.broker_id, inter_broker_listener=config.inter_broker_listener_name,
         max_retries=config.get_int("controlled.shutdown.max.retries"),
         retry_backoff_ms=config.get_int("controlled.shutdown.retry.backoff.ms"),
-        socket_timeout_ms=config.get_int("controller.socket.timeout.ms"))
+        socket_timeout_ms=config.get_int("controller.socket.timeout.ms"),
+        client_properties=inter_broker_client_properties(config))
     await controlled_shutdown(settings, cache, lambda: controller.broker_epoch,
                               timeout_s=CONTROLLED_SHUTDOWN_TIMEOUT_S)

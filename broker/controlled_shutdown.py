@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 from broker.metadata_cache import MetadataCache
 from client.config import ClientConfig
@@ -40,6 +40,8 @@ class ControlledShutdownSettings:
     max_retries: int = 3  # controlled.shutdown.max.retries
     retry_backoff_ms: int = 5000  # controlled.shutdown.retry.backoff.ms
     socket_timeout_ms: int = 30000  # controller.socket.timeout.ms
+    # How to reach the inter-broker listener (TLS, SASL: the client's property names).
+    client_properties: Mapping[str, str] = field(default_factory=dict)
 
 
 async def controlled_shutdown(settings: ControlledShutdownSettings, cache: MetadataCache,
@@ -56,10 +58,11 @@ async def controlled_shutdown(settings: ControlledShutdownSettings, cache: Metad
 
 async def _attempts(settings: ControlledShutdownSettings, cache: MetadataCache,
                     broker_epoch: Callable[[], int]) -> bool:
-    config = ClientConfig(client_id=f"broker-{settings.broker_id}-controlled-shutdown",
-                          request_timeout_ms=settings.socket_timeout_ms,
-                          connection_setup_timeout_ms=settings.socket_timeout_ms,
-                          max_in_flight_requests_per_connection=1)
+    config = ClientConfig.from_properties(settings.client_properties, ClientConfig(
+        client_id=f"broker-{settings.broker_id}-controlled-shutdown",
+        request_timeout_ms=settings.socket_timeout_ms,
+        connection_setup_timeout_ms=settings.socket_timeout_ms,
+        max_in_flight_requests_per_connection=1))
     for attempt in range(1, settings.max_retries + 1):
         log.info("[KafkaServer id=%d] Starting controlled shutdown (attempt %d of %d)",
                  settings.broker_id, attempt, settings.max_retries)

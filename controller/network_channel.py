@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Mapping
 from typing import Final
 
 from client.config import ClientConfig
@@ -126,13 +127,15 @@ class NetworkChannel:
     """A ``ControllerChannel`` to brokers over TCP (see the module docstring)."""
 
     def __init__(self, controller_id: int, inter_broker_listener: str, *,
-                 socket_timeout_ms: int = DEFAULT_SOCKET_TIMEOUT_MS) -> None:
+                 socket_timeout_ms: int = DEFAULT_SOCKET_TIMEOUT_MS,
+                 client_properties: Mapping[str, str] | None = None) -> None:
+        """``client_properties``: how to reach the inter-broker listener (TLS, SASL: the
+        client's property names)."""
         self.controller_id = controller_id
         self.listener = inter_broker_listener
-        self.config = ClientConfig(client_id=f"controller-{controller_id}",
-                                   request_timeout_ms=socket_timeout_ms,
-                                   connection_setup_timeout_ms=socket_timeout_ms,
-                                   max_in_flight_requests_per_connection=1)
+        self.config = ClientConfig.from_properties(client_properties or {}, ClientConfig(
+            client_id=f"controller-{controller_id}", request_timeout_ms=socket_timeout_ms,
+            connection_setup_timeout_ms=socket_timeout_ms, max_in_flight_requests_per_connection=1))
         self._senders: dict[int, _BrokerSender] = {}
         self._stopping: set[asyncio.Task[None]] = set()
 

@@ -36,6 +36,7 @@ from tests.cluster.conftest import ClusterBrokers
 from tests.integration.broker_process import REPO_ROOT
 from tests.integration.data_path_client import create_topic
 from tests.integration.netclient import RawClient
+from tests.tls_certs import make_pki
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -178,3 +179,41 @@ def test_kafkas_own_tools_writing_to_zookeeper(
                         f"zookeeper.connect={brokers.zk_connect}", "--list",
                         work_dir=tmp_path / "tools").stdout
     assert "name=billing-, patternType=PREFIXED" in listed and "operation=READ" in listed, listed
+
+
+def test_brokers_talk_to_each_other_over_sasl_ssl(
+        cluster_brokers: Callable[..., ClusterBrokers], tmp_path: Path) -> None:
+    """The inter-broker listener is SASL_SSL (PLAIN, the broker's own user from its JAAS
+    entry; the peers' certificates checked against the CA): the controller's requests reach
+    every broker (each learns the whole cluster only from its UpdateMetadata), and a
+    controlled shutdown goes through."""
+    pki = make_pki(tmp_path / "pki")
+    brokers = cluster_brokers(count=0)
+    brokers.props.update({
+        "listeners": "INTERNAL://127.0.0.1:0,PLAINTEXT://127.0.0.1:0",
+        "listener.security.protocol.map": "INTERNAL:SASL_SSL,PLAINTEXT:PLAINTEXT",
+        "inter.broker.listener.name": "INTERNAL",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "listener.name.internal.plain.sasl.jaas.config":
+            'org.apache.kafka.common.security.plain.PlainLoginModule required '
+            'username="broker" password="broker-secret" user_broker="broker-secret";',
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki.server_keystore),
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca_cert),
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": "User:broker;User:ANONYMOUS",
+    })
+    for broker_id in (1, 2):
+        brokers.start(broker_id)
+    for broker in brokers.brokers.values():
+        eventually(lambda b=broker: _broker_ids(b.endpoints["PLAINTEXT"]) == {1, 2},
+                   f"{broker.name} knows both brokers from the controller's UpdateMetadata")
+    two = brokers.brokers[2]  # leads nothing: the controller's answer lets it go at once
+    assert two.stop() == 0
+    assert "Controlled shutdown request returned successfully" in two.stderr_text()
+
+
+def _broker_ids(endpoint: str) -> set[int]:
+    with RawClient(endpoint) as client:
+        _cid, body = client.request(3, 12, MetadataRequest(topics=[], allow_auto_topic_creation=False))
+    return {b.node_id for b in body.brokers}

@@ -1,0 +1,45 @@
+"""The client properties a broker uses for its peers' inter-broker listener."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from broker.config import BrokerConfig, ConfigError
+from broker.security.inter_broker import inter_broker_client_properties
+from client.config import ClientConfig
+from client.security import jaas_credentials
+
+PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
+
+
+def config(**extra: str) -> BrokerConfig:
+    return BrokerConfig.from_properties({
+        "listeners": "INTERNAL://127.0.0.1:0,PLAINTEXT://127.0.0.1:0",
+        "listener.security.protocol.map": "INTERNAL:SASL_SSL,PLAINTEXT:PLAINTEXT",
+        "inter.broker.listener.name": "INTERNAL", "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": "/ca.pem",
+        **extra})
+
+
+def test_sasl_ssl_inter_broker_listener() -> None:
+    props = inter_broker_client_properties(config(**{
+        "listener.name.internal.plain.sasl.jaas.config":
+            f'{PLAIN} required username="bro\\"ker" password="s3cret" user_broker="s3cret";'}))
+    assert props["security.protocol"] == "SASL_SSL" and props["sasl.mechanism"] == "PLAIN"
+    assert props["ssl.truststore.location"] == "/ca.pem" and props["ssl.truststore.type"] == "PEM"
+    assert jaas_credentials(props["sasl.jaas.config"]) == ('bro"ker', "s3cret")
+    assert ClientConfig.from_properties(props).tls is not None  # the client takes them as they are
+
+
+def test_plaintext_inter_broker_listener_needs_nothing() -> None:
+    props = inter_broker_client_properties(BrokerConfig.from_properties({}))
+    assert props == {"security.protocol": "PLAINTEXT"}
+
+
+def test_sasl_without_the_brokers_own_credentials_fails() -> None:
+    with pytest.raises(ConfigError, match=re.escape("listener.name.internal.plain.sasl.jaas.config")):
+        inter_broker_client_properties(config(**{
+            "listener.name.internal.plain.sasl.jaas.config": f'{PLAIN} required user_a="b";'}))
