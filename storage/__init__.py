@@ -12,7 +12,9 @@ Modules, one job each:
 - ``retention``: which segments retention deletes.
 - ``cleaner``: the log cleaner (compaction) and its threads; ``cleaner_manager``: which log
   to clean and ``cleaner-offset-checkpoint``; ``cleaner_filter`` / ``cleaner_records``: what
-  a cleaning keeps and the bytes it writes; ``offset_map``: key -> latest offset.
+  a cleaning keeps and the bytes it writes; ``offset_map``: key -> latest offset;
+  ``cleaner_scan``: the per-record loops (compiled by mypyc with ``scripts/build-native``;
+  ``cleaner_native`` picks the compiled build or the pure module).
 - ``testhooks``: test-only pause points (environment only, off by default).
 - ``epoch_cache``: the leader epoch cache (``leader-epoch-checkpoint``).
 - ``checkpoints``: Kafka's checkpoint, ``partition.metadata`` and ``meta.properties`` files.

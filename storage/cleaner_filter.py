@@ -15,6 +15,11 @@ Per batch (``BatchFilter.filter_chunk``), in Kafka's order:
    record is kept when it is the key's latest (offset >= the map's) and it has a value, or
    it is a tombstone whose batch has no delete horizon yet or one still in the future.
    Records without a key are dropped (counted as invalid). Control records are kept.
+   In the range the offset map covers, "the key's latest" is "its offset is one of the
+   map's offsets" (every keyed record of that range went into the map), so a data batch
+   there with none of those offsets is dropped, or kept empty, without reading its
+   records (``BatchFilter._may_keep``); the others go through
+   ``storage.cleaner_scan.select_records`` (compiled when built).
 
 Output: a batch that keeps every record and needs no new delete horizon is copied byte for
 byte. Otherwise it is rebuilt like Kafka's ``MemoryRecordsBuilder``: same base offset,
@@ -30,9 +35,10 @@ timestamp (the original for LogAppendTime). A batch kept empty is a bare 61-byte
 
 from __future__ import annotations
 
+import bisect
 import enum
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -54,7 +60,8 @@ from protocol.records import (
     ATTR_TRANSACTIONAL,
     CorruptRecordError,
 )
-from storage.cleaner_records import ParsedRecord, encode_record_with_tail, parse_records
+from storage.cleaner_native import scan
+from storage.cleaner_records import parse_records
 from storage.offset_map import OffsetMap
 from storage.segment import BatchMeta
 
@@ -178,15 +185,15 @@ class BatchFilter:
         active_producers: Mapping[int, LastRecord],
         upper_bound_offset: int,
         stats: CleanerStats,
-        yield_gil: Callable[[], None] = lambda: None,
+        first_dirty_offset: int = 0,
     ) -> None:
         self.map = offset_map
         self.now_ms = now_ms
         self.delete_retention_ms = delete_retention_ms
         self.active_producers = active_producers
         self.upper_bound_offset = upper_bound_offset
+        self.first_dirty_offset = first_dirty_offset
         self.stats = stats
-        self.yield_gil = yield_gil
         self.txn = TxnTracker()
 
     def _is_last_batch_of_producer(self, producer_id: int, last_offset: int, is_control: bool,
@@ -198,7 +205,7 @@ class BatchFilter:
             return last_offset == last.last_data_offset
         return is_control and producer_epoch == last.producer_epoch
 
-    def filter_chunk(self, chunk: bytes | memoryview, out: bytearray) -> list[BatchMeta]:
+    def filter_chunk(self, chunk: bytes, out: bytearray) -> list[BatchMeta]:
         """Filter the whole batches of ``chunk`` into ``out``; metas of the batches written."""
         metas: list[BatchMeta] = []
         pos = 0
@@ -207,18 +214,19 @@ class BatchFilter:
         while pos < end:  # each turn moves past one whole batch
             head = read_header(chunk, pos)
             size = head.batch_length + LOG_OVERHEAD_BYTES
-            buf = chunk[pos : pos + size]
-            pos += size
+            if size < HEADER_SIZE_BYTES or pos + size > end:
+                raise CorruptRecordError(f"batch length {head.batch_length} at byte {pos}")
             stats.bytes_read += size
-            written = self._filter_batch(buf, head, out)
+            written = self._filter_batch(chunk, head, size, out)
             if written is not None:
                 metas.append(written)
-            self.yield_gil()
+            pos += size
         return metas
 
-    def _filter_batch(self, buf: bytes | memoryview, head: BatchHeader,
+    def _filter_batch(self, chunk: bytes, head: BatchHeader, size: int,
                       out: bytearray) -> BatchMeta | None:
         stats = self.stats
+        pos = head.position
         base_offset, attributes = head.base_offset, head.attributes
         last_offset_delta = head.last_offset_delta
         is_control = bool(attributes & ATTR_CONTROL)
@@ -227,7 +235,8 @@ class BatchFilter:
         pid = head.producer_id
         if is_control:
             can_discard = self.txn.on_control_batch(
-                attributes, pid, count, control_type_of(buf, attributes, count))
+                attributes, pid, count,
+                control_type_of(memoryview(chunk)[pos : pos + size], attributes, count))
             horizon_set = bool(attributes & ATTR_DELETE_HORIZON)
             discard_records = can_discard and horizon_set and head.base_timestamp <= self.now_ms
         else:
@@ -244,71 +253,79 @@ class BatchFilter:
         marker_for_empty_txn = can_discard and is_control
         if retention is BatchRetention.DELETE:
             return None
-        body = batch_body(buf, attributes)
-        records = parse_records(body, count)
         stats.messages_read += count
         has_horizon = bool(attributes & ATTR_DELETE_HORIZON)
         horizon = head.base_timestamp if has_horizon else NO_TIMESTAMP
         retain_deletes = not has_horizon or self.now_ms < horizon
-        latest = self.map.latest_offset
-        kept: list[int] = []
+        spans: list[int] = []
+        kept = 0
         tombstones = False
-        if not discard_records:
-            found = self.map.offsets_of([r[2] for r in records]) if not is_control else []
-            for i, (_, offset_delta, key, has_value, _, _) in enumerate(records):
-                offset = base_offset + offset_delta
-                if is_control or offset > latest:
-                    keep = True
-                elif key is None:
-                    stats.invalid_messages_read += 1
-                    keep = False
-                else:
-                    keep = offset >= found[i] and (has_value or retain_deletes)
-                if keep:
-                    kept.append(i)
-                    if not has_value:
-                        tombstones = True
+        body = b""
+        if discard_records:
+            pass
+        elif is_control:
+            body = batch_body(memoryview(chunk)[pos : pos + size], attributes)
+            kept, tombstones = _keep_all(body, count, spans)
+        elif self._may_keep(base_offset, last_offset):
+            if attributes & ATTR_COMPRESSION_MASK:
+                body = batch_body(memoryview(chunk)[pos : pos + size], attributes)
+                data, start, end = body, 0, len(body)
+            else:
+                data, start, end = chunk, pos + HEADER_SIZE_BYTES, pos + size
+            omap = self.map
+            kept_offsets = omap.kept_offsets()
+            first = bisect.bisect_left(kept_offsets, max(base_offset, self.first_dirty_offset))
+            kept, _, nulls, tombstones = scan.select_records(
+                data, start, end, count, base_offset, self.first_dirty_offset,
+                omap.latest_offset, kept_offsets, first, omap.entries, retain_deletes,
+                omap.in_order, spans)
+            stats.invalid_messages_read += nulls
+            body = data  # spans are positions in it
         if kept:
             need_horizon = (tombstones or marker_for_empty_txn) and not has_horizon
-            if len(kept) == count and not need_horizon:
-                out += buf
+            if kept == count and not need_horizon:
+                out += memoryview(chunk)[pos : pos + size]
                 stats.messages_written += count
-                stats.bytes_written += len(buf)
-                return BatchMeta(len(buf), last_offset, head.max_timestamp)
+                stats.bytes_written += size
+                return BatchMeta(size, last_offset, head.max_timestamp)
             if need_horizon:
                 horizon = self.now_ms + self.delete_retention_ms
-            data = self._rebuild(head, body, records, kept, horizon)
-            out += data
-            stats.messages_written += len(kept)
-            stats.bytes_written += len(data)
-            max_ts = read_header(data, 0).max_timestamp
-            return BatchMeta(len(data), last_offset, max_ts)
+            data_out, max_ts = self._rebuild(head, body, spans, kept, horizon)
+            out += data_out
+            stats.messages_written += kept
+            stats.bytes_written += len(data_out)
+            return BatchMeta(len(data_out), last_offset, max_ts)
         if retention is BatchRetention.RETAIN_EMPTY:
-            data = empty_batch_header(base_offset, last_offset_delta, head.partition_leader_epoch,
-                                      attributes, head.max_timestamp, pid, head.producer_epoch,
-                                      head.base_sequence)
-            out += data
-            stats.bytes_written += len(data)
-            return BatchMeta(len(data), last_offset, head.max_timestamp)
+            data_out = empty_batch_header(base_offset, last_offset_delta,
+                                          head.partition_leader_epoch, attributes,
+                                          head.max_timestamp, pid, head.producer_epoch,
+                                          head.base_sequence)
+            out += data_out
+            stats.bytes_written += len(data_out)
+            return BatchMeta(len(data_out), last_offset, head.max_timestamp)
         return None
 
+    def _may_keep(self, base_offset: int, last_offset: int) -> bool:
+        """False when no record of a data batch can survive, known without reading it:
+        the batch lies inside the mapped dirty range and none of its offsets is a key's
+        latest (a dirty log is mostly such batches)."""
+        omap = self.map
+        if (base_offset < self.first_dirty_offset or last_offset > omap.latest_offset
+                or not omap.in_order):
+            return True
+        kept_offsets = omap.kept_offsets()
+        i = bisect.bisect_left(kept_offsets, base_offset)
+        return i < len(kept_offsets) and kept_offsets[i] <= last_offset
+
     @staticmethod
-    def _rebuild(head: BatchHeader, body: bytes, records: list[ParsedRecord], kept: list[int],
-                 horizon: int) -> bytes:
+    def _rebuild(head: BatchHeader, body: bytes, spans: list[int], kept: int,
+                 horizon: int) -> tuple[bytes, int]:
         old_base_ts = head.base_timestamp
         log_append = bool(head.attributes & ATTR_TIMESTAMP_TYPE)
-        first_ts = old_base_ts + records[kept[0]][0]
+        first_ts = old_base_ts + spans[0]
         new_base_ts = horizon if horizon >= 0 else first_ts
         payload = bytearray()
-        max_ts = NO_TIMESTAMP
-        view = memoryview(body)
-        for i in kept:
-            ts_delta, offset_delta, _, _, tail, end = records[i]
-            ts = old_base_ts + ts_delta
-            if ts > max_ts:
-                max_ts = ts
-            encode_record_with_tail(payload, ts - new_base_ts, offset_delta, view[tail:end])
-        view.release()
+        max_ts = scan.encode_records(body, spans, old_base_ts, new_base_ts, payload)
         codec = head.attributes & ATTR_COMPRESSION_MASK
         data = bytes(payload) if codec == 0 else compress(codec, payload)
         attrs = head.attributes & (ATTR_COMPRESSION_MASK | ATTR_TIMESTAMP_TYPE
@@ -322,7 +339,18 @@ class BatchFilter:
         HEADER.pack_into(out, 0, head.base_offset, size - LOG_OVERHEAD_BYTES,
                          head.partition_leader_epoch, 2, 0, attrs, head.last_offset_delta,
                          new_base_ts, max_ts, head.producer_id, head.producer_epoch,
-                         head.base_sequence, len(kept))
+                         head.base_sequence, kept)
         out[HEADER_SIZE_BYTES:] = data
         _UINT32.pack_into(out, 17, crc32c.crc32c(memoryview(out)[_CRC_START:]))
-        return bytes(out)
+        return bytes(out), max_ts
+
+
+def _keep_all(body: bytes, count: int, spans: list[int]) -> tuple[int, bool]:
+    """Every record of a control batch is kept: their spans, and whether any is a
+    tombstone (a control record always has a value)."""
+    tombstones = False
+    for ts_delta, offset_delta, _, has_value, tail, end in parse_records(body, count):
+        spans += (ts_delta, offset_delta, tail, end)
+        tombstones = tombstones or not has_value
+    return count, tombstones
+

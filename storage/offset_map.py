@@ -11,18 +11,25 @@ the stored key's length:
 - longer keys are stored as their 16-byte MD5 digest, as Kafka stores every key. The two
   kinds never meet: a raw key is shorter than a digest.
 
-``put`` keeps the largest offset per key; ``latest_offset`` is the largest offset the map
-has seen (``updateLatestOffset``), which is where the next cleaning starts.
+``map_chunk`` scans whole batches (``storage.cleaner_scan``, compiled when built) and keeps
+the largest offset per key; ``latest_offset`` is the largest offset the map has seen
+(``updateLatestOffset``), which is where the next cleaning starts. ``kept_offsets`` is the
+sorted list of the map's offsets: in the mapped range a record survives exactly when its
+offset is one of them (while ``in_order``: the records' offsets increased, as Kafka
+requires), which lets the filter drop a batch without reading its records.
 
-Thread-safety: none; one cleaner thread owns a map.
+Thread-safety: none; one cleaner owns a map.
 """
 
 from __future__ import annotations
 
 import hashlib
 
-MAX_RAW_KEY_BYTES = 15
-ENTRY_OVERHEAD_BYTES = 120  # a dict slot, the key's bytes object and the offset's int
+from storage.cleaner_native import scan
+from storage.cleaner_scan import ENTRY_OVERHEAD_BYTES, MAX_RAW_KEY_BYTES, BodyOf
+
+__all__ = ["ENTRY_OVERHEAD_BYTES", "MAX_RAW_KEY_BYTES", "OffsetMap"]
+
 _MIN_SLOTS = 2
 
 
@@ -39,7 +46,10 @@ class OffsetMap:
         self._budget_bytes = int(memory_bytes * load_factor)
         self._used_bytes = 0
         self._map: dict[bytes, int] = {}
+        self._kept: list[int] | None = None
         self.latest_offset = -1
+        self.in_order = True  # every mapped batch's record offsets increased
+        self._last_seen = -1
 
     @staticmethod
     def map_key(key: bytes | memoryview) -> bytes:
@@ -52,6 +62,11 @@ class OffsetMap:
         return len(self._map)
 
     @property
+    def entries(self) -> dict[bytes, int]:
+        """The map itself (map key -> offset), for lookups by the filter."""
+        return self._map
+
+    @property
     def is_full(self) -> bool:
         """No room for another key (Kafka: ``map.size >= slots * loadFactor``)."""
         return self._used_bytes + ENTRY_OVERHEAD_BYTES + 16 > self._budget_bytes
@@ -62,53 +77,43 @@ class OffsetMap:
 
     def clear(self) -> None:
         self._map.clear()
+        self._kept = None
         self._used_bytes = 0
         self.latest_offset = -1
+        self.in_order = True
+        self._last_seen = -1
 
     def put(self, map_key: bytes, offset: int) -> None:
         """Record ``offset`` for a key made by ``map_key`` (offsets only grow)."""
         if map_key not in self._map:
             self._used_bytes += ENTRY_OVERHEAD_BYTES + len(map_key)
         self._map[map_key] = offset
+        self._kept = None
         if offset > self.latest_offset:
             self.latest_offset = offset
 
-    def put_keys(self, base_offset: int, records: list[tuple[int, int, bytes | None, bool, int, int]],
-                 start_offset: int) -> bool:
-        """``put`` every keyed record at or after ``start_offset`` (records as
-        ``storage.cleaner_records.parse_records`` returns them, offsets ``base_offset`` +
-        delta). False, having stopped, when the map filled up (Kafka's ``map.size <
-        maxDesiredMapSize`` check before each put)."""
-        entries = self._map
-        used = self._used_bytes
-        budget = self._budget_bytes - ENTRY_OVERHEAD_BYTES - 16
-        md5 = hashlib.md5
-        latest = self.latest_offset
-        try:
-            for _, delta, key, _, _, _ in records:
-                offset = base_offset + delta
-                if key is None or offset < start_offset:
-                    continue
-                if used > budget:
-                    return False
-                k = key if len(key) <= MAX_RAW_KEY_BYTES else md5(key, usedforsecurity=False).digest()
-                if k not in entries:
-                    used += ENTRY_OVERHEAD_BYTES + len(k)
-                entries[k] = offset
-                if offset > latest:
-                    latest = offset
-            return True
-        finally:
-            self._used_bytes = used
+    def map_chunk(self, chunk: bytes, start_offset: int, body_of: BodyOf) -> tuple[int, int, bool]:
+        """Put the keys of every record at or after ``start_offset`` in the whole batches of
+        ``chunk`` (see ``storage.cleaner_scan.map_chunk``). Returns (records read, records
+        without a key, full): when full, the map stopped before a key it had no room for."""
+        self._kept = None
+        if chunk and int.from_bytes(chunk[:8], "big", signed=True) <= self._last_seen:
+            self.in_order = False  # this chunk starts at or below where the last one ended
+        used, latest, messages, nulls, full, in_order = scan.map_chunk(
+            chunk, start_offset, self._map, self._used_bytes,
+            self._budget_bytes - ENTRY_OVERHEAD_BYTES - 16, body_of)
+        self._used_bytes = used
+        self.in_order = self.in_order and in_order
+        self._last_seen = max(self._last_seen, latest)
+        if latest > self.latest_offset:
             self.latest_offset = latest
+        return messages, nulls, full
 
-    def offsets_of(self, keys: list[bytes | None]) -> list[int]:
-        """``get`` for each key (-1 for None or a key not in the map)."""
-        entries = self._map
-        md5 = hashlib.md5
-        return [-1 if key is None else entries.get(
-            key if len(key) <= MAX_RAW_KEY_BYTES else md5(key, usedforsecurity=False).digest(), -1)
-            for key in keys]
+    def kept_offsets(self) -> list[int]:
+        """The map's offsets, sorted (computed once per filled map)."""
+        if self._kept is None:
+            self._kept = sorted(self._map.values())
+        return self._kept
 
     def get(self, map_key: bytes) -> int:
         """The latest offset of the key, -1 if the map does not hold it."""
