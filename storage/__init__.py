@@ -10,7 +10,10 @@ Modules, one job each:
 - ``log``: ``Log``, a partition's log (append, read -> FileSlice, roll, truncate).
 - ``recovery``: crash recovery of a segment; ``loader``: opening a partition directory.
 - ``retention``: which segments retention deletes.
-- ``cleaner``: the log cleaner (compaction) and its threads; ``cleaner_manager``: which log
+- ``cleaner``: the log cleaner (compaction): its threads in the broker, the swap;
+  ``cleaner_engine``: one cleaning (runs in a worker process); ``cleaner_process`` /
+  ``cleaner_worker`` / ``cleaner_channel``: the worker processes, both ends and what they
+  say; ``cleaner_manager``: which log
   to clean and ``cleaner-offset-checkpoint``; ``cleaner_filter`` / ``cleaner_records``: what
   a cleaning keeps and the bytes it writes; ``offset_map``: key -> latest offset;
   ``cleaner_scan``: the per-record loops (compiled by mypyc with ``scripts/build-native``;
@@ -27,5 +30,6 @@ Modules, one job each:
 
 Nothing here imports asyncio: the broker calls cheap methods (append, read) from its
 event loop and blocking ones (flush, retention, recovery, close) from a thread pool; the
-cleaner runs on threads of its own and takes a log's lock only to swap segments.
+cleaner's work runs in worker processes, and its threads take a log's lock only to swap
+segments.
 """

@@ -17,7 +17,8 @@ and need no locks. Nothing here is updated on the request path.
   ``LogStartOffset`` per partition; ``LogFlushRateAndTimeMs`` (storage's flush timer);
 - log cleaner (``LogCleaner``, ``LogCleanerManager``): buffer utilization, recopy percent
   and time of the last cleaning, dead threads, max dirty percent, time since the last
-  run, uncleanable partitions; totals of cleanings and bytes read and written;
+  run, uncleanable partitions; totals of cleanings, bytes read and written and worker
+  restarts;
 - controller (``KafkaController``): ``ActiveControllerCount``, ``ControllerState``,
   ``OfflinePartitionsCount``, ``GlobalTopicCount``, ``GlobalPartitionCount``, from the
   controller's own view of the cluster (``ControllerView``; 0 on a broker whose controller
@@ -285,6 +286,8 @@ def collect_cleaner(view: BrokerView) -> Iterator[Metric]:
         ("cleanings", "Cleanings completed", totals.cleanings),
         ("read_bytes", "Bytes of log the cleanings read", totals.bytes_read),
         ("written_bytes", "Bytes the cleanings wrote", totals.bytes_written),
+        ("worker_restarts", "Cleaner worker processes started again after one died",
+         totals.worker_restarts),
     ):
         yield CounterMetricFamily(f"kafka_log_logcleaner_{name}", help_text + " (minikafka)",
                                   value=value)

@@ -112,6 +112,15 @@ def cleaner_checkpoint(broker: BrokerProcess, topic: str) -> int:
         return -1
 
 
+def process_runs(pid: int) -> bool:
+    """The process exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2 :].split()[0] != "Z"
+
+
 def wait_until(what: str, predicate: Callable[[], bool], timeout_s: float = WAIT_S) -> None:
     deadline = time.monotonic() + timeout_s
     while not predicate():
@@ -166,6 +175,13 @@ def test_compaction_keeps_the_latest_value_and_drops_old_tombstones(
     assert {k for _, k, v in first if v is None} == deleted  # tombstones kept for now
     cleaned_at = time.monotonic()
     assert "Log cleaner thread 0 cleaned log changelog-0" in broker.stderr_text()
+    # the cleaning ran in the cleaner's worker process, a child of the broker
+    started = re.search(r"Log cleaner worker 0 started \(pid (\d+), record scan ",
+                        broker.stderr_text())
+    assert started is not None
+    worker_pid = int(started.group(1))
+    stat = Path(f"/proc/{worker_pid}/stat").read_text()
+    assert stat[stat.rindex(")") + 2 :].split()[1] == str(broker.pid)  # its parent
     # after delete.retention.ms the next cleaning removes the tombstones
     time.sleep(max(0.0, 3.2 - (time.monotonic() - cleaned_at)))
     roll_and_wait_cleaned(broker, topic, 1000)
@@ -176,8 +192,12 @@ def test_compaction_keeps_the_latest_value_and_drops_old_tombstones(
     assert metrics.value("kafka_log_logcleaner_read_bytes_total") > 1_000_000
     assert 0 < metrics.value("kafka_log_logcleaner_cleaner_recopy_percent") <= 100
     assert metrics.value("kafka_log_logcleaner_deadthreadcount") == 0
+    assert metrics.value("kafka_log_logcleaner_worker_restarts_total") == 0
     # Kafka's DumpLogSegments reads every cleaned segment and index
     assert broker.stop() == 0
+    assert not Path(f"/proc/{worker_pid}").exists()  # the worker ended with the broker
+    assert f"Log cleaner worker 0 (pid {worker_pid}) stopped (exited with code 0)" in \
+        broker.stderr_text()
     if not JARS.is_dir():
         pytest.skip("needs tools/fetch-kafka-jars")
     part = broker.log_dir / f"{topic}-0"
@@ -229,8 +249,14 @@ def test_kill9_at_each_swap_step_loses_and_repeats_no_live_key(
         alter_topic(broker.bootstrap, topic, **configs, **{"cleanup.policy": "compact"})
         wait_until(f"the cleaner to pause at {step}",
                    lambda: f"test hook: paused at cleaner:{step}" in broker.stderr_text())
+        started = re.search(r"Log cleaner worker 0 started \(pid (\d+),", broker.stderr_text())
+        assert started is not None
+        worker_pid = int(started.group(1))
         broker.env = {}
-        broker.kill9_and_restart()
+        broker.kill9()
+        # the worker dies with the broker: it must not write into the next broker's log dir
+        wait_until(f"the cleaner worker {worker_pid} to end", lambda: not process_runs(worker_pid))
+        broker.start()
         after = consume_all(broker.bootstrap, topic)
         offsets = [o for o, _, _ in after]
         assert offsets == sorted(set(offsets))
