@@ -7,6 +7,10 @@ only when that hash matches the current ``storage/cleaner_scan.py`` and the modu
 is an extension; otherwise (no compiler at setup, a stale build after an edit) the pure
 module runs, which gives the same results, several times slower. ``SCAN_BUILD`` says which
 one runs and why; the cleaner worker logs it when it starts.
+
+``MINIKAFKA_CLEANER_SCAN=pure`` in the environment (read at import; the cleaner workers
+inherit the broker's) runs the pure module even where a current build exists: the
+operator's way out of a suspect build, and how the tests run the fallback end to end.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.machinery
+import os
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -22,6 +27,7 @@ import storage.cleaner_scan as pure
 
 SOURCE = Path(pure.__file__)
 NATIVE_MODULE = "storage.cleaner_scan_native"
+ENV_VAR = "MINIKAFKA_CLEANER_SCAN"  # "pure" forces the pure module; unset or "auto": the build
 
 
 def source_sha256() -> str:
@@ -29,6 +35,11 @@ def source_sha256() -> str:
 
 
 def _load() -> tuple[ModuleType, str]:
+    choice = os.environ.get(ENV_VAR) or "auto"
+    if choice == "pure":
+        return pure, f"pure Python ({ENV_VAR}=pure)"
+    if choice != "auto":
+        return pure, f"pure Python ({ENV_VAR}={choice!r} is neither 'auto' nor 'pure')"
     try:
         native = importlib.import_module(NATIVE_MODULE)
     except ImportError as exc:

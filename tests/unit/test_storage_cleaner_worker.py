@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import storage.cleaner as cleaner_module
+import storage.cleaner_native as native
 from storage.cleaner import (
     Cleaner,
     CleanerConfig,
@@ -126,6 +127,43 @@ def test_a_worker_cleans_to_the_same_bytes_spending_its_own_cpu(tmp_path: Path,
     caller_cpu = cpu(after_self) - cpu(before_self)
     assert 4 * caller_cpu < in_process_cpu < worker_cpu, (caller_cpu, in_process_cpu, worker_cpu)
     assert lines.count(f"Log cleaner worker 0 (pid {pid}) stopped (exited with code 0)") == 1
+    here.close()
+    there.close()
+
+
+def test_a_worker_on_the_pure_python_scan_writes_the_same_bytes(
+        tmp_path: Path, lines: Lines, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fallback of a machine without a C compiler, end to end: a worker told to run the
+    pure module cleans to the bytes of the build this process runs (compiled where
+    scripts/setup could build it)."""
+    clock = Clock()
+    here = open_log(tmp_path / "here", clock, **{"segment.bytes": "65536"})
+    there = open_log(tmp_path / "there", clock, **{"segment.bytes": "65536"})
+    for lg in (here, there):
+        fill(lg, clock, 6000, 200)
+        lg.roll()
+    in_process = log_cleaner(here, clock)
+    assert in_process.clean_filthiest(
+        Cleaner(0, in_process.config, Throttler(math.inf, in_process._stop),
+                in_process._check_done))
+    monkeypatch.setenv(native.ENV_VAR, "pure")
+    cleaner = log_cleaner(there, clock)
+    worker = WorkerCleaner(0, cleaner.config, cleaner._check_done)
+    worker.process.start()
+    try:
+        assert lines.count(f"record scan pure Python ({native.ENV_VAR}=pure))") == 1
+        assert cleaner.clean_filthiest(worker)
+    finally:
+        worker.process.stop()
+    assert cleaner.totals.cleanings == 1
+    names = sorted(p.name for p in (tmp_path / "here" / "t-0").iterdir()
+                   if p.name.endswith((".log", ".index", ".timeindex")))
+    assert len(names) > 3
+    assert names == sorted(p.name for p in (tmp_path / "there" / "t-0").iterdir()
+                           if p.name.endswith((".log", ".index", ".timeindex")))
+    for name in names:
+        assert (tmp_path / "here" / "t-0" / name).read_bytes() == \
+            (tmp_path / "there" / "t-0" / name).read_bytes(), name
     here.close()
     there.close()
 
