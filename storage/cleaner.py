@@ -289,6 +289,9 @@ class LogCleaner:
         if worker.start_attempts > 0:
             if self._stop.wait(worker.restart_backoff_s):
                 return False
+            # the next restart, if this worker dies too before a cleaning succeeds, waits longer
+            worker.restart_backoff_s = min(worker.restart_backoff_s * 2,
+                                           WORKER_RESTART_BACKOFF_MAX_S)
             log.info("Restarting log cleaner worker %d", worker.id)
             with self._totals_lock:
                 self.totals.worker_restarts += 1
@@ -297,8 +300,6 @@ class LogCleaner:
             worker.process.start()
         except (OSError, WorkerDiedError) as exc:
             log.error("Cannot start log cleaner worker %d: %s", worker.id, exc)
-            worker.restart_backoff_s = min(worker.restart_backoff_s * 2,
-                                           WORKER_RESTART_BACKOFF_MAX_S)
             return False
         return True
 
@@ -363,9 +364,6 @@ class LogCleaner:
             for path in cleaned_paths(ltc.log.dir, base):
                 path.unlink(missing_ok=True)
         deaths = self._deaths[ltc.tp] = self._deaths.get(ltc.tp, 0) + 1
-        if isinstance(cleaner, WorkerCleaner):
-            cleaner.restart_backoff_s = min(cleaner.restart_backoff_s * 2,
-                                            WORKER_RESTART_BACKOFF_MAX_S)
         if deaths >= MAX_WORKER_DEATHS:
             log.warning("%s: %d cleanings of %s in a row ended so: marking it uncleanable",
                         exc, deaths, ltc.tp)
