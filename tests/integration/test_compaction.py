@@ -1,14 +1,11 @@
 """Log compaction on a real broker with stock clients: the latest value of every key,
 tombstones gone after delete.retention.ms, Kafka's DumpLogSegments reading the cleaned
-files, keyless produce refused, a kill -9 at each step of a segment swap and a kill -9 of
-the cleaner's worker process in the middle of a cleaning."""
+files, keyless produce refused, and a kill -9 at each step of a segment swap."""
 
 from __future__ import annotations
 
-import os
 import random
 import re
-import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -271,60 +268,6 @@ def test_kill9_at_each_swap_step_loses_and_repeats_no_live_key(
                     if p.name.endswith((".cleaned", ".swap"))]
     finally:
         broker.kill9()
-
-
-def test_kill9_of_the_cleaner_worker_mid_cleaning_keeps_serving_and_retries(
-        broker_factory: Callable[..., BrokerProcess]) -> None:
-    """A worker killed while it writes a cleaned segment: the broker goes on serving
-    produce and fetch, removes the half-written files, starts a new worker, which cleans
-    the log: every acknowledged record's key keeps its latest value."""
-    broker = broker_factory({**FAST_CLEANER, "metrics.prometheus.listener": "127.0.0.1:0",
-                             # a cleaning of this log then lasts seconds: time to kill it
-                             "log.cleaner.io.max.bytes.per.second": "100000"})
-    topic = "workerkill"
-    configs = {"segment.bytes": str(64 * 1024), "segment.ms": "1000",
-               "min.cleanable.dirty.ratio": "0.01", "retention.ms": "-1"}
-    create_topic(broker.bootstrap, topic, **configs, **{"cleanup.policy": "delete"})
-    rng = random.Random(16)
-    updates = [(b"k%03d" % rng.randrange(300), b"v%05d" % i) for i in range(8000)]
-    produce(broker.bootstrap, topic, updates)
-    live = dict(updates)
-    time.sleep(1.1)
-    produce(broker.bootstrap, topic, [(b"__roll__", b"x")])
-    started = re.compile(r"Log cleaner worker 0 started \(pid (\d+),")
-    first = started.findall(broker.stderr_text())
-    assert len(first) == 1
-    worker_pid = int(first[0])
-    part = broker.log_dir / f"{topic}-0"
-    alter_topic(broker.bootstrap, topic, **configs, **{"cleanup.policy": "compact"})
-    deadline = time.monotonic() + WAIT_S
-    while not any(p.name.endswith(".log.cleaned") for p in part.iterdir()):
-        assert time.monotonic() < deadline, "the worker wrote no cleaned segment"
-        assert "cleaned log workerkill-0" not in broker.stderr_text(), "cleaned too fast"
-        time.sleep(0.01)
-    os.kill(worker_pid, signal.SIGKILL)
-    # the broker serves on: an acknowledged produce and a fetch of it
-    after = [(b"k%03d" % i, b"after-%d" % i) for i in range(0, 300, 7)]
-    offsets = produce(broker.bootstrap, topic, after)
-    live.update(after)
-    seen = consume_all(broker.bootstrap, topic)
-    assert [(o, k, v) for o, k, v in seen if o >= offsets[0]] == [
-        (o, k, v) for o, (k, v) in zip(offsets, after, strict=True)]
-    # a new worker cleans the log; the dead one's files are gone
-    wait_until("a new worker", lambda: len(started.findall(broker.stderr_text())) == 2)
-    assert int(started.findall(broker.stderr_text())[1]) != worker_pid
-    text = broker.stderr_text()
-    assert (f"log cleaner worker 0 (pid {worker_pid}) was killed by SIGKILL during the cleaning "
-            f"of {topic}-0") in text
-    assert "the cleaning is aborted and will be retried (1 of 3)" in text
-    roll_and_wait_cleaned(broker, topic, 1000)
-    check_compacted(consume_all(broker.bootstrap, topic), live, set())
-    assert not [p.name for p in part.iterdir() if p.name.endswith((".cleaned", ".swap"))]
-    metrics = scrape(base_url(broker))
-    assert metrics.value("kafka_log_logcleaner_worker_restarts_total") == 1
-    assert metrics.value("kafka_log_logcleaner_deadthreadcount") == 0
-    assert metrics.value("kafka_log_logcleanermanager_uncleanable_partitions_count") == 0
-    assert broker.stop() == 0
 
 
 @pytest.mark.broker_errors(r"Start-up failed: Invalid value 100 for configuration "
