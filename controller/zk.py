@@ -113,7 +113,8 @@ class ZkController:
         self.settings = settings
         self.channel = channel
         self.session = ZkBrokerSession(settings.zk, registration, on_elected=self._on_elected,
-                                       on_resigned=self._on_resigned, handler=self._on_event)
+                                       on_resigned=self._on_resigned, handler=self._on_event,
+                                       on_reconnected=self._on_reconnected)
         self._store: ZkTopicStore | None = None
         self._core: ZkControllerCore | None = None
         self._rebalance: asyncio.Task[None] | None = None
@@ -304,6 +305,13 @@ class ZkController:
         """The session's queue hands over what is not its own: ``/brokers/ids`` changes."""
         if isinstance(event, ZkWatchFired) and event.kind == "brokers" and self._core:
             self._core.events.put(BrokerChange())
+
+    def _on_reconnected(self) -> None:
+        """The session reconnected: kazoo dropped the ``/brokers/ids`` watch, and a change
+        fired while suspended was refused; reconcile (re-reading sets the watch again)."""
+        if self._core is not None:
+            for event in (BrokerChange(), TopicsChanged(), DeletionsRequested()):
+                self._core.events.put(event)
 
     # TopicStoreWatcher: notifications become the current core's events.
 

@@ -22,14 +22,17 @@ Kafka's ``ZooKeeperClient``/``KafkaZkClient`` in asyncio form:
 - Watches are one-shot kazoo watches whose callbacks (kazoo's threads) post
   ``ZkWatchFired(kind, topic)`` through ``post`` (the controller's
   ``ControllerEventManager.put_threadsafe``, which queues an event only once while it
-  waits); ``watch(kind)`` makes one. kazoo fires and forgets every watch when the
-  connection drops; handlers re-read (and re-watch) when they process the event, so
-  nothing is missed.
+  waits); ``watch(kind)`` makes one. kazoo fires every watch once (while SUSPENDED) and
+  forgets it when the connection drops, and, unlike Java's client, never sets it again on
+  reconnect: a handler that refuses that firing (an inactive controller) re-reads on the
+  reconnect instead (``connections`` counts them; ``ZkBrokerSession`` does it).
 - Session: kazoo's state listener (its thread) records the state and posts
   ``ZkSessionChanged``. ``state`` is ``CONNECTED``, ``SUSPENDED`` (connection lost, session
   maybe alive) or ``LOST`` (the session expired: its ephemeral znodes are gone; kazoo opens
   a new session by itself). ``session_id`` is the live session's id (0 when there is
-  none); ``is_live(session_id)`` is true only while connected within that very session, and
+  none); ``connections`` counts CONNECTED states, so a reconnect within the same session
+  shows even when its ``ZkSessionChanged`` coalesced with the SUSPENDED one;
+  ``is_live(session_id)`` is true only while connected within that very session, and
   may be asked from any thread: a controller acts only while it holds.
 
 Thread-safety: coroutines run on the loop given to ``connect`` (the running loop); the
@@ -242,6 +245,7 @@ class ZkClient:
         self.state = CONNECTED
         self.session_id = 0
         self.sessions_started = 0
+        self.connections = 0  # CONNECTED states seen: a reconnect within a session bumps it
         self._closing = False
         self._session_listeners: list[Callable[[], None]] = []
         self._in_flight = asyncio.Semaphore(max_in_flight)
@@ -287,6 +291,7 @@ class ZkClient:
             if session_id != self.session_id:
                 self.sessions_started += 1
             self.session_id = session_id
+            self.connections += 1
         elif state == KazooState.LOST:
             self.session_id = 0
         self.state = CLOSED if self._closing else state

@@ -17,7 +17,12 @@ Events, one at a time from its ``ControllerEventManager`` (kazoo's threads post 
     resign (Expire), then, once a new session is connected, register again (a new broker
     epoch) and race for the office again (RegisterBrokerAndReelect). A merely suspended
     connection changes nothing, but the controller does not act while it lasts
-    (``ControllerElection.is_active`` turns false on kazoo's thread at once).
+    (``ControllerElection.is_active`` turns false on kazoo's thread at once). When the
+    same session connects again, every watch is set again by re-reading its path (kazoo
+    dropped them all on the connection loss, and the controller refused what fired while
+    suspended): the election looks at ``/controller`` again and ``on_reconnected`` (the
+    controller's reconciliation: ``/brokers/ids``, topics, deletions) runs, as Java's
+    client re-sends its watches (SetWatches) and they fire for what changed meanwhile.
   - ``ZkWatchFired("controller")``: the election looks again.
   - anything else goes to ``handler`` (the controller proper), if any.
 A ZooKeeper error while handling an event is logged (a lost session is only noted: the new
@@ -74,9 +79,11 @@ class ZkBrokerSession:
                  *, on_elected: Callable[[ControllerEpoch], Awaitable[None]] | None = None,
                  on_resigned: Callable[[], Awaitable[None]] | None = None,
                  handler: Callable[[object], Awaitable[None]] | None = None,
-                 on_registered: Callable[[int], None] | None = None) -> None:
+                 on_registered: Callable[[int], None] | None = None,
+                 on_reconnected: Callable[[], None] | None = None) -> None:
         self.settings = settings
         self.on_registered = on_registered
+        self._on_reconnected = on_reconnected
         self._registration = registration
         self.events = ControllerEventManager(self._process, name="zk-controller-events")
         self._on_elected = on_elected
@@ -85,6 +92,7 @@ class ZkBrokerSession:
         self._zk: ZkClient | None = None
         self._election: ControllerElection | None = None
         self._registered_session = 0
+        self._connections_seen = 0  # ZkClient.connections when the watches were last set
         self._registering = False
         self._stopped = False
         self.broker_epoch = -1
@@ -199,9 +207,23 @@ class ZkBrokerSession:
             await self._register()
             if self._election is not None:
                 await self._election.startup()
+        elif (self._registered_session != 0 and zk.is_live(self._registered_session)
+              and zk.connections > self._connections_seen):
+            await self._on_same_session_reconnected(zk.connections)
+
+    async def _on_same_session_reconnected(self, connections: int) -> None:
+        """The connection came back within the session: set every watch again."""
+        log.info("Reconnected to ZooKeeper within session 0x%x: re-reading watched paths",
+                 self._registered_session)
+        if self._on_reconnected is not None:
+            self._on_reconnected()
+        if self._election is not None:
+            await self._election.on_controller_changed()
+        self._connections_seen = connections  # not before: a ZkError retries all of it
 
     async def _register(self) -> None:
         session = self.zk.session_id
+        self._connections_seen = self.zk.connections
         self.broker_epoch = await register_broker(self.zk, self._registration())
         self._registered_session = session
         if self.on_registered is not None:
