@@ -7,7 +7,9 @@ for the HW) and the fetch purgatory (long polls wait for data).
 Partitions appear, change role and go only by the controller's requests:
 
 - ``become_leader_or_follower(LeaderAndIsr)``: refused whole (STALE_CONTROLLER_EPOCH)
-  when its controller epoch is older than the last one seen; per partition, a topic id
+  when its controller epoch is older than the last one seen; per partition, one whose log
+  dir failed is KAFKA_STORAGE_ERROR whatever its epoch (the controller learns from it
+  that the replica is offline, Kafka's ``HostedPartition.Offline``), a topic id
   that differs from the hosted log's is INCONSISTENT_TOPIC_ID, a leader epoch not newer
   than the current one is ignored with STALE_CONTROLLER_EPOCH (as Kafka answers), and a
   partition whose replicas do not include this broker is UNKNOWN_TOPIC_OR_PARTITION.
@@ -208,8 +210,9 @@ class ReplicaManager:
     def handle_log_dir_failure(self, log_dir: Path) -> list[TopicPartition]:
         """A log dir went offline (Kafka's ``handleLogDirFailure``): its partitions' logs
         refuse every call, so they answer KAFKA_STORAGE_ERROR; parked produce and fetch
-        requests on them are answered now; followers among them stop fetching. Returns
-        those partitions. On the loop."""
+        requests on them are answered now; followers among them stop fetching, leaders
+        among them stop deciding their ISR (the controller moves them). Returns those
+        partitions. On the loop."""
         offline = [tp for tp, p in self.partitions.items() if p.log.log_dir == log_dir]
         self.fetchers.remove_fetchers(offline)
         for tp in offline:
@@ -280,6 +283,10 @@ class ReplicaManager:
     def _check_leader_and_isr(self, tp: TopicPartition, state: PartitionStateChange,
                               request_topic_id: uuid.UUID) -> ErrorCode:
         existing = self.partitions.get(tp)
+        if tp in self.offline_partitions or (existing is not None and existing.log.offline):
+            log.warning("Ignoring LeaderAndIsr for %s: the local replica is in an offline log"
+                        " directory", tp)
+            return ErrorCode.KAFKA_STORAGE_ERROR
         current_epoch = existing.leader_epoch if existing is not None else NO_EPOCH
         if request_topic_id != ZERO_UUID:
             if existing is not None:
@@ -601,7 +608,7 @@ class ReplicaManager:
             await asyncio.sleep(interval)
             now = _now_ms()
             for p in list(self.partitions.values()):
-                if p.is_leader:
+                if p.is_leader and not p.log.offline:  # a failed dir's leader is moved away
                     p.maybe_shrink_isr(now, max_lag_ms)
 
     async def stop_replication(self) -> None:

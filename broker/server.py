@@ -39,7 +39,9 @@ requests are answered at once (``ReplicaManager.handle_log_dir_failure``); when 
 is left the broker stops (the ordered shutdown above, exit code 1) with a line saying why,
 as Kafka halts. In a cluster the ZooKeeper controller is told by subscribing to the same
 channel: each ``LogDirFailure`` becomes a ``/log_dir_event_notification`` znode
-(``controller.zk_data.encode_log_dir_event``), Kafka's ``propagateLogDirEvent``.
+(``ZkController.propagate_log_dir_event``, Kafka's ``propagateLogDirEvent``; retried
+``LOG_DIR_EVENT_TRIES`` times while ZooKeeper fails), and the controller moves the
+leadership of the partitions there.
 """
 
 from __future__ import annotations
@@ -99,6 +101,8 @@ log = logging.getLogger(__name__)
 
 SHUTDOWN_TIMEOUT_S = 30.0
 DRAIN_TIMEOUT_S = 10.0
+LOG_DIR_EVENT_TRIES = 10  # writing a /log_dir_event_notification znode, ZooKeeper failing
+LOG_DIR_EVENT_BACKOFF_S = 1.0
 # Kafka's SecurityProtocol ids, as a broker registration carries them.
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 # Tests only: while the file this names exists, start-up waits before loading the logs
@@ -139,6 +143,7 @@ class BrokerServer:
         self._security: SecurityStores | None = None
         self._logs_closed = False
         self._exit_code = 0
+        self._log_dir_events: set[asyncio.Task[None]] = set()  # notifications being written
 
     def request_stop(self, signum: int | None = None) -> None:
         self._signals += 1
@@ -378,11 +383,32 @@ class BrokerServer:
         offline = broker.replica_manager.handle_log_dir_failure(failure.log_dir)
         log.error("Log dir %s failed: %d partitions answer KAFKA_STORAGE_ERROR until a restart",
                   failure.log_dir, len(offline))
+        if isinstance(self.controller, ZkController):
+            task = asyncio.get_running_loop().create_task(
+                self._propagate_log_dir_event(self.controller, failure),
+                name="log-dir-event-notification")
+            self._log_dir_events.add(task)
+            task.add_done_callback(self._log_dir_events.discard)
         if not broker.log_manager.online_dirs() and not self._stop.is_set():
             log.error("Shutdown broker because all log dirs in %s have failed",
                       ", ".join(str(p) for p in broker.log_manager.log_dirs))
             self._exit_code = 1
             self.request_stop()
+
+    async def _propagate_log_dir_event(self, controller: ZkController,
+                                       failure: LogDirFailure) -> None:
+        for attempt in range(1, LOG_DIR_EVENT_TRIES + 1):
+            try:
+                await controller.propagate_log_dir_event()
+                return
+            except (ZkError, RuntimeError) as exc:
+                if attempt == LOG_DIR_EVENT_TRIES:
+                    log.error("Could not tell the controller that log dir %s failed: %s",
+                              failure.log_dir, exc)
+                    return
+                log.warning("Writing the log dir failure notification failed (%s); retrying"
+                            " in %.0f s", exc, LOG_DIR_EVENT_BACKOFF_S)
+                await asyncio.sleep(LOG_DIR_EVENT_BACKOFF_S)
 
     async def _shutdown(self) -> None:
         # 0. In a cluster: controlled shutdown (the controller moves this broker's
@@ -412,6 +438,9 @@ class BrokerServer:
         #    operations; stop periodic log work (waits for a running job).
         if self._security is not None:
             await self._security.close()
+        for task in list(self._log_dir_events):
+            task.cancel()
+        await asyncio.gather(*self._log_dir_events, return_exceptions=True)
         await self.controller.shutdown()
         assert self._maintenance is not None
         await self._maintenance.stop()

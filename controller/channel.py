@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final, Protocol, TypeAlias
 
@@ -131,9 +131,12 @@ class ControlRequestBatch:
 
     def send_all(self, channel: ControllerChannel, live: Mapping[int, BrokerRegistration],
                  topic_ids: Callable[[str], uuid.UUID],
+                 offline_dirs: Mapping[int, Collection[TopicPartition]] | None = None,
                  ) -> list[tuple[int, ControlRequest, asyncio.Future[ControlResponse | None]]]:
         """Send every gathered request to the live brokers it names; returns (broker,
-        request, response future) for each request sent. The batch is empty after."""
+        request, response future) for each request sent. The batch is empty after.
+        UpdateMetadata lists as offline the replicas on brokers that are not live and
+        those in ``offline_dirs`` (broker -> partitions in its failed log dirs)."""
         sent: list[tuple[int, ControlRequest, asyncio.Future[ControlResponse | None]]] = []
 
         def send(broker_id: int, request: ControlRequest) -> None:
@@ -152,7 +155,7 @@ class ControlRequestBatch:
         for broker_id in sorted(self.update_metadata_brokers):
             target = live.get(broker_id)
             if target is not None:
-                send(broker_id, self._update_metadata(target, live, topic_ids))
+                send(broker_id, self._update_metadata(target, live, topic_ids, offline_dirs or {}))
         self.leader_and_isr.clear()
         self.update_metadata_brokers.clear()
         self.update_metadata_partitions.clear()
@@ -192,11 +195,14 @@ class ControlRequestBatch:
             live_leaders=live_leaders)
 
     def _update_metadata(self, target: BrokerRegistration, live: Mapping[int, BrokerRegistration],
-                         topic_ids: Callable[[str], uuid.UUID]) -> UpdateMetadataRequest:
+                         topic_ids: Callable[[str], uuid.UUID],
+                         offline_dirs: Mapping[int, Collection[TopicPartition]],
+                         ) -> UpdateMetadataRequest:
         by_topic: dict[str, list[_UmR.UpdateMetadataPartitionState]] = {}
         for u in self.update_metadata_partitions.values():
             lai = u.state.leader_and_isr
-            offline = [r for r in u.replicas if r not in live]
+            offline = [r for r in u.replicas
+                       if r not in live or u.tp in offline_dirs.get(r, ())]
             by_topic.setdefault(u.tp.topic, []).append(_UmR.UpdateMetadataPartitionState(
                 topic_name=u.tp.topic, partition_index=u.tp.partition,
                 controller_epoch=u.state.controller_epoch, leader=lai.leader,

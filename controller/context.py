@@ -2,7 +2,10 @@
 
 Live brokers (with their epochs and endpoints), the topics with their ids and replica
 assignments, each partition's current leadership (as last written to the topic store),
-brokers shutting down and topics queued for deletion. Filled from the topic store when a
+brokers shutting down, topics queued for deletion, and the replicas that live brokers
+reported in a failed log dir (``replicas_on_offline_dirs``: they answered a LeaderAndIsr
+with KAFKA_STORAGE_ERROR; a replica there is not online although its broker is, until
+that broker restarts). Filled from the topic store when a
 controller becomes active, then kept current by the controller's own decisions and the
 store's notifications. Only the controller's event task touches it.
 """
@@ -27,6 +30,7 @@ class ControllerContext:
     topics: dict[str, TopicRecord] = field(default_factory=dict)
     leadership: dict[TopicPartition, LeaderIsrAndControllerEpoch] = field(default_factory=dict)
     topics_to_delete: set[str] = field(default_factory=set)
+    replicas_on_offline_dirs: dict[int, set[TopicPartition]] = field(default_factory=dict)
 
     def topic_id(self, topic: str) -> uuid.UUID:
         record = self.topics.get(topic)
@@ -39,10 +43,25 @@ class ControllerContext:
         return record.assignment.get(tp.partition, ())
 
     def live_replicas(self, tp: TopicPartition) -> tuple[int, ...]:
-        return tuple(b for b in self.replicas(tp) if b in self.live_brokers)
+        """The replicas of ``tp`` on live brokers, but not in a failed log dir."""
+        return tuple(b for b in self.replicas(tp)
+                     if b in self.live_brokers and not self.is_on_offline_dir(b, tp))
 
-    def is_replica_online(self, broker_id: int) -> bool:
-        return broker_id in self.live_brokers and broker_id not in self.shutting_down
+    def is_replica_online(self, broker_id: int, tp: TopicPartition | None = None) -> bool:
+        """Kafka's ``isReplicaOnline``: the broker is live and not shutting down, and (with
+        ``tp``) its replica of ``tp`` is not in a failed log dir."""
+        return (broker_id in self.live_brokers and broker_id not in self.shutting_down
+                and (tp is None or not self.is_on_offline_dir(broker_id, tp)))
+
+    def is_on_offline_dir(self, broker_id: int, tp: TopicPartition) -> bool:
+        offline = self.replicas_on_offline_dirs.get(broker_id)
+        return offline is not None and tp in offline
+
+    def online_brokers_for(self, tp: TopicPartition) -> set[int]:
+        """Brokers that may lead or join the ISR of ``tp``: live, not shutting down, their
+        replica of it not in a failed log dir."""
+        return {b for b in self.live_brokers
+                if b not in self.shutting_down and not self.is_on_offline_dir(b, tp)}
 
     def all_partitions(self) -> list[TopicPartition]:
         return [tp for record in self.topics.values() for tp in record.partitions()]
@@ -60,5 +79,7 @@ class ControllerContext:
     def remove_topic(self, topic: str) -> None:
         for tp in self.partitions_of(topic):
             self.leadership.pop(tp, None)
+            for offline in self.replicas_on_offline_dirs.values():
+                offline.discard(tp)
         self.topics.pop(topic, None)
         self.topics_to_delete.discard(topic)

@@ -127,7 +127,7 @@ class ControllerCore:
         sent += self._send()
         new = [tp for tp in ctx.all_partitions() if tp not in ctx.leadership]
         offline = [tp for tp, s in ctx.leadership.items()
-                   if not ctx.is_replica_online(s.leader_and_isr.leader)]
+                   if not ctx.is_replica_online(s.leader_and_isr.leader, tp)]
         sent += await self._create_partitions(new)
         sent += await self._elect_offline(offline)
         if ctx.topics_to_delete:
@@ -290,14 +290,13 @@ class ControllerCore:
         ctx = self.context
         if not partitions:
             return []
-        online = {b for b in ctx.live_brokers if b not in ctx.shutting_down}
         configs = await self.store.all_topic_configs()
         updates: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
         for tp in partitions:
             current = ctx.leadership[tp].leader_and_isr
             unclean = _flag(configs.get(tp.topic, {}), "unclean.leader.election.enable",
                             self.unclean_leader_election)
-            result = elect_offline(ctx.replicas(tp), current, online, unclean)
+            result = elect_offline(ctx.replicas(tp), current, ctx.online_brokers_for(tp), unclean)
             if result.leader_and_isr is None:
                 log.error("[Controller id=%d] no leader for %s: no live replica in the ISR %s",
                           self.controller_id, tp, list(current.isr))
@@ -315,7 +314,8 @@ class ControllerCore:
 
     def _send(self) -> list[SentRequest]:
         return self._batch.send_all(self.channel, self.context.live_brokers,
-                                    self.context.topic_id)
+                                    self.context.topic_id,
+                                    self.context.replicas_on_offline_dirs)
 
     async def close(self) -> None:
         await self.events.close()

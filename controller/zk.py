@@ -10,7 +10,10 @@ requests write too. When the election makes this broker the controller, a
 2. the live brokers are read from ``/brokers/ids`` (and watched);
 3. ``activate``: every live broker gets UpdateMetadata and LeaderAndIsr for what it hosts,
    new and offline partitions get leaders, pending deletions resume (the core);
-4. with ``auto.leader.rebalance.enable``, a preferred-leader check every
+4. ``/log_dir_event_notification`` is watched (``controller.zk_log_dir_events``): what is
+   there is deleted first, then each notification written later becomes the core's
+   ``BrokerLogDirFailure``;
+5. with ``auto.leader.rebalance.enable``, a preferred-leader check every
    ``leader.imbalance.check.interval.seconds``, the first 5 s after becoming controller (as
    Kafka schedules it).
 
@@ -18,6 +21,9 @@ Resigning (another broker won, or the session expired) undoes it: the fence is l
 the core's event task stops, the channel forgets every broker. Requests from brokers
 (ControlledShutdown, ElectLeaders) are queued as events of the current core and answered
 NOT_CONTROLLER when there is none.
+
+The broker side of a failed log dir is ``propagate_log_dir_event``: it writes this broker's
+notification for whichever broker is the controller.
 
 Topic store notifications and ``/brokers/ids`` changes become the core's events; the
 session's own events (session changes, ``/controller``) stay on the session's queue. Both
@@ -47,6 +53,7 @@ from controller.zk_core import (
     AlterPartitionReceived,
     AutoPreferredReplicaLeaderElection,
     BrokerChange,
+    BrokerLogDirFailure,
     ControlledShutdown,
     ElectionOutcome,
     NotControllerError,
@@ -54,6 +61,7 @@ from controller.zk_core import (
     ZkControllerCore,
 )
 from controller.zk_election import ControllerEpoch
+from controller.zk_log_dir_events import propagate_log_dir_event, take_log_dir_events
 from controller.zk_session import ZkBrokerSession, ZkSettings
 from controller.zk_store import ZkTopicStore
 from protocol.errors import ErrorCode
@@ -117,6 +125,7 @@ class ZkController:
                                        on_reconnected=self._on_reconnected)
         self._store: ZkTopicStore | None = None
         self._core: ZkControllerCore | None = None
+        self._epoch_zk_version = -1  # /controller_epoch's version while this one is active
         self._rebalance: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------ accessors
@@ -169,7 +178,7 @@ class ZkController:
         ctx = core.context
         return sum(1 for tp in ctx.all_partitions()
                    if tp not in ctx.leadership
-                   or not ctx.is_replica_online(ctx.leadership[tp].leader_and_isr.leader))
+                   or not ctx.is_replica_online(ctx.leadership[tp].leader_and_isr.leader, tp))
 
     # ------------------------------------------------------------ life cycle
 
@@ -195,6 +204,13 @@ class ZkController:
             await self._store.close()
         await self.session.stop()
         await self.channel.close()
+
+    async def propagate_log_dir_event(self) -> None:
+        """Tell the controller that a log dir of this broker failed (Kafka's
+        ``propagateLogDirEvent``)."""
+        path = await propagate_log_dir_event(self.session.zk, self.settings.broker_id)
+        log.info("Wrote log dir failure notification %s for broker %d", path,
+                 self.settings.broker_id)
 
     # ------------------------------------------------------------ requests from brokers
 
@@ -266,6 +282,12 @@ class ZkController:
             is_active=lambda: self.session.is_controller and self._core is core,
             imbalance_percentage=s.imbalance_percentage)
         self._core = core
+        self._epoch_zk_version = epoch.zk_version
+        stale = await take_log_dir_events(zk, zk.watch("log_dir_events"), epoch.zk_version)
+        if stale:
+            log.info("[Controller id=%d] Deleted log dir event notifications of brokers %s "
+                     "(the failover's LeaderAndIsr finds their offline replicas)",
+                     s.broker_id, stale)
         live = await read_live_brokers(zk, zk.watch("brokers"))
         log.info("[Controller id=%d] Controller %d epoch %d: %d live brokers %s",
                  s.broker_id, s.broker_id, epoch.epoch, len(live), sorted(live))
@@ -303,8 +325,17 @@ class ZkController:
 
     async def _on_event(self, event: object) -> None:
         """The session's queue hands over what is not its own: ``/brokers/ids`` changes."""
-        if isinstance(event, ZkWatchFired) and event.kind == "brokers" and self._core:
-            self._core.events.put(BrokerChange())
+        if not isinstance(event, ZkWatchFired) or self._core is None or not self.is_active:
+            return
+        core = self._core
+        if event.kind == "brokers":
+            core.events.put(BrokerChange())
+        elif event.kind == "log_dir_events":
+            zk = self.session.zk
+            brokers = await take_log_dir_events(zk, zk.watch("log_dir_events"),
+                                                self._epoch_zk_version)
+            if brokers and core is self._core:
+                core.events.put(BrokerLogDirFailure(tuple(brokers)))
 
     def _on_reconnected(self) -> None:
         """The session reconnected: kazoo dropped the ``/brokers/ids`` watch, and a change
@@ -312,6 +343,7 @@ class ZkController:
         if self._core is not None:
             for event in (BrokerChange(), TopicsChanged(), DeletionsRequested()):
                 self._core.events.put(event)
+            self.session.events.put(ZkWatchFired("log_dir_events"))
 
     # TopicStoreWatcher: notifications become the current core's events.
 

@@ -33,6 +33,17 @@ Events, on the same queue and context as the core's:
 - ``ReassignmentsRequested`` / ``ReassignmentsListed`` (AlterPartitionReassignments,
   ListPartitionReassignments): partition reassignment, ``controller.reassignment``; an ISR
   change may complete one.
+- ``BrokerLogDirFailure(brokers)`` (their ``/log_dir_event_notification`` znodes, Kafka's
+  ``onBrokerLogDirFailure``): each of those brokers gets LeaderAndIsr with the current
+  state of every replica it holds, to learn which are in a failed log dir.
+- ``LeaderAndIsrResponseReceived`` (every LeaderAndIsr answer, Kafka's
+  ``processLeaderAndIsrResponseReceived``): a partition answered KAFKA_STORAGE_ERROR is a
+  replica in a failed log dir, NONE one that is online again; the context keeps them
+  (``replicas_on_offline_dirs``, forgotten when the broker restarts or leaves). Newly
+  offline replicas (``onReplicasBecomeOffline``): partitions they led get a leader from
+  the rest of the ISR (offline election, per partition), then each leaves the ISR
+  (OfflineReplica: the last member stays, a leader left without a successor becomes -1),
+  its broker gets StopReplica (no delete) and everyone UpdateMetadata listing it offline.
 - ``AutoPreferredReplicaLeaderElection``: every ``leader.imbalance.check.interval.seconds``
   (with ``auto.leader.rebalance.enable``), for each broker whose share of partitions it
   should lead but does not exceeds ``leader.imbalance.per.broker.percentage``, a preferred
@@ -52,11 +63,12 @@ import asyncio
 import logging
 import uuid
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from controller.channel import BrokerRegistration, ControllerChannel
+from controller.channel import BrokerRegistration, ControllerChannel, ControlResponse
+from controller.context import ControllerContext
 from controller.core import DeletionsRequested, SentRequest
 from controller.election import elect_controlled_shutdown, elect_offline, elect_preferred
 from controller.leader_and_isr import (
@@ -73,6 +85,7 @@ from controller.reassignment import (
 from controller.topic_store import TopicStore
 from protocol.errors import ErrorCode
 from protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
+from protocol.messages.leader_and_isr import LeaderAndIsrRequest, LeaderAndIsrResponse
 from protocol.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -92,6 +105,17 @@ class BrokerChange:
 @dataclass(frozen=True, slots=True)
 class AutoPreferredReplicaLeaderElection:
     pass
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerLogDirFailure:
+    broker_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class LeaderAndIsrResponseReceived:
+    broker_id: int
+    response: LeaderAndIsrResponse | None  # None: no answer (broker gone, connection lost)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -167,6 +191,10 @@ class ZkControllerCore(ReassignmentCore):
             await self._on_reassignments_requested(event)
         elif isinstance(event, ReassignmentsListed):
             self._on_reassignments_listed(event)
+        elif isinstance(event, BrokerLogDirFailure):
+            self._on_broker_log_dir_failure(event.broker_ids)
+        elif isinstance(event, LeaderAndIsrResponseReceived):
+            await self._on_leader_and_isr_response(event.broker_id, event.response)
         else:
             await super().process(event)
 
@@ -214,6 +242,8 @@ class ZkControllerCore(ReassignmentCore):
         """Kafka's onBrokerStartup."""
         ctx = self.context
         ctx.shutting_down.difference_update(ids)
+        for broker_id in ids:  # a restarted broker loaded its log dirs again
+            ctx.replicas_on_offline_dirs.pop(broker_id, None)
         self._batch.add_update_metadata([b for b in ctx.live_brokers if b not in ids])
         self._send()
         self._batch.add_update_metadata(ids)  # even with no partitions: the live brokers
@@ -236,6 +266,8 @@ class ZkControllerCore(ReassignmentCore):
         """Kafka's onBrokerFailure: new leaders, then the brokers leave every ISR."""
         ctx = self.context
         ctx.shutting_down.difference_update(ids)
+        for broker_id in ids:
+            ctx.replicas_on_offline_dirs.pop(broker_id, None)
         await self._elect_offline(self._offline_partitions())
         await self._remove_from_isr(set(ids), ctx.all_partitions())
         self._batch.add_update_metadata(ctx.live_brokers)  # at least the broker list changed
@@ -244,21 +276,27 @@ class ZkControllerCore(ReassignmentCore):
     def _offline_partitions(self) -> list[TopicPartition]:
         ctx = self.context
         return [tp for tp, s in ctx.leadership.items()
-                if not ctx.is_replica_online(s.leader_and_isr.leader)
+                if not ctx.is_replica_online(s.leader_and_isr.leader, tp)
                 and tp.topic not in ctx.topics_to_delete]
 
     async def _remove_from_isr(self, brokers: set[int],
                                partitions: Iterable[TopicPartition]) -> None:
-        """Kafka's removeReplicasFromIsr (OfflineReplica): a broker that leads loses the
-        leadership (NO_LEADER); the last member of an ISR stays in it."""
+        """``brokers`` leave the ISR of each of ``partitions``."""
+        await self._remove_replicas_from_isr({tp: brokers for tp in partitions})
+
+    async def _remove_replicas_from_isr(self, replicas: Mapping[TopicPartition, Collection[int]]
+                                        ) -> None:
+        """Kafka's removeReplicasFromIsr (OfflineReplica): each partition's ``replicas``
+        leave its ISR; one that leads loses the leadership (NO_LEADER); the last member of
+        an ISR stays in it. The removed replicas get no LeaderAndIsr."""
         ctx = self.context
         updates: dict[TopicPartition, LeaderAndIsr] = {}
-        for tp in partitions:
+        for tp, brokers in replicas.items():
             state = ctx.leadership.get(tp)
             if state is None or tp.topic in ctx.topics_to_delete:
                 continue
             lai = state.leader_and_isr
-            if not brokers.intersection(lai.isr) and lai.leader not in brokers:
+            if not set(brokers).intersection(lai.isr) and lai.leader not in brokers:
                 continue
             isr = lai.isr if len(lai.isr) == 1 else tuple(b for b in lai.isr if b not in brokers)
             if not isr:
@@ -267,16 +305,20 @@ class ZkControllerCore(ReassignmentCore):
             if leader == lai.leader and isr == lai.isr:
                 continue
             updates[tp] = lai.new_leader_and_isr(leader, isr)
-        await self._write_and_send(updates, exclude=brokers)
+        await self._write_and_send(updates, exclude=replicas)
 
-    async def _write_and_send(self, updates: Mapping[TopicPartition, LeaderAndIsr], *,
-                              exclude: Iterable[int] = ()) -> set[TopicPartition]:
+    async def _write_and_send(
+        self, updates: Mapping[TopicPartition, LeaderAndIsr], *,
+        exclude: Iterable[int] | Mapping[TopicPartition, Collection[int]] = (),
+    ) -> set[TopicPartition]:
         """Write the states (version-checked), then LeaderAndIsr to the live replicas (but
-        ``exclude``) and UpdateMetadata to everyone. Returns the partitions written."""
+        ``exclude``: brokers, or per partition) and UpdateMetadata to everyone. Returns
+        the partitions written."""
         if not updates:
             return set()
         ctx = self.context
-        skip = set(exclude)
+        per_partition = exclude if isinstance(exclude, Mapping) else None
+        skip_all: Collection[int] = () if isinstance(exclude, Mapping) else set(exclude)
         written = await self.store.update_partition_states(
             {tp: LeaderIsrAndControllerEpoch(lai, self.controller_epoch)
              for tp, lai in updates.items()})
@@ -285,10 +327,97 @@ class ZkControllerCore(ReassignmentCore):
                       self.controller_id, tp)
         for tp, state in written.written.items():
             ctx.leadership[tp] = state
+            skip = per_partition.get(tp, ()) if per_partition is not None else skip_all
             self._batch.add_leader_and_isr([b for b in ctx.live_replicas(tp) if b not in skip],
                                            tp, state, ctx.replicas(tp))
         self._send()
         return set(written.written)
+
+    # ------------------------------------------------------------ failed log dirs
+
+    def _send(self) -> list[SentRequest]:
+        """Send the batch; every LeaderAndIsr answer comes back as an event (it tells
+        which replicas are in a failed log dir)."""
+        sent = super()._send()
+        for broker_id, request, future in sent:
+            if isinstance(request, LeaderAndIsrRequest):
+                future.add_done_callback(self._on_leader_and_isr_future(broker_id))
+        return sent
+
+    def _on_leader_and_isr_future(
+        self, broker_id: int,
+    ) -> Callable[[asyncio.Future[ControlResponse | None]], None]:
+        def done(future: asyncio.Future[ControlResponse | None]) -> None:
+            response = (None if future.cancelled() or future.exception() is not None
+                        else future.result())
+            self.events.put(LeaderAndIsrResponseReceived(
+                broker_id, response if isinstance(response, LeaderAndIsrResponse) else None))
+
+        return done
+
+    def _on_broker_log_dir_failure(self, broker_ids: tuple[int, ...]) -> None:
+        """Kafka's onBrokerLogDirFailure: LeaderAndIsr with the current state of every
+        replica on those brokers (OnlineReplica); the answers say which are offline."""
+        ctx = self.context
+        live = sorted(b for b in set(broker_ids) if b in ctx.live_brokers)
+        log.info("[Controller id=%d] Handling log directory failure for brokers %s",
+                 self.controller_id, ",".join(map(str, live)))
+        for broker_id in live:
+            for tp in ctx.partitions_on_broker(broker_id):
+                state = ctx.leadership.get(tp)
+                if state is not None and tp.topic not in ctx.topics_to_delete:
+                    self._batch.add_leader_and_isr([broker_id], tp, state, ctx.replicas(tp))
+        self._send()
+
+    async def _on_leader_and_isr_response(self, broker_id: int,
+                                          response: LeaderAndIsrResponse | None) -> None:
+        """Kafka's processLeaderAndIsrResponseReceived (see the module docstring)."""
+        ctx = self.context
+        if response is None or broker_id not in ctx.live_brokers:
+            return
+        if response.error_code != ErrorCode.NO_ERROR:
+            log.error("[Controller id=%d] Received error %s in LeaderAndIsr response from "
+                      "broker %d", self.controller_id, ErrorCode(response.error_code).name,
+                      broker_id)
+            return
+        offline: set[TopicPartition] = set()
+        online: set[TopicPartition] = set()
+        for tp, error in _partition_errors(response, ctx):
+            if error == ErrorCode.KAFKA_STORAGE_ERROR:
+                offline.add(tp)
+            elif error == ErrorCode.NO_ERROR:
+                online.add(tp)
+        previous = ctx.replicas_on_offline_dirs.get(broker_id, set())
+        current = (previous - online) | offline
+        if current:
+            ctx.replicas_on_offline_dirs[broker_id] = current
+        else:
+            ctx.replicas_on_offline_dirs.pop(broker_id, None)
+        new = current - previous
+        if new:
+            log.info("[Controller id=%d] Mark replicas %s on broker %d as offline",
+                     self.controller_id, ",".join(str(tp) for tp in sorted(new)), broker_id)
+            await self._on_replicas_offline(broker_id, new)
+
+    async def _on_replicas_offline(self, broker_id: int, partitions: set[TopicPartition]) -> None:
+        """Kafka's onReplicasBecomeOffline for the replicas of ``broker_id`` in a failed log
+        dir: elect leaders where the leader is no longer online, then the replicas leave
+        the ISRs (OfflineReplica) and everyone hears of it."""
+        ctx = self.context
+        await self._elect_offline(self._offline_partitions())
+        kept = sorted(tp for tp in partitions if tp.topic not in ctx.topics_to_delete)
+        for tp in kept:
+            state = ctx.leadership.get(tp)
+            if state is not None:
+                self._batch.add_stop_replica([broker_id], tp, delete=False,
+                                             leader_epoch=state.leader_and_isr.leader_epoch)
+        self._send()
+        await self._remove_replicas_from_isr({tp: (broker_id,) for tp in kept})
+        for tp in kept:  # UpdateMetadata lists the replica as offline, changed or not
+            state = ctx.leadership.get(tp)
+            if state is not None:
+                self._batch.add_update_metadata(ctx.live_brokers, tp, state, ctx.replicas(tp))
+        self._send()
 
     # ------------------------------------------------------------ controlled shutdown
 
@@ -416,7 +545,6 @@ class ZkControllerCore(ReassignmentCore):
                   if partitions is None else partitions)
         outcome: ElectionOutcome = {}
         updates: dict[TopicPartition, LeaderAndIsr] = {}
-        online = {b for b in ctx.live_brokers if b not in ctx.shutting_down}
         for tp in sorted(wanted):
             state = ctx.leadership.get(tp)
             if state is None or tp.topic in ctx.topics_to_delete:
@@ -429,16 +557,16 @@ class ZkControllerCore(ReassignmentCore):
                     outcome[tp] = (ErrorCode.ELECTION_NOT_NEEDED,
                                    "Leader election not needed for topic partition.")
                     continue
-                result = elect_preferred(replicas, lai, online)
+                result = elect_preferred(replicas, lai, ctx.online_brokers_for(tp))
                 error = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
                 message = (f"Failed to elect leader for partition {tp} under strategy "
                            "PreferredReplicaPartitionLeaderElectionStrategy")
             else:
-                if ctx.is_replica_online(lai.leader):
+                if ctx.is_replica_online(lai.leader, tp):
                     outcome[tp] = (ErrorCode.ELECTION_NOT_NEEDED,
                                    "Leader election not needed for topic partition.")
                     continue
-                result = elect_offline(replicas, lai, online, True)
+                result = elect_offline(replicas, lai, ctx.online_brokers_for(tp), True)
                 error = ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
                 message = (f"Failed to elect leader for partition {tp} under strategy "
                            "OfflinePartitionLeaderElectionStrategy(true)")
@@ -506,6 +634,19 @@ def _alter_partition_response(version: int, errors: Mapping[TopicPartition, Erro
         _R.PartitionData(partition_index=p.partition_index, error_code=ErrorCode.UNKNOWN_TOPIC_ID)
         for p in t.partitions]) for t in unknown_ids]
     return AlterPartitionResponse(topics=topics)
+
+
+def _partition_errors(response: LeaderAndIsrResponse, ctx: ControllerContext
+                      ) -> list[tuple[TopicPartition, int]]:
+    """(partition, error) of a LeaderAndIsr answer: by topic id (version 5 and later) or
+    by name; partitions of unknown topic ids are left out."""
+    if response.topics:
+        names = {record.topic_id: name for name, record in ctx.topics.items()}
+        return [(TopicPartition(name, p.partition_index), p.error_code)
+                for t in response.topics if (name := names.get(t.topic_id)) is not None
+                for p in t.partition_errors]
+    return [(TopicPartition(p.topic_name, p.partition_index), p.error_code)
+            for p in response.partition_errors]
 
 
 def _refuse(event: object) -> None:
