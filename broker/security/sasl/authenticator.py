@@ -245,8 +245,9 @@ class SaslAuthenticator:
             return failed(f"Authentication failed during {self._what} due to invalid credentials "
                           f"with SASL mechanism {self._server.mechanism}")
         lifetime_ms = self._lifetime_ms() if done is not None and version >= 1 else 0
+        # error_message "" (the schema's default), not null: what Kafka sends on success
         reply = _frame(correlation_id, SASL_AUTHENTICATE_KEY, version, SaslAuthenticateResponse(
-            error_code=ErrorCode.NO_ERROR, error_message=None, auth_bytes=token,
+            error_code=ErrorCode.NO_ERROR, error_message="", auth_bytes=token,
             session_lifetime_ms=lifetime_ms))
         return Step(reply=reply, authenticated=done)
 
