@@ -88,10 +88,9 @@ class ControlRequestHandler:
         _R = StopReplicaResponse
         if self.is_broker_epoch_stale(request.broker_epoch):
             self._stale("StopReplica", request.broker_epoch, request.controller_id)
-            return _R(error_code=ErrorCode.STALE_BROKER_EPOCH, partition_errors=[
-                _R.StopReplicaPartitionError(t.topic_name, p.partition_index,
-                                             ErrorCode.STALE_BROKER_EPOCH)
-                for t in request.topic_states for p in t.partition_states])
+            # the request's error alone, no partition errors: Kafka's answer (unlike
+            # LeaderAndIsr's, which lists every partition)
+            return _R(error_code=ErrorCode.STALE_BROKER_EPOCH, partition_errors=[])
         errors, error = await self.replica_manager.stop_replicas(request)
         deleting = {TopicPartition(t.topic_name, p.partition_index): p.delete_partition
                     for t in request.topic_states for p in t.partition_states}

@@ -4,8 +4,9 @@ Behavior:
 - Sent by the controller only: stops this broker's replicas of the partitions listed (no
   more fetching; parked requests answered) and, with DeletePartition, removes them and
   deletes their logs (renamed ``-delete``, removed after ``file.delete.delay.ms``).
-- A broker epoch older than this broker's -> STALE_BROKER_EPOCH for the request and every
-  partition; an older controller epoch -> STALE_CONTROLLER_EPOCH; nothing applied then.
+- A broker epoch older than this broker's -> STALE_BROKER_EPOCH for the request, with no
+  partition errors (as Kafka); an older controller epoch -> STALE_CONTROLLER_EPOCH; nothing
+  applied then.
 - Per partition: a leader epoch older than the current one -> FENCED_LEADER_EPOCH
   (-2, the epoch during deletion, and -1 always pass); a partition not hosted here is
   answered NONE (its log, if any, deleted).
