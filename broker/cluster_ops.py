@@ -10,8 +10,10 @@ answers follow from having one replica per partition:
   id: BROKER_NOT_AVAILABLE; an older broker epoch: STALE_BROKER_EPOCH.
 - ElectLeaders: every known partition already has its only (preferred) replica as leader,
   ELECTION_NOT_NEEDED; an unknown one UNKNOWN_TOPIC_OR_PARTITION.
-- AlterPartition: a single node's ISR is the node itself and nothing asks to change it:
-  NOT_CONTROLLER, as a broker that cannot process it answers.
+- AlterPartition: first the sender, as Kafka's controller checks it: another broker id or
+  not this broker's current epoch (-1 too) is STALE_BROKER_EPOCH; else, since a single
+  node's ISR is the node itself and nothing asks to change it, NOT_CONTROLLER, as a
+  broker that cannot process it answers.
 - AlterPartitionReassignments: the only possible target is this broker alone (already so:
   NONE); any other is INVALID_REPLICA_ASSIGNMENT; nothing is ever in motion.
 """
@@ -87,6 +89,8 @@ class LocalClusterOps:
 
     async def alter_partition(self, request: AlterPartitionRequest,
                               version: int) -> AlterPartitionResponse:
+        if request.broker_id != self.broker_id or request.broker_epoch != self.broker_epoch:
+            return AlterPartitionResponse(error_code=ErrorCode.STALE_BROKER_EPOCH)
         return AlterPartitionResponse(error_code=ErrorCode.NOT_CONTROLLER)
 
     async def alter_reassignments(self, targets: Mapping[TopicPartition, tuple[int, ...] | None]
