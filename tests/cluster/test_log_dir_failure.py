@@ -44,6 +44,14 @@ APPENDS_BEFORE_FAILURE = 10
 MOVE_BOUND_S = 15.0  # the failure to a new leader in the metadata (measured: ~1 s idle)
 
 
+def state(bootstrap: str) -> tuple[int, list[int]] | None:
+    """(leader, sorted ISR) of the partition, None while the metadata does not have it."""
+    try:
+        return partition_state(bootstrap, TOPIC)
+    except AssertionError:  # not (yet) in the answering broker's metadata cache
+        return None
+
+
 @pytest.mark.parametrize("controller", [1, 2])
 @pytest.mark.broker_errors(r"Log dir .*broker1-d1 is offline: append of dirfail-0 failed: "
                            r".*Input/output",
@@ -81,7 +89,7 @@ def test_failed_log_dir_of_the_leader_moves_leadership_to_the_isr(
                             timeout_ms=60000)
     finally:
         admin.close()
-    wait_until(lambda: partition_state(brokers.bootstrap(), TOPIC) == (1, [1, 2, 3]),
+    wait_until(lambda: state(brokers.bootstrap()) == (1, [1, 2, 3]),
                timeout_s=30, what="broker 1 leading with ISR [1, 2, 3]", interval_s=0.2)
     assert (d1 / f"{TOPIC}-0").is_dir()
 
@@ -109,11 +117,11 @@ def test_failed_log_dir_of_the_leader_moves_leadership_to_the_isr(
     for i in range(200):
         producer.produce(TOPIC, value=b"during-%d" % i, partition=0, on_delivery=done)
         producer.poll(0.01)
-    wait_until(lambda: partition_state(brokers.bootstrap(), TOPIC)[0] in (2, 3),
+    wait_until(lambda: (state(brokers.bootstrap()) or (-1, []))[0] in (2, 3),
                timeout_s=MOVE_BOUND_S, what="a new leader among brokers 2 and 3",
                interval_s=0.1)
     moved_after_s = time.monotonic() - failed_at
-    wait_until(lambda: partition_state(brokers.bootstrap(), TOPIC)[1] == [2, 3],
+    wait_until(lambda: (state(brokers.bootstrap()) or (-1, []))[1] == [2, 3],
                timeout_s=MOVE_BOUND_S, what="ISR [2, 3]", interval_s=0.1)
     leader, isr = partition_state(brokers.bootstrap(), TOPIC)
     assert producer.flush(60) == 0
