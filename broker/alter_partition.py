@@ -5,8 +5,8 @@ ZooKeeper mode: ``DefaultAlterPartitionManager`` over the broker-to-controller c
 shrink); the partition is then "pending" (its HW counts the maximal ISR) until the answer.
 One sender task batches every pending change into one AlterPartition (v2: topic ids;
 the broker's id and epoch, each partition's leader epoch and partition epoch), sends it to
-the controller the metadata cache names (inter-broker listener) and hands the answer
-back:
+the controller the metadata cache names (inter-broker listener, with its TLS and SASL
+settings) and hands the answer back:
 
 - a partition's new state: ``Partition.isr_change_committed`` (the HW may move: the
   replica manager's ``on_high_watermark_moved`` hears it);
@@ -30,7 +30,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -70,17 +70,19 @@ class AlterPartitionManager:
 
     def __init__(self, broker_id: int, broker_epoch: Callable[[], int], cache: MetadataCache,
                  listener: str, on_high_watermark_moved: Callable[[TopicPartition], None], *,
-                 retry_backoff_ms: int = 100, request_timeout_ms: int = 30_000) -> None:
+                 retry_backoff_ms: int = 100, request_timeout_ms: int = 30_000,
+                 client_properties: Mapping[str, str] | None = None) -> None:
+        """``client_properties``: how to reach the controller's inter-broker listener (TLS,
+        SASL: the client's property names)."""
         self.broker_id = broker_id
         self._broker_epoch = broker_epoch
         self._cache = cache
         self._listener = listener
         self._on_hw_moved = on_high_watermark_moved
         self._retry_backoff_s = retry_backoff_ms / 1000
-        self._config = ClientConfig(client_id=f"broker-{broker_id}-alter-partition",
-                                    request_timeout_ms=request_timeout_ms,
-                                    connection_setup_timeout_ms=request_timeout_ms,
-                                    max_in_flight_requests_per_connection=1)
+        self._config = ClientConfig.from_properties(client_properties or {}, ClientConfig(
+            client_id=f"broker-{broker_id}-alter-partition", request_timeout_ms=request_timeout_ms,
+            connection_setup_timeout_ms=request_timeout_ms, max_in_flight_requests_per_connection=1))
         self._pending: dict[TopicPartition, _Change] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None

@@ -277,6 +277,9 @@ _BROKER_PROPS: tuple[PropDef, ...] = (
     PropDef("ssl.truststore.certificates", _P, None),
     PropDef("ssl.client.auth", _STR, "none", _one_of("required", "requested", "none")),
     PropDef("ssl.principal.mapping.rules", _STR, "DEFAULT"),
+    # Checked by the broker's own connections to its peers (inter-broker listener): "https"
+    # matches the peer's advertised host against its certificate, "" does not.
+    PropDef("ssl.endpoint.identification.algorithm", _STR, "https", _one_of("https", "HTTPS", "")),
     PropDef("sasl.enabled.mechanisms", _LIST, "GSSAPI"),
     PropDef("sasl.mechanism.inter.broker.protocol", _STR, "GSSAPI"),
     PropDef("sasl.server.max.receive.size", _I, "524288", _at_least(1)),

@@ -10,7 +10,8 @@ stands in on a single node (it never has followers).
 ``ReplicaFetcherManager``: one ``ReplicaFetcher`` per (source broker, fetcher id), the id
 being ``hash(topic, partition) % num.replica.fetchers``; a fetcher left without
 partitions stops. Each fetcher has one connection to its leader (the inter-broker
-listener, found in the metadata cache) and loops:
+listener, found in the metadata cache, with that listener's TLS and SASL settings:
+``FetcherSettings.client_properties``) and loops:
 
 1. **Truncating** partitions (every partition starts so, Kafka's KIP-101/KIP-279): an
    OffsetForLeaderEpoch with the follower's latest epoch (replica id set); the follower
@@ -138,6 +139,9 @@ class FetcherSettings:
     max_wait_ms: int = 500  # replica.fetch.wait.max.ms
     backoff_ms: int = 1000  # replica.fetch.backoff.ms
     socket_timeout_ms: int = 30_000  # replica.socket.timeout.ms
+    # How to reach the leaders' inter-broker listener (TLS, SASL), by the client's property
+    # names (broker.security.inter_broker).
+    client_properties: Mapping[str, str] = field(default_factory=dict)
 
 
 class FollowerHost(Protocol):
@@ -265,12 +269,12 @@ class ReplicaFetcher:
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self.stats = _Stats()
-        self._config = ClientConfig(
+        self._config = ClientConfig.from_properties(settings.client_properties, ClientConfig(
             client_id=f"broker-{settings.broker_id}-fetcher-{fetcher_id}",
             request_timeout_ms=settings.socket_timeout_ms + settings.max_wait_ms,
             connection_setup_timeout_ms=settings.socket_timeout_ms,
             max_in_flight_requests_per_connection=1,
-            max_response_bytes=max(settings.response_max_bytes, settings.max_bytes) + (1 << 20))
+            max_response_bytes=max(settings.response_max_bytes, settings.max_bytes) + (1 << 20)))
 
     # ------------------------------------------------------------ partitions
 

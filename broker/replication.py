@@ -1,7 +1,10 @@
 """Replication's parts of a cluster broker, built from its configuration: the replica
 fetchers (``broker.replica_fetcher``), the AlterPartition sender
 (``broker.alter_partition``) and the ISR expiration task, attached to the replica
-manager. A single node has none of them (its partitions have one replica)."""
+manager. A single node has none of them (its partitions have one replica).
+
+Fetchers and AlterPartition connect to the peers' inter-broker listener as every
+broker-to-broker client does (``broker.security.inter_broker``: TLS, SASL)."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from broker.metadata_cache import MetadataCache
 from broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager
 from broker.replication_quota import FOLLOWER_RATE, LEADER_RATE
+from broker.security.inter_broker import inter_broker_client_properties
 
 
 def fetcher_settings(config: BrokerConfig) -> FetcherSettings:
@@ -25,7 +29,8 @@ def fetcher_settings(config: BrokerConfig) -> FetcherSettings:
         min_bytes=config.get_int("replica.fetch.min.bytes"),
         max_wait_ms=config.get_int("replica.fetch.wait.max.ms"),
         backoff_ms=config.get_int("replica.fetch.backoff.ms"),
-        socket_timeout_ms=config.get_int("replica.socket.timeout.ms"))
+        socket_timeout_ms=config.get_int("replica.socket.timeout.ms"),
+        client_properties=inter_broker_client_properties(config))
 
 
 LONG_MAX = 2**63 - 1
@@ -52,7 +57,8 @@ def start(config: BrokerConfig, replica_manager: ReplicaManager, cache: Metadata
     replica_manager.alter_partition = AlterPartitionManager(
         config.broker_id, broker_epoch, cache, config.inter_broker_listener_name,
         replica_manager.on_high_watermark_moved,
-        request_timeout_ms=config.get_int("controller.socket.timeout.ms"))
+        request_timeout_ms=config.get_int("controller.socket.timeout.ms"),
+        client_properties=inter_broker_client_properties(config))
     replica_manager.replica_selector = replica_selector(config)
     apply_throttle_rates(config, replica_manager, {
         LEADER_RATE: config.get_int(LEADER_RATE), FOLLOWER_RATE: config.get_int(FOLLOWER_RATE)})

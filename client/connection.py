@@ -129,8 +129,12 @@ class BrokerConnection:
         except ssl.SSLError as exc:  # Kafka's SslAuthenticationException: not retriable
             if conn is not None:
                 await conn.close()
+            # A refused certificate says why (host name mismatch, unknown CA, expired).
+            why = exc.reason or exc
+            if isinstance(exc, ssl.SSLCertVerificationError) and exc.verify_message:
+                why = f"{why}: {exc.verify_message}"
             raise ClientError("SSL_AUTHENTICATION_FAILED",
-                              f"SSL handshake with {where} failed: {exc.reason or exc}") from None
+                              f"SSL handshake with {where} failed: {why}") from None
         except OSError as exc:
             if conn is not None:
                 await conn.close()

@@ -1,6 +1,8 @@
 """Test certificates, made at test time (no private key is ever committed): a CA, a server
 certificate for 127.0.0.1/localhost and client certificates, all signed by the CA, written as
 PEM files. ``make_pki(dir)`` returns their paths; keys are EC P-256 (fast to make).
+``server_hosts`` names the server certificate's subject alternative names (a certificate
+for another host, to test host name verification).
 """
 
 from __future__ import annotations
@@ -50,8 +52,19 @@ def _key_pem(key: ec.EllipticCurvePrivateKey, password: bytes | None = None) -> 
     return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption)
 
 
+SERVER_HOSTS = ("localhost", "127.0.0.1")
+
+
+def _san(host: str) -> x509.GeneralName:
+    try:
+        return x509.IPAddress(ipaddress.ip_address(host))
+    except ValueError:
+        return x509.DNSName(host)
+
+
 def _cert(subject: x509.Name, key: ec.EllipticCurvePrivateKey, issuer: x509.Name,
-          issuer_key: ec.EllipticCurvePrivateKey, *, ca: bool = False, server: bool = False) -> x509.Certificate:
+          issuer_key: ec.EllipticCurvePrivateKey, *, ca: bool = False, server: bool = False,
+          hosts: tuple[str, ...] = SERVER_HOSTS) -> x509.Certificate:
     now = datetime.datetime.now(datetime.UTC)
     builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer)
                .public_key(key.public_key()).serial_number(x509.random_serial_number())
@@ -60,8 +73,7 @@ def _cert(subject: x509.Name, key: ec.EllipticCurvePrivateKey, issuer: x509.Name
                .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
     if server:
         builder = builder.add_extension(x509.SubjectAlternativeName(
-            [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False).add_extension(
+            [_san(h) for h in hosts]), critical=False).add_extension(
             x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
     elif not ca:
         builder = builder.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]),
@@ -74,7 +86,7 @@ def _pem(cert: x509.Certificate) -> bytes:
 
 
 def make_pki(directory: Path, clients: tuple[str, ...] = ("alice", "bob"),
-             key_password: bytes | None = None) -> Pki:
+             key_password: bytes | None = None, server_hosts: tuple[str, ...] = SERVER_HOSTS) -> Pki:
     """A CA, a server certificate and one client certificate per name in ``clients``
     (subject ``CN=<name>,OU=clients,O=minikafka tests,C=US``)."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -83,7 +95,8 @@ def make_pki(directory: Path, clients: tuple[str, ...] = ("alice", "bob"),
     ca = _cert(ca_name, ca_key, ca_name, ca_key, ca=True)
     (directory / "ca.crt").write_bytes(_pem(ca))
     server_key = ec.generate_private_key(ec.SECP256R1())
-    server = _cert(_name("localhost"), server_key, ca_name, ca_key, server=True)
+    server = _cert(_name(server_hosts[0]), server_key, ca_name, ca_key, server=True,
+                   hosts=server_hosts)
     (directory / "server.key").write_bytes(_key_pem(server_key, key_password))
     (directory / "server.crt").write_bytes(_pem(server) + _pem(ca))
     (directory / "server.keystore.pem").write_bytes(

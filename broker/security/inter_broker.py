@@ -5,12 +5,17 @@ shutdown and the other broker-to-broker clients.
 - ``security.protocol``: the protocol of ``inter.broker.listener.name``;
 - TLS: that listener's ``ssl.truststore.*`` (the CAs of the other brokers' certificates),
   ``ssl.keystore.*`` (this broker's certificate, for listeners that ask for one) and
-  ``ssl.enabled.protocols``; the peer's host name is checked against its certificate
-  (Kafka's default ``ssl.endpoint.identification.algorithm=https``);
+  ``ssl.enabled.protocols``; the peer's advertised host is checked against its certificate
+  unless that listener's ``ssl.endpoint.identification.algorithm`` is empty (Kafka's
+  default ``https`` checks it);
 - SASL: ``sasl.mechanism.inter.broker.protocol``, logging in with the ``username`` and
   ``password`` options of that listener's JAAS entry for the mechanism
   (``listener.name.<l>.<mechanism>.sasl.jaas.config``), as Kafka takes the broker's own
   credentials from the same entry that lists the users it accepts.
+
+Every broker-to-broker client uses them: the controller's channel (LeaderAndIsr,
+UpdateMetadata, StopReplica), controlled shutdown, AlterPartition and the replica fetchers
+(Fetch, OffsetForLeaderEpoch, ListOffsets).
 
 ``inter_broker_client_properties`` raises ConfigError (failing start-up) when SASL is used
 between brokers and the entry has no username and password.
@@ -24,7 +29,8 @@ from broker.security.jaas import JaasError, parse_one
 TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
 SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
 _TLS_KEYS = ("ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.certificates",
-             "ssl.keystore.type", "ssl.keystore.location", "ssl.key.password")
+             "ssl.keystore.type", "ssl.keystore.location", "ssl.key.password",
+             "ssl.endpoint.identification.algorithm")
 
 
 def inter_broker_client_properties(config: BrokerConfig) -> dict[str, str]:

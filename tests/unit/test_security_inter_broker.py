@@ -43,3 +43,17 @@ def test_sasl_without_the_brokers_own_credentials_fails() -> None:
     with pytest.raises(ConfigError, match=re.escape("listener.name.internal.plain.sasl.jaas.config")):
         inter_broker_client_properties(config(**{
             "listener.name.internal.plain.sasl.jaas.config": f'{PLAIN} required user_a="b";'}))
+
+
+def test_host_name_verification_follows_the_listener() -> None:
+    jaas = {"listener.name.internal.plain.sasl.jaas.config":
+            f'{PLAIN} required username="broker" password="s3cret";'}
+    checked = inter_broker_client_properties(config(**jaas))
+    assert checked["ssl.endpoint.identification.algorithm"] == "https"  # Kafka's default
+    assert ClientConfig.from_properties(checked).tls.endpoint_identification == "https"  # type: ignore[union-attr]
+    unchecked = inter_broker_client_properties(config(**jaas, **{
+        "listener.name.internal.ssl.endpoint.identification.algorithm": ""}))
+    assert unchecked["ssl.endpoint.identification.algorithm"] == ""
+    assert ClientConfig.from_properties(unchecked).tls.endpoint_identification == ""  # type: ignore[union-attr]
+    with pytest.raises(ConfigError, match=re.escape("ssl.endpoint.identification.algorithm")):
+        config(**{"ssl.endpoint.identification.algorithm": "ldap"})
