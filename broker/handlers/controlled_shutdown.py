@@ -7,6 +7,9 @@ Behavior:
   asks again until there are none, or gives up after ``controlled.shutdown.max.retries``).
 - A broker that is not the active controller answers NOT_CONTROLLER; an unknown broker id
   BROKER_NOT_AVAILABLE; an older broker epoch than the registered one STALE_BROKER_EPOCH.
+- With an authorizer, the sender needs CLUSTER_ACTION on the cluster (the brokers'
+  principal, a super user), else CLUSTER_AUTHORIZATION_FAILED and nothing applied, as
+  Kafka checks.
 
 Version notes:
 - v2 adds the broker epoch (v1 means "any": -1); v3 is flexible. v0 (a different request
@@ -15,7 +18,10 @@ Version notes:
 
 from __future__ import annotations
 
+from broker.handlers.authz import authorize_cluster
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
+from broker.security.acl import AclOperation as Op
+from protocol.errors import ErrorCode
 from protocol.messages.controlled_shutdown import (
     ControlledShutdownRequest,
     ControlledShutdownResponse,
@@ -26,6 +32,8 @@ from protocol.messages.controlled_shutdown import (
      request=ControlledShutdownRequest)
 async def handle_controlled_shutdown(ctx: RequestContext,
                                      request: ControlledShutdownRequest) -> HandlerResult:
+    if not authorize_cluster(ctx, Op.CLUSTER_ACTION):
+        return Respond(ControlledShutdownResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
     epoch = request.broker_epoch if ctx.api_version >= 2 else -1
     error, remaining = await ctx.broker.cluster.controlled_shutdown(request.broker_id, epoch)
     return Respond(ControlledShutdownResponse(

@@ -10,6 +10,9 @@ Behavior:
 - Per partition: a leader epoch older than the current one -> FENCED_LEADER_EPOCH
   (-2, the epoch during deletion, and -1 always pass); a partition not hosted here is
   answered NONE (its log, if any, deleted).
+- With an authorizer, the sender needs CLUSTER_ACTION on the cluster (the brokers'
+  principal, a super user), else CLUSTER_AUTHORIZATION_FAILED and nothing applied, as
+  Kafka checks.
 
 Version notes:
 - v3 carries a leader epoch and the delete flag per partition; v4 isKRaftController
@@ -18,10 +21,15 @@ Version notes:
 
 from __future__ import annotations
 
+from broker.handlers.authz import authorize_cluster
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
-from protocol.messages.stop_replica import StopReplicaRequest
+from broker.security.acl import AclOperation as Op
+from protocol.errors import ErrorCode
+from protocol.messages.stop_replica import StopReplicaRequest, StopReplicaResponse
 
 
 @api(StopReplicaRequest.API_KEY, min_version=3, max_version=4, request=StopReplicaRequest)
 async def handle_stop_replica(ctx: RequestContext, request: StopReplicaRequest) -> HandlerResult:
+    if not authorize_cluster(ctx, Op.CLUSTER_ACTION):
+        return Respond(StopReplicaResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
     return Respond(await ctx.broker.control.stop_replica(request))

@@ -7,6 +7,9 @@ Behavior:
   names are retried; deleted partitions' committed offsets are removed.
 - A broker epoch older than this broker's -> STALE_BROKER_EPOCH; an older controller
   epoch -> STALE_CONTROLLER_EPOCH; nothing is applied then.
+- With an authorizer, the sender needs CLUSTER_ACTION on the cluster (the brokers'
+  principal, a super user), else CLUSTER_AUTHORIZATION_FAILED and nothing applied, as
+  Kafka checks.
 
 Version notes:
 - v7 adds topic ids (v6 flexible); v8 isKRaftController and the tagged Type (never set by
@@ -15,11 +18,16 @@ Version notes:
 
 from __future__ import annotations
 
+from broker.handlers.authz import authorize_cluster
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
-from protocol.messages.update_metadata import UpdateMetadataRequest
+from broker.security.acl import AclOperation as Op
+from protocol.errors import ErrorCode
+from protocol.messages.update_metadata import UpdateMetadataRequest, UpdateMetadataResponse
 
 
 @api(UpdateMetadataRequest.API_KEY, min_version=7, max_version=8, request=UpdateMetadataRequest)
 async def handle_update_metadata(ctx: RequestContext,
                                  request: UpdateMetadataRequest) -> HandlerResult:
+    if not authorize_cluster(ctx, Op.CLUSTER_ACTION):
+        return Respond(UpdateMetadataResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
     return Respond(await ctx.broker.control.update_metadata(request))

@@ -17,6 +17,8 @@ import pytest
 from broker.security.acl import AclOperation as Op
 from broker.security.acl import AclPermissionType, PatternType, ResourceType
 from protocol.errors import ErrorCode
+from protocol.messages.alter_partition import AlterPartitionRequest
+from protocol.messages.controlled_shutdown import ControlledShutdownRequest
 from protocol.messages.create_acls import CreateAclsRequest, CreateAclsResponse
 from protocol.messages.create_partitions import CreatePartitionsRequest
 from protocol.messages.create_topics import CreateTopicsRequest
@@ -32,6 +34,7 @@ from protocol.messages.find_coordinator import FindCoordinatorRequest
 from protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest
 from protocol.messages.init_producer_id import InitProducerIdRequest
 from protocol.messages.join_group import JoinGroupRequest
+from protocol.messages.leader_and_isr import LeaderAndIsrRequest
 from protocol.messages.list_groups import ListGroupsRequest
 from protocol.messages.list_offsets import ListOffsetsRequest
 from protocol.messages.metadata import MetadataRequest
@@ -42,6 +45,8 @@ from protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochReques
 from protocol.messages.produce import ProduceRequest
 from protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from protocol.messages.sasl_handshake import SaslHandshakeRequest
+from protocol.messages.stop_replica import StopReplicaRequest
+from protocol.messages.update_metadata import UpdateMetadataRequest
 from protocol.records import NewRecord, build_batch
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.data_path_client import create_topic
@@ -255,6 +260,32 @@ def follower_offset_for_leader_epoch(c: RawClient) -> int:
     return _one(c.request(23, 4, request)[1], "topics", "partitions", "error_code")
 
 
+# The controller's and the brokers' own requests. Allowed, they carry broker epoch 0 (older
+# than the broker's: STALE_BROKER_EPOCH, nothing applied) or name another broker.
+def leader_and_isr(c: RawClient) -> int:
+    return _one(c.request(4, 7, LeaderAndIsrRequest(controller_id=1, controller_epoch=1,
+                                                     broker_epoch=0))[1], "error_code")
+
+
+def update_metadata(c: RawClient) -> int:
+    return _one(c.request(6, 8, UpdateMetadataRequest(controller_id=1, controller_epoch=1,
+                                                       broker_epoch=0))[1], "error_code")
+
+
+def stop_replica(c: RawClient) -> int:
+    return _one(c.request(5, 4, StopReplicaRequest(controller_id=1, controller_epoch=1,
+                                                    broker_epoch=0))[1], "error_code")
+
+
+def alter_partition(c: RawClient) -> int:
+    return _one(c.request(56, 3, AlterPartitionRequest(broker_id=1, broker_epoch=0))[1], "error_code")
+
+
+def controlled_shutdown(c: RawClient) -> int:
+    return _one(c.request(7, 3, ControlledShutdownRequest(broker_id=999, broker_epoch=0))[1],
+                "error_code")
+
+
 def describe_groups(c: RawClient) -> int:
     return _one(c.request(15, 5, DescribeGroupsRequest(groups=[GROUP]))[1], "groups", "error_code")
 
@@ -316,6 +347,17 @@ MATRIX: dict[str, Row] = {
                            given=((T, TOPIC, Op.READ),)),
     "OffsetForLeaderEpoch(follower)": Row(follower_offset_for_leader_epoch, DENIED_TOPIC,
                                           ((C, "kafka-cluster", Op.CLUSTER_ACTION),)),
+    "LeaderAndIsr": Row(leader_and_isr, DENIED_CLUSTER, ((C, "kafka-cluster", Op.CLUSTER_ACTION),),
+                        allowed=ErrorCode.STALE_BROKER_EPOCH),
+    "UpdateMetadata": Row(update_metadata, DENIED_CLUSTER, ((C, "kafka-cluster", Op.CLUSTER_ACTION),),
+                          allowed=ErrorCode.STALE_BROKER_EPOCH),
+    "StopReplica": Row(stop_replica, DENIED_CLUSTER, ((C, "kafka-cluster", Op.CLUSTER_ACTION),),
+                       allowed=ErrorCode.STALE_BROKER_EPOCH),
+    "AlterPartition": Row(alter_partition, DENIED_CLUSTER, ((C, "kafka-cluster", Op.CLUSTER_ACTION),),
+                          allowed=ErrorCode.STALE_BROKER_EPOCH),
+    "ControlledShutdown": Row(controlled_shutdown, DENIED_CLUSTER,
+                              ((C, "kafka-cluster", Op.CLUSTER_ACTION),),
+                              allowed=ErrorCode.BROKER_NOT_AVAILABLE),
     "DescribeGroups": Row(describe_groups, DENIED_GROUP, ((G, GROUP, Op.DESCRIBE),)),
     "ListGroups hides": Row(list_groups, DENIED_GROUP, ((G, GROUP, Op.DESCRIBE),)),
     "DeleteGroups": Row(delete_groups, DENIED_GROUP, ((G, "empty-group", Op.DELETE),),
