@@ -526,8 +526,10 @@ class Partition:
                 log.info("%s-%d: duplicate batch of producer %d (seq %d-%d) at offsets %d-%d",
                          self.topic, self.partition, batch.producer_id, duplicate.first_seq,
                          duplicate.last_seq, duplicate.first_offset, duplicate.last_offset)
+                # Kafka answers a duplicate with the retained batch's offsets and, as its
+                # log append time, that batch's max timestamp (whatever the timestamp type)
                 return AppendResult(ErrorCode.NO_ERROR, duplicate.first_offset,
-                                    duplicate.last_offset, -1, start)
+                                    duplicate.last_offset, duplicate.timestamp_ms, start)
             active_base = self.log.active_segment.base_offset
             info = self.log.append(batch.buffer, self.leader_epoch, now_ms=now_ms)
         except RecordValidationError as exc:

@@ -17,8 +17,9 @@ Behavior:
   append or timeout_ms passes (REQUEST_TIMED_OUT); acks=1 answers after the local append.
 - acks=0: no response; if any partition failed, the connection is closed instead, as Kafka
   does, so the producer notices and refreshes its metadata.
-- log_append_time_ms is the broker time for LogAppendTime topics, else -1; log_start_offset
-  is the partition's log start offset.
+- log_append_time_ms is the broker time for LogAppendTime topics, else -1 (for a duplicate
+  batch of an idempotent producer: the retained batch's max timestamp, as Kafka answers);
+  log_start_offset is the partition's log start offset.
 - Client quotas: the request's size counts against ``producer_byte_rate``; over it, the
   response carries throttle_time_ms and the connection is muted that long (acks=0: muted).
 - transactional batches are refused with INVALID_TXN_STATE (no transaction support).
