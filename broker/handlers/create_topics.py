@@ -77,7 +77,8 @@ async def handle_create_topics(ctx: RequestContext, request: CreateTopicsRequest
 
 
 def _failed(name: str, exc: TopicError) -> Result:
-    return Result(name=name, error_code=exc.error_code, error_message=exc.message, configs=None)
+    # configs: an empty list, not null (Kafka 3.9.1's answer to a refused topic at v5+)
+    return Result(name=name, error_code=exc.error_code, error_message=exc.message, configs=[])
 
 
 async def _create(
