@@ -72,7 +72,8 @@ def resolve(
 ) -> ResolvedConfig:
     """The effective value of topic config ``name``: the topic override if any, else the
     first broker synonym set in the broker's properties (``broker_props``: only the
-    properties set explicitly), else Kafka's default. Synonyms are listed in that order."""
+    properties set explicitly), else Kafka's default. Synonyms are listed in that order,
+    the broker's from its first one named as the config's own broker property (Kafka's)."""
     definition = TOPIC_CONFIGS[name]
     synonyms: list[Synonym] = []
     value: str | None = None
@@ -80,16 +81,23 @@ def resolve(
     if name in overrides:
         value, source = overrides[name], ConfigSource.DYNAMIC_TOPIC_CONFIG
         synonyms.append(Synonym(name, value, source))
+    from_broker: list[Synonym] = []
     for syn in definition.synonyms:
         if syn.name in broker_props:
             raw = broker_props[syn.name]
-            synonyms.append(Synonym(syn.name, raw, ConfigSource.STATIC_BROKER_CONFIG))
+            from_broker.append(Synonym(syn.name, raw, ConfigSource.STATIC_BROKER_CONFIG))
             if value is None:
                 value, source = _convert(raw, syn.factor_ms), ConfigSource.STATIC_BROKER_CONFIG
         elif syn.default is not None:
-            synonyms.append(Synonym(syn.name, syn.default, ConfigSource.DEFAULT_CONFIG))
+            from_broker.append(Synonym(syn.name, syn.default, ConfigSource.DEFAULT_CONFIG))
             if value is None:
                 value = _convert(syn.default, syn.factor_ms)
+    # Kafka lists the broker synonyms only from the first one named as the config's own
+    # broker property (ConfigHelper drops those before it): retention.ms with just the
+    # default log.retention.hours=168 lists no broker synonym at all.
+    while from_broker and from_broker[0].name != definition.synonyms[0].name:
+        from_broker.pop(0)
+    synonyms += from_broker
     if value is None:
         value = definition.default
     return ResolvedConfig(name, value, source, definition.type, tuple(synonyms))

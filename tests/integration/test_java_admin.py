@@ -83,8 +83,7 @@ def test_kafka_configs_alter_and_describe(module_broker: Any) -> None:
     assert lines == [
         "cleanup.policy=compact,delete sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:"
         "cleanup.policy=compact,delete, DEFAULT_CONFIG:log.cleanup.policy=delete}",
-        "segment.ms=100000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:segment.ms=100000,"
-        " DEFAULT_CONFIG:log.roll.hours=168}",
+        "segment.ms=100000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:segment.ms=100000}",
     ]
     with SyncClient(bs) as admin:
         assert admin.topic_config_overrides("java-cfg") == {

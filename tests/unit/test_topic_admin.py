@@ -194,10 +194,14 @@ def test_config_validation_parses_kafka_types() -> None:
 def test_resolve_sources_and_synonyms() -> None:
     default = topic_config.resolve("retention.ms", {}, {})
     assert default.value == "604800000" and default.source == ConfigSource.DEFAULT_CONFIG
-    assert [(s.name, s.value) for s in default.synonyms] == [("log.retention.hours", "168")]
+    # Kafka lists broker synonyms from log.retention.ms on: none here, nor below
+    assert default.synonyms == ()
     static = topic_config.resolve("retention.ms", {}, {"log.retention.hours": "2"})
     assert static.value == str(2 * 3_600_000)
-    assert static.source == ConfigSource.STATIC_BROKER_CONFIG
+    assert static.source == ConfigSource.STATIC_BROKER_CONFIG and static.synonyms == ()
+    policy = topic_config.resolve("cleanup.policy", {}, {})
+    assert [(s.name, s.value, s.source) for s in policy.synonyms] == [
+        ("log.cleanup.policy", "delete", ConfigSource.DEFAULT_CONFIG)]
     topic = topic_config.resolve("retention.ms", {"retention.ms": "5"}, {"log.retention.ms": "7"})
     assert topic.value == "5" and topic.source == ConfigSource.DYNAMIC_TOPIC_CONFIG
     assert [(s.name, s.source) for s in topic.synonyms] == [
