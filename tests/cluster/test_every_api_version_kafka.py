@@ -22,7 +22,9 @@ from devcluster.zookeeper import ZooKeeper, free_ports
 from protocol.errors import ErrorCode
 from protocol.messages.find_coordinator import FindCoordinatorRequest
 from protocol.messages.init_producer_id import InitProducerIdRequest
+from protocol.messages.metadata import MetadataRequest
 from tests.integration.every_api_cases import CASES, PAIRS, PROPS, Env, commit, open_env, pair_id
+from tests.integration.netclient import RawClient
 
 pytestmark = [pytest.mark.java, pytest.mark.timeout(180)]
 
@@ -50,9 +52,9 @@ def _producer_ids_ready(env: Env) -> bool:
     return bool(resp.error_code == ErrorCode.NO_ERROR)
 
 
-def _wait(what: str, ready: Callable[[Env], bool], env: Env) -> None:
+def _wait(what: str, ready: Callable[[], bool]) -> None:
     deadline = time.monotonic() + READY_TIMEOUT_S
-    while not ready(env):
+    while not ready():
         assert time.monotonic() < deadline, f"Kafka: {what} not ready in {READY_TIMEOUT_S} s"
         time.sleep(0.2)
 
@@ -70,11 +72,16 @@ def kafka_env(zookeeper: ZooKeeper, tmp_path_factory: pytest.TempPathFactory) ->
     target = KafkaTarget(0, "127.0.0.1", port, {"PLAINTEXT": f"127.0.0.1:{port}",
                                                 "SASL_PLAINTEXT": f"127.0.0.1:{sasl_port}"}, work / "data")
     try:
+        # "started" is logged before Kafka's controller has seen the broker register: topics
+        # can be created once its metadata lists the broker
+        with RawClient(target.endpoints["PLAINTEXT"]) as client:
+            _wait("broker registration", lambda: bool(client.request(
+                3, 12, MetadataRequest(topics=[]))[1].brokers))
         with open_env(target, exact_api_versions=False) as env:
             # Kafka creates __consumer_offsets and takes a producer id block on first use:
             # wait for both (COORDINATOR_NOT_AVAILABLE / _LOAD_IN_PROGRESS meanwhile)
-            _wait("group coordinator", _coordinator_ready, env)
-            _wait("producer ids", _producer_ids_ready, env)
+            _wait("group coordinator", lambda: _coordinator_ready(env))
+            _wait("producer ids", lambda: _producer_ids_ready(env))
             yield env
     finally:
         kafka.stop()

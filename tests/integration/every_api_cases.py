@@ -549,6 +549,8 @@ def create_topics_creates(e: Env, v: int) -> None:
     assert config_value(e, name, "retention.ms") == "123456"
     again = e.call(req, v).topics[0]
     assert again.error_code == ErrorCode.TOPIC_ALREADY_EXISTS
+    if v >= 5:  # nothing created: no partitions, no configs (an empty list, as Kafka)
+        assert (again.num_partitions, again.replication_factor, again.configs) == (-1, -1, [])
 
 
 def wait_unknown(e: Env, name: str) -> None:
@@ -596,13 +598,16 @@ def init_producer_id_gives_id(e: Env, v: int) -> None:
     other = e.call(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60_000), v)
     assert other.producer_id != resp.producer_id
     # the id is usable: an idempotent batch with it is appended, its duplicate is not
+    created = 1_700_000_000_000 + v
     records = batch([b"idempotent-v%d" % v], producer_id=resp.producer_id,
-                    producer_epoch=resp.producer_epoch, base_sequence=0)
+                    producer_epoch=resp.producer_epoch, base_sequence=0, timestamp_ms=created)
     req = ProduceRequest(transactional_id=None, acks=-1, timeout_ms=10_000, topic_data=[
         ProduceRequest.TopicProduceData(TOPIC, [ProduceRequest.PartitionProduceData(0, records)])])
     first = e.latest(req).responses[0].partition_responses[0]
     dup = e.latest(req).responses[0].partition_responses[0]
-    assert first.error_code == 0 and (dup.error_code, dup.base_offset) == (0, first.base_offset)
+    assert (first.error_code, first.log_append_time_ms) == (0, -1)
+    # the duplicate: the first one's offset and, as its log append time, the batch's timestamp
+    assert (dup.error_code, dup.base_offset, dup.log_append_time_ms) == (0, first.base_offset, created)
     assert list_offset(e, LATEST).offset == first.base_offset + 1
 
 
@@ -698,6 +703,11 @@ def describe_configs_shows_override(e: Env, v: int) -> None:
     assert set(by_name) == {"retention.ms", "cleanup.policy"}
     assert (by_name["retention.ms"].value, by_name["retention.ms"].config_source) == ("7654321", 1)
     assert (by_name["cleanup.policy"].value, by_name["cleanup.policy"].config_source) == ("delete", 5)
+    # synonyms as Kafka lists them (none of log.retention.hours's default for retention.ms)
+    assert [(s.name, s.value, s.source) for s in by_name["retention.ms"].synonyms] == [
+        ("retention.ms", "7654321", 1)]
+    assert [(s.name, s.value, s.source) for s in by_name["cleanup.policy"].synonyms] == [
+        ("log.cleanup.policy", "delete", 5)]
     if v >= 3:
         assert by_name["retention.ms"].config_type == 5  # LONG
     missing = e.call(DescribeConfigsRequest(resources=[DescribeConfigsRequest.DescribeConfigsResource(
