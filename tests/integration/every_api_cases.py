@@ -696,11 +696,12 @@ def describe_configs_shows_override(e: Env, v: int) -> None:
     resp = e.call(DescribeConfigsRequest(
         include_synonyms=v >= 1, include_documentation=v >= 3,
         resources=[DescribeConfigsRequest.DescribeConfigsResource(
-            resource_type=2, resource_name=name, configuration_keys=["retention.ms", "cleanup.policy"])]), v)
+            resource_type=2, resource_name=name,
+            configuration_keys=["retention.ms", "cleanup.policy", "segment.ms"])]), v)
     (r,) = resp.results
     assert (r.error_code, r.resource_type, r.resource_name) == (0, 2, name), r
     by_name = {c.name: c for c in r.configs}
-    assert set(by_name) == {"retention.ms", "cleanup.policy"}
+    assert set(by_name) == {"retention.ms", "cleanup.policy", "segment.ms"}
     assert (by_name["retention.ms"].value, by_name["retention.ms"].config_source) == ("7654321", 1)
     assert (by_name["cleanup.policy"].value, by_name["cleanup.policy"].config_source) == ("delete", 5)
     # synonyms as Kafka lists them (none of log.retention.hours's default for retention.ms)
@@ -708,6 +709,8 @@ def describe_configs_shows_override(e: Env, v: int) -> None:
         ("retention.ms", "7654321", 1)]
     assert [(s.name, s.value, s.source) for s in by_name["cleanup.policy"].synonyms] == [
         ("log.cleanup.policy", "delete", 5)]
+    segment_ms = by_name["segment.ms"]  # log.roll.ms unset: its default log.roll.hours is not listed
+    assert (segment_ms.value, segment_ms.config_source, segment_ms.synonyms) == ("604800000", 5, [])
     if v >= 3:
         assert by_name["retention.ms"].config_type == 5  # LONG
     missing = e.call(DescribeConfigsRequest(resources=[DescribeConfigsRequest.DescribeConfigsResource(
