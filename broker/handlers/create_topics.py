@@ -21,6 +21,12 @@ Behavior:
   REQUEST_TIMED_OUT (the topic stays created).
 - TimeoutMs <= 0: as Kafka's ZooKeeper-mode controller, the topic is created but the
   answer is REQUEST_TIMED_OUT (the caller asked not to wait for it).
+- Authorization: CREATE on the cluster, else on each topic (TOPIC_AUTHORIZATION_FAILED).
+  The partitions, replication factor, configs and topic id of the answer are only for a
+  principal allowed DESCRIBE_CONFIGS on the topic; without it they are left out (-1, -1,
+  no configs, the zero id) and TopicConfigErrorCode is TOPIC_AUTHORIZATION_FAILED, as
+  Kafka's KafkaApis does. A topic whose creation failed (REQUEST_TIMED_OUT included)
+  answers no configs and -1, -1 (Kafka resets them).
 
 Version notes:
 - v2 throttle time (baseline served); v4 allows -1 defaults (accepted for every version
@@ -34,7 +40,7 @@ import logging
 from collections import Counter
 
 from broker.admin_manager import AdminManager
-from broker.handlers.authz import authorize, authorize_cluster
+from broker.handlers.authz import authorize, authorize_cluster, filter_authorized
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
 from broker.security.acl import AclOperation as Op
 from broker.security.acl import ResourceType as RT
@@ -52,8 +58,10 @@ async def handle_create_topics(ctx: RequestContext, request: CreateTopicsRequest
     counts = Counter(t.name for t in request.topics)
     # CREATE on the cluster covers every topic; else CREATE on each topic.
     cluster_create = authorize_cluster(ctx, Op.CREATE, log_denied=False)
+    describable = filter_authorized(ctx, Op.DESCRIBE_CONFIGS, RT.TOPIC, counts, log_denied=False)
     results: list[Result] = []
     answered: set[str] = set()
+    failed: set[str] = set()  # creation attempted and failed: Kafka resets the config error
     for topic in request.topics:
         if counts[topic.name] > 1:
             if topic.name not in answered:
@@ -68,16 +76,28 @@ async def handle_create_topics(ctx: RequestContext, request: CreateTopicsRequest
                 ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")))
             continue
         try:
-            results.append(await _create(ctx.broker.admin, topic, request))
+            result = await _create(ctx.broker.admin, topic, request)
         except TopicError as exc:
             log.info("CreateTopics %s from %s refused: %s %s", topic.name, ctx.client_id,
                      exc.error_code.name, exc.message)
             results.append(_failed(topic.name, exc))
+            failed.add(topic.name)
+            continue
+        if result.error_code != ErrorCode.NO_ERROR:
+            failed.add(topic.name)
+        elif topic.name not in describable:
+            result = Result(name=result.name, error_code=result.error_code,
+                            error_message=result.error_message, configs=[])
+        results.append(result)
+    for result in results:
+        if result.name not in describable and result.name not in failed:
+            result.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
     return Respond(CreateTopicsResponse(topics=results))
 
 
 def _failed(name: str, exc: TopicError) -> Result:
-    # configs: an empty list, not null (Kafka 3.9.1's answer to a refused topic at v5+)
+    """No partitions, replication factor nor configs (an empty list, not null, at v5+):
+    Kafka 3.9.1's answer for a refused or failed topic."""
     return Result(name=name, error_code=exc.error_code, error_message=exc.message, configs=[])
 
 
@@ -96,8 +116,9 @@ async def _create(
     result = _success(admin, record.name, record.num_partitions, record.replication_factor, clean)
     result.topic_id = record.topic_id
     if error is not ErrorCode.NO_ERROR:  # created; the leaders were not there in time
-        result.error_code = error
-        result.error_message = None
+        # Kafka answers it as a failure: no partitions, replication factor nor configs.
+        result = Result(name=record.name, topic_id=record.topic_id, error_code=error,
+                        error_message=None, configs=[])
     return result
 
 

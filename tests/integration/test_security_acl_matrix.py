@@ -384,3 +384,36 @@ def test_acl_matrix(matrix_broker: BrokerProcess, api: str) -> None:
                 assert row.call(alice) == row.allowed, f"{api} with {row.acls}"
         finally:
             revoke_all(admin)
+
+
+def _create_one(c: RawClient, name: str, *, timeout_ms: int = 10000) -> Any:
+    request = CreateTopicsRequest(timeout_ms=timeout_ms, validate_only=False, topics=[
+        CreateTopicsRequest.CreatableTopic(name=name, num_partitions=1, replication_factor=1)])
+    return c.request(19, 7, request)[1].topics[0]
+
+
+def test_create_topics_answers_configs_only_to_describe_configs(matrix_broker: BrokerProcess) -> None:
+    """Kafka's KafkaApis: a topic's partitions, replication factor, configs and id are in the
+    CreateTopics answer only for a principal allowed DESCRIBE_CONFIGS on it; else the config
+    part fails with TOPIC_AUTHORIZATION_FAILED and the topic is created all the same. A topic
+    whose creation failed (here: not waited for) answers none of them either."""
+    with RawClient(matrix_broker.endpoints["PLAINTEXT"]) as admin:
+        revoke_all(admin)
+        grant(admin, [(C, "kafka-cluster", Op.CREATE)])
+        try:
+            with login(matrix_broker.endpoints["SASL_PLAINTEXT"]) as alice:
+                hidden = _create_one(alice, "alice-hidden")
+            grant(admin, [(T, "alice-described", Op.DESCRIBE_CONFIGS)])
+            with login(matrix_broker.endpoints["SASL_PLAINTEXT"]) as alice:
+                shown = _create_one(alice, "alice-described")
+        finally:
+            revoke_all(admin)
+        timed_out = _create_one(admin, "not-waited-for", timeout_ms=0)
+    assert (hidden.error_code, hidden.topic_config_error_code) == (0, DENIED_TOPIC)
+    assert (hidden.num_partitions, hidden.replication_factor, hidden.configs) == (-1, -1, [])
+    assert hidden.topic_id.int == 0
+    assert (shown.error_code, shown.topic_config_error_code) == (0, 0)
+    assert (shown.num_partitions, shown.replication_factor) == (1, 1)
+    assert "retention.ms" in {c.name for c in shown.configs} and shown.topic_id.int != 0
+    assert (timed_out.error_code, timed_out.topic_config_error_code) == (ErrorCode.REQUEST_TIMED_OUT, 0)
+    assert (timed_out.num_partitions, timed_out.replication_factor, timed_out.configs) == (-1, -1, [])
