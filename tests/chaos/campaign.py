@@ -10,7 +10,8 @@ Steps (each bounded):
    confluent-kafka acks=1 writer, two group consumers committing, an offset observer.
 4. The schedule (``faults.make_schedule``), one fault at a time; after each, up to
    ``recovery_timeout_s`` for the cluster to be whole (every broker registered, every ISR
-   full). The fault phase stops early at ``max_fault_phase_s`` (the report says so).
+   full; when it is not, what is missing is kept and the run fails: ``check_recovery``).
+   The fault phase stops early at ``max_fault_phase_s`` (the report says so).
 5. Heal everything, let the load run a few seconds more, stop it (in-flight sends get
    ``workloads.FLUSH_TIMEOUT_S``), note each partition's leader, stop the brokers
    (controlled shutdown) and read every replica from its log dir (``replicas``).
@@ -32,7 +33,7 @@ from pathlib import Path
 from typing import Final, TextIO
 
 from tests.chaos import faults, netns
-from tests.chaos.checker import CheckResult, Finding, WriterSpec, check
+from tests.chaos.checker import CheckResult, Finding, WriterSpec, check, check_recovery
 from tests.chaos.cluster import Cluster, ClusterSpec, Target
 from tests.chaos.history import History
 from tests.chaos.replicas import ReplicaLog, read_broker
@@ -259,19 +260,26 @@ def run(config: RunConfig, out: TextIO = sys.stdout) -> RunResult:
                 if event.t_healed is None:
                     event.t_healed = history.now()
             faults_done += 1
-            if cluster.wait_converged([TOPIC_ALL, TOPIC_ACKS1], config.recovery_timeout_s):
+            event.not_whole = cluster.wait_whole([TOPIC_ALL, TOPIC_ACKS1],
+                                                 config.recovery_timeout_s)
+            if not event.not_whole:
                 event.t_recovered = history.now()
                 whole = f"whole again at {event.t_recovered:.1f} s"
             else:
-                whole = f"NOT whole {config.recovery_timeout_s:.0f} s after healing"
+                whole = (f"NOT whole {config.recovery_timeout_s:.0f} s after healing: "
+                         f"{'; '.join(event.not_whole)}")
                 with contextlib.suppress(Exception):
                     _heal_all(cluster, history)
             say(f"[{event.t_start:7.1f} s] #{event.index} {event.kind} on {event.target}: "
                 f"{'; '.join(event.details)}; {whole}; acked {history.acked_count()}")
         _heal_all(cluster, history)
-        if not cluster.wait_converged([TOPIC_ALL, TOPIC_ACKS1], config.recovery_timeout_s):
-            history.note("final: the cluster was not whole after healing")
-            say("chaos: the cluster is NOT whole after the final heal")
+        history.final_not_whole = cluster.wait_whole([TOPIC_ALL, TOPIC_ACKS1],
+                                                     config.recovery_timeout_s)
+        if history.final_not_whole:
+            history.note("final: the cluster was not whole after healing: "
+                         + "; ".join(history.final_not_whole))
+            say("chaos: the cluster is NOT whole after the final heal: "
+                + "; ".join(history.final_not_whole))
         time.sleep(TAIL_S)
     finally:
         end = history.now()
@@ -291,6 +299,8 @@ def run(config: RunConfig, out: TextIO = sys.stdout) -> RunResult:
                 if node.data_dir.exists():
                     replicas += read_broker(broker_id, node.data_dir, {TOPIC_ALL, TOPIC_ACKS1})
             result = check(history, replicas, leaders, writer_specs, end)
+            result.findings += check_recovery(history.faults, history.final_not_whole,
+                                              config.recovery_timeout_s, end)
             workers: list[Writer | GroupConsumer] = [*writers, *consumers]
             for worker in workers:
                 if worker.crashed is not None or worker.is_alive():

@@ -25,9 +25,14 @@ can read. Against it:
   (or the end), in which some partition of the acks=all workloads had no acknowledged
   produce (the gaps of the busiest partitions bound its resolution: see ``baseline_gap_s``).
 
+- **not recovered** (``check_recovery``): a fault after which the cluster was not whole
+  (every broker running and registered, every partition led with its full ISR) within the
+  recovery bound after healing, or not whole after the final heal; each says what was
+  missing at the bound.
+
 Whether a finding fails the run: acknowledged loss, duplicates and order violations of the
-acks=all idempotent writers, divergence and backwards offsets (not stale reads) do; the acks=1 writer's losses
-are the documented difference and only reported.
+acks=all idempotent writers, divergence, backwards offsets (not stale reads) and faults not
+recovered do; the acks=1 writer's losses are the documented difference and only reported.
 """
 
 from __future__ import annotations
@@ -371,6 +376,32 @@ def check(history: History, replicas: Iterable[ReplicaLog],
     strict = [w.name for w in writers if w.strict]
     fault_figures, baseline = unavailability(sends, faults, end, strict)
     return CheckResult(figures, findings, fault_figures, baseline, notes)
+
+
+def check_recovery(faults: Sequence[FaultEvent], final_not_whole: Sequence[str],
+                   bound_s: float, end: float) -> list[Finding]:
+    """A failing finding for each fault after which the cluster was not whole within
+    ``bound_s`` of healing, and one if it was not whole after the final heal (at ``end``)."""
+    findings = []
+    for fault in faults:
+        if fault.t_recovered is not None:
+            continue
+        healed = fault.t_healed if fault.t_healed is not None else fault.t_start
+        why = _reasons(fault.not_whole) or "not said"
+        findings.append(Finding(
+            "not_recovered", f"fault #{fault.index} {fault.kind} on {fault.target} at "
+            f"{fault.t_start:.1f} s (healed at {healed:.1f} s): the cluster was not whole "
+            f"{bound_s:.0f} s after healing: {why}", True, t=fault.t_start))
+    if final_not_whole:
+        findings.append(Finding(
+            "not_recovered", f"the cluster was not whole {bound_s:.0f} s after the final "
+            f"heal: {_reasons(final_not_whole)}", True, t=end))
+    return findings
+
+
+def _reasons(why: Sequence[str], most: int = 10) -> str:
+    more = f"; and {len(why) - most} more" if len(why) > most else ""
+    return "; ".join(why[:most]) + more
 
 
 def median(values: Sequence[float]) -> float:

@@ -245,29 +245,56 @@ class Cluster:
 
     def converged(self, topics: Sequence[str]) -> bool:
         """Every broker running and registered, every partition led with its full ISR."""
-        if any(not node.running() or node.paused for node in self.brokers.values()):
-            return False
-        if self.registered() != set(self.brokers):
-            return False
+        return not self.not_whole(topics)
+
+    def not_whole(self, topics: Sequence[str]) -> list[str]:
+        """What keeps the cluster from being whole (``converged``): empty when it is."""
+        why = [f"broker {b} {'paused' if node.paused else 'not running'}"
+               for b, node in self.brokers.items() if node.paused or not node.running()]
+        if self.kazoo is None and why:
+            return why  # the single broker's partition states are asked of the broker
+        try:
+            registered = self.registered()
+            why += [f"broker {b} not registered in ZooKeeper"
+                    for b in sorted(set(self.brokers) - registered)]
+        except Exception as exc:  # ZooKeeper reconnecting
+            why.append(f"/brokers/ids could not be read: {exc!r}")
         for topic in topics:
-            states = self.partition_states(topic)
+            try:
+                states = self.partition_states(topic)
+            except Exception as exc:
+                why.append(f"{topic}: partition states could not be read: {exc!r}")
+                continue
             if not states:
-                return False
-            for state in states.values():
-                if state.leader < 0 or set(state.isr) != set(state.replicas):
-                    return False
-        return True
+                why.append(f"{topic}: no partition state")
+            for p, state in sorted(states.items()):
+                if state.leader < 0:
+                    why.append(f"{topic}-{p}: no leader")
+                elif set(state.isr) != set(state.replicas):
+                    why.append(f"{topic}-{p}: ISR {sorted(state.isr)} of replicas "
+                               f"{sorted(state.replicas)} (leader {state.leader})")
+        if why and self.kazoo is not None:
+            with contextlib.suppress(Exception):
+                why.append(f"controller: broker {self.controller_id()}")
+        return why
 
     def wait_converged(self, topics: Sequence[str], timeout_s: float) -> bool:
+        return not self.wait_whole(topics, timeout_s)
+
+    def wait_whole(self, topics: Sequence[str], timeout_s: float) -> list[str]:
+        """Until the cluster is whole (then ``[]``) or ``timeout_s`` passed (then what kept
+        it from being whole at the last check)."""
         deadline = time.monotonic() + timeout_s
         while True:
             try:
-                if self.converged(topics):
-                    return True
+                why = self.not_whole(topics)
             except Exception as exc:  # ZooKeeper reconnecting, a broker restarting
                 log.debug("convergence check: %s", exc)
+                why = [f"the cluster's state could not be read: {exc!r}"]
+            if not why:
+                return []
             if time.monotonic() > deadline:
-                return False
+                return why
             time.sleep(POLL_INTERVAL_S)
 
     def final_leaders(self, topics: Sequence[str]) -> dict[tuple[str, int], int | None]:

@@ -68,6 +68,7 @@ class FaultEvent:
     t_healed: float | None = None
     t_recovered: float | None = None  # the cluster whole again (None: not within the bound)
     details: list[str] = field(default_factory=list)
+    not_whole: list[str] = field(default_factory=list)  # why not, when the bound was reached
 
 
 @dataclass(slots=True)
@@ -93,6 +94,8 @@ class History:
         self.faults: list[FaultEvent] = []
         self.commits: list[Commit] = []
         self.notes: list[tuple[float, str]] = []
+        # Why the cluster was not whole after the final heal (empty: it was).
+        self.final_not_whole: list[str] = []
 
     def now(self) -> float:
         return time.monotonic() - self._t0

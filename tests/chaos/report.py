@@ -216,7 +216,8 @@ def render(run: RunResult) -> str:
         "",
         f"`python -m tests.chaos --target {run.config.target} --brokers {run.config.brokers} "
         f"--zookeeper-nodes {run.config.zookeeper_nodes} --faults {len(run.schedule)} "
-        f"--seed {run.config.seed}`; {run.faults_done} faults injected"
+        + (f"--kinds {','.join(run.config.kinds)} " if run.config.kinds is not None else "")
+        + f"--seed {run.config.seed}`; {run.faults_done} faults injected"
         + (f" ({run.stopped_early})" if run.stopped_early else "") + f", {run.duration_s:.0f} s.",
         f"Settings: {json.dumps(figs['settings'])}.",
         f"Machine: before `{run.uptime_before}`; after `{run.uptime_after}`.",
@@ -261,13 +262,33 @@ def render(run: RunResult) -> str:
     for event in run.history.faults:
         fig = by_index.get(event.index)
         gap = f"{fig.unavailable_s:.2f}" if fig else "-"
-        whole = "" if event.t_recovered is not None else " **not whole within the bound**"
+        whole = ("" if event.t_recovered is not None else
+                 f"; **not whole within the bound**: {'; '.join(event.not_whole[:6])}"
+                 + (" ..." if len(event.not_whole) > 6 else ""))
         lines.append(f"| {event.index} | {event.kind} | {event.target} | {event.t_start:.1f} | "
                      f"{gap} | {'; '.join(event.details)}{whole} |")
     if run.history.notes:
         lines += ["", "## Notes", ""]
         lines += [f"- {t:.1f} s: {text}" for t, text in run.history.notes[:100]]
     return "\n".join(lines) + "\n"
+
+
+def verdict(run: RunResult) -> str:
+    """PASS, or FAIL with the failing findings by kind, naming the faults not recovered."""
+    failing = [f for f in run.result.findings if f.fails]
+    if not failing:
+        return "PASS"
+    counts: dict[str, int] = {}
+    for finding in failing:
+        counts[finding.kind] = counts.get(finding.kind, 0) + 1
+    text = "FAIL (" + ", ".join(f"{n} {kind}" for kind, n in counts.items()) + ")"
+    not_whole = [f"#{e.index} {e.kind}" for e in run.history.faults if e.t_recovered is None]
+    if not_whole:
+        text += ("; the cluster was not whole within the recovery bound after fault(s) "
+                 + ", ".join(not_whole))
+    if run.history.final_not_whole:
+        text += "; nor after the final heal"
+    return text
 
 
 def failure_text(run: RunResult) -> str:

@@ -11,7 +11,14 @@ import pytest
 from protocol.records import ControlType, NewRecord, build_batch, build_control_batch
 from protocol.topic_partition import TopicPartition
 from storage.checkpoints import write_offset_checkpoint
-from tests.chaos.checker import CheckResult, WriterSpec, check, check_commits, unavailability
+from tests.chaos.checker import (
+    CheckResult,
+    WriterSpec,
+    check,
+    check_commits,
+    check_recovery,
+    unavailability,
+)
 from tests.chaos.faults import KINDS, applicable, make_schedule
 from tests.chaos.history import Commit, History, Outcome, Send, parse_value, record_value
 from tests.chaos.replicas import ReplicaLog, StoredRecord, read_broker
@@ -221,6 +228,32 @@ def test_unavailability_is_the_longest_gap_after_each_fault() -> None:
     assert baseline == pytest.approx(0.7)  # 0.3 -> 1.0, before the first fault
     assert [round(f.unavailable_s, 3) for f in figures] == [2.9, 4.8]
     assert [f.kind for f in figures] == ["kill_leader", "restart"]
+
+
+def test_a_fault_not_recovered_within_the_bound_fails_the_run_and_says_why() -> None:
+    h = History()
+    whole = h.fault("kill_leader", "broker 2")
+    whole.t_start, whole.t_healed, whole.t_recovered = 10.0, 13.0, 20.0
+    broken = h.fault("partition_zk", "broker 3 (controller)")
+    broken.t_start, broken.t_healed = 30.0, 32.5
+    broken.not_whole = ["chaos-all-1: ISR [2, 3] of replicas [1, 2, 3] (leader 2)",
+                        "controller: broker 3"]
+    assert check_recovery([whole], [], 90.0, 200.0) == []
+    findings = check_recovery(h.faults, [], 90.0, 200.0)
+    assert [(f.kind, f.fails, f.t) for f in findings] == [("not_recovered", True, 30.0)]
+    assert findings[0].message == (
+        "fault #1 partition_zk on broker 3 (controller) at 30.0 s (healed at 32.5 s): the "
+        "cluster was not whole 90 s after healing: chaos-all-1: ISR [2, 3] of replicas "
+        "[1, 2, 3] (leader 2); controller: broker 3")
+    final = check_recovery([whole], ["broker 1 not registered in ZooKeeper"], 90.0, 200.0)
+    assert [(f.kind, f.fails, f.t) for f in final] == [("not_recovered", True, 200.0)]
+    assert final[0].message.endswith("after the final heal: broker 1 not registered in "
+                                     "ZooKeeper")
+    # A clean check of the same history fails once the recovery findings are added to it.
+    result = _check(h, [])
+    assert not result.failed
+    result.findings += findings
+    assert result.failed
 
 
 def test_values_name_their_writer_and_sequence() -> None:
