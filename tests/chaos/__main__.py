@@ -58,6 +58,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--rate", type=float, default=None, help="records/s per writer")
     p.add_argument("--session-timeout-ms", type=int, default=None)
     p.add_argument("--replica-lag-ms", type=int, default=None)
+    p.add_argument("--recovery-seconds", type=float, default=None,
+                   help="bound for the cluster to be whole again after each fault (a fault "
+                        "past it fails the run)")
     p.add_argument("--max-minutes", type=float, default=None, help="bound of the fault phase")
     p.add_argument("--unclean", action="store_true",
                    help="topics with unclean.leader.election.enable=true")
@@ -116,6 +119,8 @@ def _configs(args: argparse.Namespace, seed: int, base: Path) -> list[RunConfig]
             config.replica_lag_time_max_ms = args.replica_lag_ms
         if args.max_minutes is not None:
             config.max_fault_phase_s = args.max_minutes * 60
+        if args.recovery_seconds is not None:
+            config.recovery_timeout_s = args.recovery_seconds
         if args.unclean:
             config.topic_configs = {**config.topic_configs,
                                     "unclean.leader.election.enable": "true"}

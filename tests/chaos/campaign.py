@@ -266,7 +266,7 @@ def run(config: RunConfig, out: TextIO = sys.stdout) -> RunResult:
                 event.t_recovered = history.now()
                 whole = f"whole again at {event.t_recovered:.1f} s"
             else:
-                whole = (f"NOT whole {config.recovery_timeout_s:.0f} s after healing: "
+                whole = (f"NOT whole {config.recovery_timeout_s:g} s after healing: "
                          f"{'; '.join(event.not_whole)}")
                 with contextlib.suppress(Exception):
                     _heal_all(cluster, history)

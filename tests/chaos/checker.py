@@ -391,10 +391,10 @@ def check_recovery(faults: Sequence[FaultEvent], final_not_whole: Sequence[str],
         findings.append(Finding(
             "not_recovered", f"fault #{fault.index} {fault.kind} on {fault.target} at "
             f"{fault.t_start:.1f} s (healed at {healed:.1f} s): the cluster was not whole "
-            f"{bound_s:.0f} s after healing: {why}", True, t=fault.t_start))
+            f"{bound_s:g} s after healing: {why}", True, t=fault.t_start))
     if final_not_whole:
         findings.append(Finding(
-            "not_recovered", f"the cluster was not whole {bound_s:.0f} s after the final "
+            "not_recovered", f"the cluster was not whole {bound_s:g} s after the final "
             f"heal: {_reasons(final_not_whole)}", True, t=end))
     return findings
 
