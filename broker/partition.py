@@ -168,6 +168,9 @@ class Partition:
         self.follower_states: dict[int, ReplicaState] = {}
         # Sends this leader's AlterPartition (the replica manager's); None: ISR never changes.
         self.isr_change_sender: Callable[[Partition, frozenset[int]], None] | None = None
+        # Told (expanded, shrunk) when the controller commits this leader's ISR change (the
+        # replica manager's IsrExpandsPerSec / IsrShrinksPerSec).
+        self.isr_change_listener: Callable[[bool, bool], None] | None = None
         # Brokers that may join the ISR (alive in the metadata cache, not shutting down).
         self.is_broker_eligible: Callable[[int], bool] = lambda _b: True
         self.leader_epoch_start_offset: int | None = None
@@ -409,7 +412,10 @@ class Partition:
             return False
         log.info("%s: ISR updated to %s at partition epoch %d (was %s)", self.topic_partition,
                  sorted(isr), partition_epoch, sorted(self.isr))
-        self.isr = set(isr)
+        new_isr = set(isr)
+        if self.isr_change_listener is not None:
+            self.isr_change_listener(bool(new_isr - self.isr), bool(self.isr - new_isr))
+        self.isr = new_isr
         self.pending_isr = None
         self.partition_epoch = partition_epoch
         return self.maybe_increment_high_watermark()

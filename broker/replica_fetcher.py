@@ -108,6 +108,7 @@ class FetcherManager(Protocol):
 
     def add_fetchers(self, partitions: Mapping[TopicPartition, InitialFetchState]) -> None: ...
     def remove_fetchers(self, partitions: Iterable[TopicPartition]) -> None: ...
+    def max_lag(self) -> int: ...
     async def shutdown(self) -> None: ...
 
 
@@ -121,6 +122,9 @@ class NoFetchers:
 
     def remove_fetchers(self, partitions: Iterable[TopicPartition]) -> None:
         pass
+
+    def max_lag(self) -> int:
+        return 0
 
     async def shutdown(self) -> None:
         pass
@@ -206,6 +210,13 @@ class ReplicaFetcherManager:
             log.info("[ReplicaFetcherManager broker=%d] Added fetcher to broker %d for %s "
                      "(leader epoch %d, offset %d)", self.settings.broker_id, state.leader_id,
                      tp, state.leader_epoch, state.fetch_offset)
+
+    def max_lag(self) -> int:
+        """The largest lag (the leader's high watermark minus the fetch offset, after the
+        last fetch) of any partition fetched (Kafka's ReplicaFetcherManager MaxLag)."""
+        return max((state.lag for fetcher in self.fetchers.values()
+                    for state in fetcher.states.values() if state.lag is not None),
+                   default=0)
 
     def remove_fetchers(self, partitions: Iterable[TopicPartition]) -> None:
         tps = list(partitions)

@@ -163,8 +163,8 @@ class ReplicaManager:
         self.fetch_purgatory: Purgatory[TopicPartition] = Purgatory("Fetch")
         # Bytes/messages in and out per topic (broker.metrics.topics); None: not counted.
         self.topic_stats: BrokerTopicStats | None = None
-        # ISR changes of partitions led here (Kafka's IsrShrinksPerSec / IsrExpandsPerSec);
-        # counted where the ISR changes.
+        # ISR changes of partitions led here (Kafka's IsrShrinksPerSec / IsrExpandsPerSec),
+        # counted when the controller commits the leader's AlterPartition.
         self.isr_shrinks = 0
         self.isr_expands = 0
         self.controller_epoch = 0
@@ -201,6 +201,12 @@ class ReplicaManager:
         """For replication-offset-checkpoint (LogManager.write_high_watermarks / shutdown)."""
         return {StorageTopicPartition(t, i): p.high_watermark
                 for (t, i), p in self.partitions.items()}
+
+    def _count_isr_change(self, expanded: bool, shrunk: bool) -> None:
+        """A leader's ISR change was committed (Kafka marks IsrExpandsPerSec or
+        IsrShrinksPerSec when its AlterPartition succeeds)."""
+        self.isr_expands += expanded
+        self.isr_shrinks += shrunk
 
     def mark_offline(self, tp: TopicPartition) -> None:
         """The partition's log could not be opened (its log dir is offline): it answers
@@ -361,6 +367,7 @@ class ReplicaManager:
                           high_watermark=self._checkpointed_hws.get(StorageTopicPartition(*tp), 0))
             if self.alter_partition is not None:
                 p.isr_change_sender = self.alter_partition.submit
+                p.isr_change_listener = self._count_isr_change
             p.is_broker_eligible = self.metadata_cache.has_alive_broker
             replayed = p.producer_state.load(p.log_start_offset, p.log_end_offset,
                                              p.batches_from)

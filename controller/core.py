@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -53,6 +54,7 @@ from controller.leader_and_isr import (
     LeaderAndIsr,
     LeaderIsrAndControllerEpoch,
 )
+from controller.stats import ControllerState, ControllerStats
 from controller.topic_store import TopicStore
 from protocol.errors import ErrorCode
 from protocol.messages.stop_replica import StopReplicaResponse
@@ -88,14 +90,16 @@ class StopReplicaResponseReceived:
 class ControllerCore:
     def __init__(self, *, controller_id: int, controller_epoch: int, store: TopicStore,
                  channel: ControllerChannel, inter_broker_listener: str,
-                 unclean_leader_election: bool = False) -> None:
+                 unclean_leader_election: bool = False,
+                 stats: ControllerStats | None = None) -> None:
         self.controller_id = controller_id
         self.controller_epoch = controller_epoch
         self.store = store
         self.channel = channel
         self.unclean_leader_election = unclean_leader_election
         self.context = ControllerContext()
-        self.events = ControllerEventManager(self.process)
+        self.stats = stats if stats is not None else ControllerStats()
+        self.events = ControllerEventManager(self._process_timed)
         self._batch = ControlRequestBatch(controller_id, controller_epoch, inter_broker_listener)
         # topic -> replicas (partition, broker) whose StopReplica(delete) has not succeeded
         self._deleting: dict[str, set[tuple[TopicPartition, int]]] = {}
@@ -135,6 +139,28 @@ class ControllerCore:
         return sent
 
     # ------------------------------------------------------------ events
+
+    async def _process_timed(self, event: object) -> None:
+        """``process`` with the controller state set while it runs (Kafka's
+        ControllerEventManager); broker changes are timed (LeaderElectionRateAndTimeMs)."""
+        stats = self.stats
+        state = self.state_of(event)
+        stats.state = state
+        start = time.monotonic_ns()
+        try:
+            await self.process(event)
+        finally:
+            stats.state = ControllerState.IDLE
+            if state is ControllerState.BROKER_CHANGE:
+                stats.record_leader_election(time.monotonic_ns() - start)
+
+    def state_of(self, event: object) -> ControllerState:
+        """Kafka's ControllerState of processing ``event``."""
+        if isinstance(event, (TopicsChanged, PartitionsChanged)):
+            return ControllerState.TOPIC_CHANGE
+        if isinstance(event, (DeletionsRequested, StopReplicaResponseReceived)):
+            return ControllerState.TOPIC_DELETION
+        return ControllerState.IDLE
 
     async def process(self, event: object) -> None:
         if isinstance(event, TopicsChanged):
@@ -292,6 +318,7 @@ class ControllerCore:
             return []
         configs = await self.store.all_topic_configs()
         updates: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
+        unclean_elected: set[TopicPartition] = set()
         for tp in partitions:
             current = ctx.leadership[tp].leader_and_isr
             unclean = _flag(configs.get(tp.topic, {}), "unclean.leader.election.enable",
@@ -303,7 +330,10 @@ class ControllerCore:
                 continue
             updates[tp] = LeaderIsrAndControllerEpoch(result.leader_and_isr,
                                                       self.controller_epoch)
+            if result.unclean:
+                unclean_elected.add(tp)
         written = await self.store.update_partition_states(updates)
+        self.stats.unclean_leader_elections += len(unclean_elected & written.written.keys())
         for tp in written.failed:
             log.error("[Controller id=%d] the state of %s changed under us; not elected",
                       self.controller_id, tp)

@@ -63,6 +63,7 @@ def controlled_shutdown_leader(assignment: Sequence[int], isr: Collection[int],
 class ElectionResult:
     leader_and_isr: LeaderAndIsr | None  # None: no leader could be elected
     live_replicas: tuple[int, ...]  # the replicas the controller sends LeaderAndIsr to
+    unclean: bool = False  # the leader is not from the ISR (unclean leader election)
 
 
 def elect_offline(assignment: Sequence[int], current: LeaderAndIsr,
@@ -77,7 +78,8 @@ def elect_offline(assignment: Sequence[int], current: LeaderAndIsr,
     if leader in current.isr:
         return ElectionResult(current.new_leader_and_isr(
             leader, [b for b in current.isr if b in live_brokers]), live)
-    return ElectionResult(current.new_recovering_leader_and_isr(leader, [leader]), live)
+    return ElectionResult(current.new_recovering_leader_and_isr(leader, [leader]), live,
+                          unclean=True)
 
 
 def elect_new_partition(assignment: Sequence[int],

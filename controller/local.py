@@ -37,6 +37,7 @@ from controller.core import (
     PartitionsChanged,
     TopicsChanged,
 )
+from controller.stats import ControllerStats
 from controller.topic_store import TopicStore
 from protocol.messages.leader_and_isr import LeaderAndIsrRequest
 from protocol.messages.update_metadata import UpdateMetadataRequest
@@ -164,8 +165,12 @@ class LocalController:
         return True  # a single node is always its own controller
 
     @property
+    def stats(self) -> ControllerStats:
+        return self.core.stats
+
+    @property
     def state(self) -> int:
-        return 0  # Kafka's ControllerState Idle: events are processed as they come
+        return int(self.core.stats.state)
 
     @property
     def global_topic_count(self) -> int:
@@ -181,6 +186,13 @@ class LocalController:
         return sum(1 for tp in ctx.all_partitions()
                    if tp not in ctx.leadership
                    or ctx.leadership[tp].leader_and_isr.leader not in ctx.live_brokers)
+
+    @property
+    def preferred_replica_imbalance_count(self) -> int:
+        ctx = self.core.context
+        return sum(1 for tp, state in ctx.leadership.items()
+                   if tp.topic not in ctx.topics_to_delete and ctx.replicas(tp)
+                   and state.leader_and_isr.leader != ctx.replicas(tp)[0])
 
     async def startup(self, timeout_s: float = STARTUP_TIMEOUT_S) -> None:
         """Become active and wait until the broker has its partitions and metadata."""

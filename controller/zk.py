@@ -48,6 +48,7 @@ from controller.reassignment import (
     ReassignmentsListed,
     ReassignmentsRequested,
 )
+from controller.stats import ControllerState, ControllerStats
 from controller.zk_client import ZkClient, ZkWatchFired
 from controller.zk_core import (
     AlterPartitionReceived,
@@ -127,6 +128,7 @@ class ZkController:
         self._core: ZkControllerCore | None = None
         self._epoch_zk_version = -1  # /controller_epoch's version while this one is active
         self._rebalance: asyncio.Task[None] | None = None
+        self.stats = ControllerStats()  # across tenures, as Kafka's ControllerStats
 
     # ------------------------------------------------------------ accessors
 
@@ -156,7 +158,7 @@ class ZkController:
 
     @property
     def state(self) -> int:
-        return 0  # Kafka's ControllerState Idle: events are processed as they come
+        return int(self.stats.state)
 
     @property
     def global_topic_count(self) -> int:
@@ -179,6 +181,22 @@ class ZkController:
         return sum(1 for tp in ctx.all_partitions()
                    if tp not in ctx.leadership
                    or not ctx.is_replica_online(ctx.leadership[tp].leader_and_isr.leader, tp))
+
+    @property
+    def preferred_replica_imbalance_count(self) -> int:
+        """Partitions led by another replica than their first (topics being deleted left
+        out, as Kafka's ``preferredReplicaImbalanceCount``)."""
+        core = self._core
+        if core is None or not self.is_active:
+            return 0
+        ctx = core.context
+        count = 0
+        for tp, state in ctx.leadership.items():
+            if tp.topic in ctx.topics_to_delete:
+                continue
+            replicas = ctx.replicas(tp)
+            count += bool(replicas) and state.leader_and_isr.leader != replicas[0]
+        return count
 
     # ------------------------------------------------------------ life cycle
 
@@ -270,6 +288,13 @@ class ZkController:
 
     async def _on_elected(self, epoch: ControllerEpoch) -> None:
         """Kafka's onControllerFailover."""
+        self.stats.state = ControllerState.CONTROLLER_CHANGE
+        try:
+            await self._failover(epoch)
+        finally:
+            self.stats.state = ControllerState.IDLE
+
+    async def _failover(self, epoch: ControllerEpoch) -> None:
         store = self.store
         zk = self.session.zk
         store.fence(epoch.zk_version)
@@ -280,7 +305,7 @@ class ZkController:
             unclean_leader_election=s.unclean_leader_election,
             read_brokers=lambda: read_live_brokers(zk, zk.watch("brokers")),
             is_active=lambda: self.session.is_controller and self._core is core,
-            imbalance_percentage=s.imbalance_percentage)
+            imbalance_percentage=s.imbalance_percentage, stats=self.stats)
         self._core = core
         self._epoch_zk_version = epoch.zk_version
         stale = await take_log_dir_events(zk, zk.watch("log_dir_events"), epoch.zk_version)

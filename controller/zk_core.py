@@ -82,6 +82,7 @@ from controller.reassignment import (
     ReassignmentsListed,
     ReassignmentsRequested,
 )
+from controller.stats import ControllerState, ControllerStats
 from controller.topic_store import TopicStore
 from protocol.errors import ErrorCode
 from protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
@@ -139,16 +140,30 @@ class ReplicaLeaderElection:
     result: asyncio.Future[ElectionOutcome] | None = None
 
 
+_EVENT_STATES: Final[dict[type, ControllerState]] = {
+    BrokerChange: ControllerState.BROKER_CHANGE,
+    ControlledShutdown: ControllerState.CONTROLLED_SHUTDOWN,
+    ReplicaLeaderElection: ControllerState.MANUAL_LEADER_BALANCE,
+    AutoPreferredReplicaLeaderElection: ControllerState.AUTO_LEADER_BALANCE,
+    AlterPartitionReceived: ControllerState.ISR_CHANGE,
+    ReassignmentsRequested: ControllerState.ALTER_PARTITION_REASSIGNMENT,
+    ReassignmentsListed: ControllerState.LIST_PARTITION_REASSIGNMENT,
+    BrokerLogDirFailure: ControllerState.LOG_DIR_CHANGE,
+    LeaderAndIsrResponseReceived: ControllerState.LEADER_AND_ISR_RESPONSE_RECEIVED,
+}
+
+
 class ZkControllerCore(ReassignmentCore):
     def __init__(self, *, controller_id: int, controller_epoch: int, store: TopicStore,
                  channel: ControllerChannel, inter_broker_listener: str,
                  unclean_leader_election: bool = False,
                  read_brokers: Callable[[], Awaitable[dict[int, BrokerRegistration]]],
-                 is_active: Callable[[], bool], imbalance_percentage: int = 10) -> None:
+                 is_active: Callable[[], bool], imbalance_percentage: int = 10,
+                 stats: ControllerStats | None = None) -> None:
         super().__init__(controller_id=controller_id, controller_epoch=controller_epoch,
                          store=store, channel=channel,
                          inter_broker_listener=inter_broker_listener,
-                         unclean_leader_election=unclean_leader_election)
+                         unclean_leader_election=unclean_leader_election, stats=stats)
         self._read_brokers = read_brokers
         self._is_active = is_active
         self.imbalance_percentage = imbalance_percentage
@@ -168,6 +183,10 @@ class ZkControllerCore(ReassignmentCore):
             await self._remove_from_isr(offline, ctx.all_partitions())
         await self._maybe_complete_reassignments()  # resumed from the topic znodes
         return sent
+
+    def state_of(self, event: object) -> ControllerState:
+        state = _EVENT_STATES.get(type(event))
+        return state if state is not None else super().state_of(event)
 
     async def process(self, event: object) -> None:
         if not self._is_active():
@@ -545,6 +564,7 @@ class ZkControllerCore(ReassignmentCore):
                   if partitions is None else partitions)
         outcome: ElectionOutcome = {}
         updates: dict[TopicPartition, LeaderAndIsr] = {}
+        unclean_elected: set[TopicPartition] = set()
         for tp in sorted(wanted):
             state = ctx.leadership.get(tp)
             if state is None or tp.topic in ctx.topics_to_delete:
@@ -574,7 +594,10 @@ class ZkControllerCore(ReassignmentCore):
                 outcome[tp] = (error, message)
             else:
                 updates[tp] = result.leader_and_isr
+                if result.unclean:
+                    unclean_elected.add(tp)
         written = await self._write_and_send(updates)
+        self.stats.unclean_leader_elections += len(unclean_elected & written)
         for tp in updates:
             outcome[tp] = ((ErrorCode.NO_ERROR, None) if tp in written else
                            (ErrorCode.UNKNOWN_SERVER_ERROR, "the partition state changed"))

@@ -9,7 +9,8 @@ and need no locks. Nothing here is updated on the request path.
   (Kafka's ``socket-server-metrics``, with ``networkProcessor="0"``: one event loop);
 - replica manager: ``PartitionCount``, ``LeaderCount``, ``UnderReplicatedPartitions``,
   ``UnderMinIsrPartitionCount``, ``AtMinIsrPartitionCount``, ``OfflineReplicaCount``,
-  ``IsrShrinksPerSec`` / ``IsrExpandsPerSec``; per partition (``kafka.cluster`` Partition)
+  ``IsrShrinksPerSec`` / ``IsrExpandsPerSec``; ``ReplicaFetcherManager`` ``MaxLag``
+  (``clientId="Replica"``); per partition (``kafka.cluster`` Partition)
   ``UnderReplicated``, ``UnderMinIsr``, ``AtMinIsr``, ``InSyncReplicasCount``,
   ``ReplicasCount``; purgatory sizes (``DelayedOperationPurgatory`` Produce, Fetch,
   Rebalance);
@@ -20,9 +21,11 @@ and need no locks. Nothing here is updated on the request path.
   run, uncleanable partitions; totals of cleanings, bytes read and written and worker
   restarts;
 - controller (``KafkaController``): ``ActiveControllerCount``, ``ControllerState``,
-  ``OfflinePartitionsCount``, ``GlobalTopicCount``, ``GlobalPartitionCount``, from the
-  controller's own view of the cluster (``ControllerView``; 0 on a broker whose controller
-  is not active);
+  ``OfflinePartitionsCount``, ``PreferredReplicaImbalanceCount``, ``GlobalTopicCount``,
+  ``GlobalPartitionCount``, from the controller's own view of the cluster
+  (``ControllerView``; the counts are 0 on a broker whose controller is not active, as
+  Kafka's); ``ControllerStats``: ``LeaderElectionRateAndTimeMs`` (a histogram) and
+  ``UncleanLeaderElectionsPerSec``, counted since start-up over every tenure;
 - groups (``GroupMetadataManager``): ``NumGroups``, ``NumGroups<State>``, ``NumOffsets``;
   consumer lag per group and partition (``kafka_consumergroup_lag``, the name
   kafka_exporter gives it: Kafka has no broker-side lag metric).
@@ -48,6 +51,7 @@ from prometheus_client.metrics_core import (
 
 from broker.group.state import GroupState
 from broker.metrics.histogram import add_histogram, le_labels
+from controller.stats import LEADER_ELECTION_BOUNDS_NS
 from storage.flush_stats import BOUNDS_NS as FLUSH_BOUNDS_NS
 from storage.flush_stats import LOG_FLUSH_STATS
 
@@ -56,9 +60,11 @@ if TYPE_CHECKING:
     from broker.network.socket_server import SocketServer
     from broker.partition import Partition
     from broker.replica_manager import ReplicaManager
+    from controller.stats import ControllerStats
 
 
 _FLUSH_LE = le_labels(FLUSH_BOUNDS_NS, 1_000_000)
+_ELECTION_LE = le_labels(LEADER_ELECTION_BOUNDS_NS, 1_000_000)
 
 
 class ControllerView(Protocol):
@@ -82,6 +88,16 @@ class ControllerView(Protocol):
     @property
     def offline_partitions_count(self) -> int:
         """Partitions without a live leader."""
+        ...
+
+    @property
+    def preferred_replica_imbalance_count(self) -> int:
+        """Partitions not led by their preferred (first) replica."""
+        ...
+
+    @property
+    def stats(self) -> ControllerStats:
+        """Leader election times and unclean elections since start-up."""
         ...
 
 
@@ -188,8 +204,14 @@ def collect_replicas(view: BrokerView) -> Iterator[Metric]:
                  "Led partitions whose ISR is at min.insync.replicas "
                  "(Kafka: ReplicaManager AtMinIsrPartitionCount)", totals["at_min"])
     yield _gauge("kafka_server_replicamanager_offlinereplicacount",
-                 "Replicas hosted here that are offline (Kafka: ReplicaManager "
-                 "OfflineReplicaCount)", 0)
+                 "Replicas hosted here that are offline: in a failed log dir (Kafka: "
+                 "ReplicaManager OfflineReplicaCount)",
+                 len(rm.offline_partitions) + sum(1 for _, p in partitions if p.log.offline))
+    max_lag = GaugeMetricFamily("kafka_server_replicafetchermanager_maxlag",
+                                "Largest lag of a partition this broker follows, messages "
+                                "(Kafka: ReplicaFetcherManager MaxLag)", labels=["clientId"])
+    max_lag.add_metric(["Replica"], rm.fetchers.max_lag())
+    yield max_lag
     shrinks = CounterMetricFamily("kafka_server_replicamanager_isrshrinks",
                                   "ISR shrinks (Kafka: ReplicaManager IsrShrinksPerSec)")
     shrinks.add_metric([], rm.isr_shrinks)
@@ -311,6 +333,22 @@ def collect_controller(view: BrokerView) -> Iterator[Metric]:
     yield _gauge("kafka_controller_kafkacontroller_globalpartitioncount",
                  "Partitions (Kafka: KafkaController GlobalPartitionCount)",
                  controller.global_partition_count if active else 0)
+    yield _gauge("kafka_controller_kafkacontroller_preferredreplicaimbalancecount",
+                 "Partitions not led by their preferred replica (Kafka: KafkaController "
+                 "PreferredReplicaImbalanceCount)",
+                 controller.preferred_replica_imbalance_count if active else 0)
+    stats = controller.stats
+    elections = HistogramMetricFamily(
+        "kafka_controller_controllerstats_leaderelectionrateandtimems",
+        "Time the controller spent handling broker changes (electing leaders), ms "
+        "(Kafka: ControllerStats LeaderElectionRateAndTimeMs)", labels=[])
+    add_histogram(elections, [], _ELECTION_LE, stats.leader_election_counts,
+                  stats.leader_election_sum_ns / 1_000_000)
+    yield elections
+    yield CounterMetricFamily("kafka_controller_controllerstats_uncleanleaderelections",
+                              "Leaders elected from outside the ISR (Kafka: ControllerStats "
+                              "UncleanLeaderElectionsPerSec)",
+                              value=stats.unclean_leader_elections)
 
 
 _GROUP_STATE_METRICS = (

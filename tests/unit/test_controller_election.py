@@ -61,6 +61,10 @@ def test_elect_offline_unclean_starts_a_recovering_isr_of_one() -> None:
     unclean = elect_offline([1, 2], current, live_brokers={2}, unclean_leader_election=True)
     assert unclean.leader_and_isr == LeaderAndIsr(
         2, 5, (2,), LeaderRecoveryState.RECOVERING)
+    assert unclean.unclean and not clean.unclean
+    from_isr = elect_offline([1, 2], LeaderAndIsr(1, 4, (1, 2)), live_brokers={2},
+                             unclean_leader_election=True)
+    assert from_isr.leader_and_isr is not None and not from_isr.unclean
 
 
 def test_elect_new_partition_starts_at_epoch_zero_with_live_replicas() -> None:

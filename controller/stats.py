@@ -1,0 +1,66 @@
+"""What the controller metrics read besides the controller's context (Kafka's
+``ControllerState`` of ``KafkaController`` and ``ControllerStats``).
+
+One ``ControllerStats`` per broker process, kept across controller tenures as Kafka's
+``ControllerStats`` is: it counts since start-up whichever core was active.
+
+- ``state``: Kafka's ControllerState value of the event being processed (0 Idle between
+  events); the values are Kafka's (``kafka.controller.ControllerState``);
+- ``unclean_leader_elections``: leaders chosen from outside the ISR (Kafka marks
+  UncleanLeaderElectionsPerSec in its offline-partition election when it takes a live
+  replica that is not in the ISR);
+- ``leader_election``: time spent processing broker changes, as a histogram (Kafka's
+  LeaderElectionRateAndTimeMs is the BrokerChange state's rate-and-time timer, named so
+  for compatibility with the metric that preceded ControllerState).
+
+Layout of ``leader_election_counts``: ``len(LEADER_ELECTION_BOUNDS_NS) + 1`` slots, slot
+``i`` counts times ``<= bounds[i]`` (and ``> bounds[i-1]``), the last one those above every
+bound; ``leader_election_sum_ns`` is their total. Updated on the event loop only.
+"""
+
+from __future__ import annotations
+
+import enum
+from bisect import bisect_left
+from typing import Final
+
+LEADER_ELECTION_BOUNDS_MS: Final[tuple[float, ...]] = (
+    0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000,
+)
+LEADER_ELECTION_BOUNDS_NS: Final[tuple[int, ...]] = tuple(
+    int(b * 1_000_000) for b in LEADER_ELECTION_BOUNDS_MS)
+
+
+class ControllerState(enum.IntEnum):
+    """Kafka's ``ControllerState`` values (ZooKeeper mode)."""
+
+    IDLE = 0
+    CONTROLLER_CHANGE = 1
+    BROKER_CHANGE = 2
+    TOPIC_CHANGE = 3
+    TOPIC_DELETION = 4
+    ALTER_PARTITION_REASSIGNMENT = 5
+    AUTO_LEADER_BALANCE = 6
+    MANUAL_LEADER_BALANCE = 7
+    CONTROLLED_SHUTDOWN = 8
+    ISR_CHANGE = 9
+    LEADER_AND_ISR_RESPONSE_RECEIVED = 10
+    LOG_DIR_CHANGE = 11
+    CONTROLLER_SHUTDOWN = 12
+    UNCLEAN_LEADER_ELECTION_ENABLE = 13
+    TOPIC_UNCLEAN_LEADER_ELECTION_ENABLE = 14
+    LIST_PARTITION_REASSIGNMENT = 15
+    UPDATE_METADATA_RESPONSE_RECEIVED = 16
+    UPDATE_FEATURES = 17
+
+
+class ControllerStats:
+    def __init__(self) -> None:
+        self.state = ControllerState.IDLE
+        self.unclean_leader_elections = 0
+        self.leader_election_counts = [0] * (len(LEADER_ELECTION_BOUNDS_NS) + 1)
+        self.leader_election_sum_ns = 0
+
+    def record_leader_election(self, elapsed_ns: int) -> None:
+        self.leader_election_counts[bisect_left(LEADER_ELECTION_BOUNDS_NS, elapsed_ns)] += 1
+        self.leader_election_sum_ns += elapsed_ns
