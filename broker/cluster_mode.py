@@ -12,6 +12,8 @@ add to the single node's (``broker.server`` calls these; Kafka's ``KafkaServer``
   start-up here); then ``elect``; once the network serves, ``wait_for_metadata``: a bounded
   wait for the controller's first UpdateMetadata (it comes over the network, even from this
   broker's own controller), so the ready line means the broker knows the cluster;
+  ``not_ready_reason``: what ``/ready`` of the metrics endpoint checks while the broker
+  runs (registered, metadata for this registration);
 - ``shutdown_first``: controlled shutdown (``controlled.shutdown.enable``) before the
   broker stops serving.
 """
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import Final
 
 from broker.config import BrokerConfig, Endpoint
+from broker.control_requests import ControlRequestHandler
 from broker.controlled_shutdown import ControlledShutdownSettings, controlled_shutdown
 from broker.metadata_cache import MetadataCache
 from broker.security.inter_broker import inter_broker_client_properties
@@ -121,6 +124,18 @@ async def wait_for_metadata(cache: MetadataCache, broker_id: int,
                         " serving anyway", broker_id, timeout_s)
             return
         await asyncio.sleep(0.05)
+
+
+def not_ready_reason(controller: ZkController, control: ControlRequestHandler,
+                     cache: MetadataCache, broker_id: int) -> str | None:
+    """Why ``/ready`` says no in a cluster (None: ready): the broker must be registered
+    in ZooKeeper and have had the controller's UpdateMetadata for this registration. Only
+    reads attributes: safe from the metrics endpoint's thread."""
+    if not controller.session.is_registered:
+        return "not registered in ZooKeeper"
+    if not control.has_current_metadata or not cache.has_alive_broker(broker_id):
+        return "no metadata from the controller since registering"
+    return None
 
 
 async def shutdown_first(config: BrokerConfig, controller: ZkController,

@@ -50,6 +50,16 @@ class ControlRequestHandler:
         self.admin = admin
         self.groups = groups
         self.broker_epoch = broker_epoch
+        # The broker epoch the last successful UpdateMetadata was sent to (this broker's
+        # when the request has none): ``broker_epoch`` or later once the controller has
+        # told this registration of the cluster.
+        self.metadata_broker_epoch: int | None = None
+
+    @property
+    def has_current_metadata(self) -> bool:
+        """An UpdateMetadata reached this registration (not only an earlier one)."""
+        epoch = self.metadata_broker_epoch
+        return epoch is not None and epoch >= self.broker_epoch
 
     def is_broker_epoch_stale(self, broker_epoch: int) -> bool:
         return broker_epoch != UNKNOWN_BROKER_EPOCH and broker_epoch < self.broker_epoch
@@ -77,6 +87,9 @@ class ControlRequestHandler:
             deleted = await self.replica_manager.maybe_update_metadata_cache(request)
         except StaleControllerEpochError as exc:
             return UpdateMetadataResponse(error_code=exc.error_code)
+        self.metadata_broker_epoch = (self.broker_epoch
+                                      if request.broker_epoch == UNKNOWN_BROKER_EPOCH
+                                      else request.broker_epoch)
         if deleted:
             self.groups.on_partitions_deleted(deleted)
         self.admin.try_complete_delayed_topic_operations(

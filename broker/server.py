@@ -54,6 +54,7 @@ import signal
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from functools import partial
 from typing import IO
 
@@ -138,6 +139,7 @@ class BrokerServer:
         self.network = SocketServer(config, request_metrics=self.metrics.requests, faults=faults)
         self.broker: Broker | None = None
         self.controller: LocalController | ZkController | None = None
+        self._control: ControlRequestHandler | None = None  # in a cluster
         self._maintenance: LogMaintenance | None = None
         self._log_manager: LogManager | None = None
         self._security: SecurityStores | None = None
@@ -196,7 +198,8 @@ class BrokerServer:
             assert self.controller is not None
             self.metrics.serve(BrokerView(
                 socket_server=self.network, replica_manager=self.broker.replica_manager,
-                groups=self.broker.group_coordinator, controller=self.controller))
+                groups=self.broker.group_coordinator, controller=self.controller),
+                self._readiness())
             if self._ready_stream is not None:
                 print(f"minikafka: started broker {self.broker.broker_id} listening on "
                       f"{endpoints}", file=self._ready_stream, flush=True)
@@ -222,6 +225,14 @@ class BrokerServer:
             raise
         log.info("[KafkaServer id=%d] shut down completed", self.config.broker_id)
         return self._exit_code
+
+    def _readiness(self) -> Callable[[], str | None] | None:
+        """In a cluster, what ``/ready`` checks besides the broker state."""
+        zk, control, broker = self.controller, self._control, self.broker
+        if not isinstance(zk, ZkController) or control is None or broker is None:
+            return None
+        return partial(cluster_mode.not_ready_reason, zk, control,
+                                 broker.metadata_cache, broker.broker_id)
 
     async def _build_services(self, bound: list[Endpoint]) -> Broker:
         config = self.config
@@ -311,6 +322,7 @@ class BrokerServer:
             control = ControlRequestHandler(replica_manager=replica_manager, admin=admin,
                                             groups=groups, broker_epoch=broker_epoch)
             zk.session.on_registered = lambda epoch: setattr(control, "broker_epoch", epoch)
+            self._control = control
             replication.start(config, replica_manager, metadata_cache,
                               lambda: control.broker_epoch)
             # Dynamic configs (replica throttling rates) from /config/brokers/<id>, followed.

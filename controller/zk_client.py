@@ -33,7 +33,10 @@ Kafka's ``ZooKeeperClient``/``KafkaZkClient`` in asyncio form:
   none); ``connections`` counts CONNECTED states, so a reconnect within the same session
   shows even when its ``ZkSessionChanged`` coalesced with the SUSPENDED one;
   ``is_live(session_id)`` is true only while connected within that very session, and
-  may be asked from any thread: a controller acts only while it holds.
+  may be asked from any thread: a controller acts only while it holds;
+  ``may_be_live(session_id)`` also while disconnected for less than the session timeout
+  (``disconnected_since``), so a broker cut off from ZooKeeper for longer knows that its
+  registration is gone before kazoo can tell it.
 
 Thread-safety: coroutines run on the loop given to ``connect`` (the running loop); the
 state fields are written by kazoo's thread as single attribute stores and only read here.
@@ -45,6 +48,7 @@ import asyncio
 import contextlib
 import logging
 import re
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -246,6 +250,7 @@ class ZkClient:
         self.session_id = 0
         self.sessions_started = 0
         self.connections = 0  # CONNECTED states seen: a reconnect within a session bumps it
+        self.disconnected_since: float | None = None  # monotonic s; None while connected
         self._closing = False
         self._session_listeners: list[Callable[[], None]] = []
         self._in_flight = asyncio.Semaphore(max_in_flight)
@@ -292,8 +297,12 @@ class ZkClient:
                 self.sessions_started += 1
             self.session_id = session_id
             self.connections += 1
-        elif state == KazooState.LOST:
-            self.session_id = 0
+            self.disconnected_since = None
+        else:
+            if self.disconnected_since is None:
+                self.disconnected_since = time.monotonic()
+            if state == KazooState.LOST:
+                self.session_id = 0
         self.state = CLOSED if self._closing else state
         with contextlib.suppress(RuntimeError):  # loop closed: nobody is waiting any more
             self._loop.call_soon_threadsafe(self._on_state_loop, state)
@@ -317,6 +326,14 @@ class ZkClient:
     def add_session_listener(self, listener: Callable[[], None]) -> None:
         """Called on the loop after every connection/session state change."""
         self._session_listeners.append(listener)
+
+    def may_be_live(self, session_id: int) -> bool:
+        """Within session ``session_id``, connected or cut off for less than the session
+        timeout (after that the server has expired it, though kazoo learns it only when it
+        reconnects). Safe from any thread."""
+        since = self.disconnected_since
+        return (session_id != 0 and self.session_id == session_id
+                and (since is None or time.monotonic() - since < self.session_timeout_ms / 1000))
 
     def is_live(self, session_id: int) -> bool:
         """Connected, within session ``session_id`` (safe from any thread)."""

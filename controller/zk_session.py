@@ -113,6 +113,14 @@ class ZkBrokerSession:
         return self._election
 
     @property
+    def is_registered(self) -> bool:
+        """``/brokers/ids/<id>`` is this broker's in a session that may still be alive
+        (safe from any thread: readiness probes ask it)."""
+        zk = self._zk
+        session = self._registered_session
+        return zk is not None and zk.may_be_live(session)
+
+    @property
     def is_controller(self) -> bool:
         return self._election is not None and self._election.is_active
 

@@ -17,7 +17,12 @@ instead of serving half the metrics.
   ``LOOP_TIMEOUT_S`` (a wedged loop serves no client). Start-up (log recovery can take
   long) is live.
 - ``/ready`` (readiness): 200 once the broker state is RUNNING (logs loaded, listeners
-  accepting; in a cluster, registered), else 503 with the state.
+  accepting) and ``readiness`` (set by the server) has no objection, else 503 with the
+  state and the reason. In a cluster the server's objections are: not registered in
+  ZooKeeper (before registration, after a session expiry until registered again, or cut
+  off from ZooKeeper for longer than the session timeout), and no UpdateMetadata from the
+  controller since the registration. ``readiness`` runs on the HTTP thread and only reads
+  attributes (a busy event loop does not delay the probe).
 
 Broker state (Kafka's ``BrokerState``, also exported as ``kafka_server_kafkaserver_brokerstate``):
 NOT_RUNNING 0 -> STARTING 1 -> RECOVERY 2 (loading the log dirs) -> RUNNING 3 ->
@@ -112,6 +117,8 @@ class MetricsEndpoint:
         self._sources: list[Callable[[], Iterable[Metric]]] = []
         self._httpd: WSGIServer | None = None
         self._thread: threading.Thread | None = None
+        # Once RUNNING: None when ready, else why not (read on the HTTP thread).
+        self.readiness: Callable[[], str | None] | None = None
         self.registry.register(_StateCollector(self))
         self.registry.register(_LoopCollector(self))
         ProcessCollector(registry=self.registry)
@@ -209,9 +216,15 @@ class MetricsEndpoint:
             return self._health(start_response)
         if path == "/ready":
             state = self.state
-            if state is BrokerState.RUNNING:
-                return _text(start_response, "200 OK", f"ready {state.name}\n")
-            return _text(start_response, "503 Service Unavailable", f"not ready {state.name}\n")
+            if state is not BrokerState.RUNNING:
+                return _text(start_response, "503 Service Unavailable",
+                             f"not ready {state.name}\n")
+            readiness = self.readiness
+            reason = readiness() if readiness is not None else None
+            if reason is not None:
+                return _text(start_response, "503 Service Unavailable",
+                             f"not ready {state.name}: {reason}\n")
+            return _text(start_response, "200 OK", f"ready {state.name}\n")
         return _text(start_response, "404 Not Found", "try /metrics, /health or /ready\n")
 
     def _health(self, start_response: Callable[..., Any]) -> list[bytes]:

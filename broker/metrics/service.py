@@ -59,10 +59,13 @@ class BrokerMetrics:
         if self.endpoint is not None:
             self.endpoint.state = state
 
-    def serve(self, view: BrokerView) -> None:
-        """The broker is up: read it through ``view`` at scrape time; state RUNNING."""
+    def serve(self, view: BrokerView,
+              readiness: Callable[[], str | None] | None = None) -> None:
+        """The broker is up: read it through ``view`` at scrape time; state RUNNING;
+        ``/ready`` also asks ``readiness`` (None: ready, else why not)."""
         if self.endpoint is None:
             return
+        self.endpoint.readiness = readiness
         sources: list[Callable[[], Iterable[Metric]]] = (
             [self.requests.collect] if self.requests is not None else [])
         if self.topic_stats is not None:
