@@ -150,3 +150,18 @@ async def test_acks_all_below_min_insync_replicas(tmp_path: Path) -> None:
     assert error == ErrorCode.NOT_ENOUGH_REPLICAS and p.log_end_offset == 3
     assert await append(rm, data(1), acks=1) == (0, 3)
     close_rm(rm)
+
+
+async def test_committed_isr_changes_tell_the_listener_expand_or_shrink(tmp_path: Path) -> None:
+    """IsrShrinksPerSec / IsrExpandsPerSec count what the controller commits, not what the
+    leader asks for: a refused change and a stale answer count nothing."""
+    rm, p, _asked = await leader_with_followers(tmp_path)
+    told: list[tuple[bool, bool]] = []
+    p.isr_change_listener = lambda expanded, shrunk: told.append((expanded, shrunk))
+    p.isr_change_failed(ErrorCode.INELIGIBLE_REPLICA, retriable=False)
+    assert not p.isr_change_committed([0], p.leader_epoch + 1, p.partition_epoch + 1)
+    assert told == []
+    p.isr_change_committed([0, 1], p.leader_epoch, p.partition_epoch + 1)
+    p.isr_change_committed([0, 1, 2], p.leader_epoch, p.partition_epoch + 1)
+    assert told == [(False, True), (True, False)]
+    close_rm(rm)  # type: ignore[arg-type]
