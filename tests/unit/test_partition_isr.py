@@ -165,3 +165,21 @@ async def test_committed_isr_changes_tell_the_listener_expand_or_shrink(tmp_path
     p.isr_change_committed([0, 1, 2], p.leader_epoch, p.partition_epoch + 1)
     assert told == [(False, True), (True, False)]
     close_rm(rm)  # type: ignore[arg-type]
+
+
+async def test_latest_offset_is_the_hw_for_consumers_and_the_leo_for_debugging(tmp_path: Path) -> None:
+    """ListOffsets LATEST (Kafka's fetchOffsetForTimestamp): a consumer is told the high
+    watermark, never an offset only the leader has; the debugging replica id -2 the LEO."""
+    rm, p, _asked = await leader_with_followers(tmp_path)
+    assert await append(rm, data(5), acks=1) == (0, 0)  # type: ignore[arg-type]
+    now = int(time.time() * 1000)
+    p.update_follower_fetch_state(1, 5, now)
+    p.update_follower_fetch_state(2, 2, now)  # replica 2 has only 0-1: HW 2, LEO 5
+    assert (p.high_watermark, p.log_end_offset) == (2, 5)
+    for isolation in IsolationLevel:
+        assert p.fetch_offset_for_timestamp(-1, isolation=isolation, current_leader_epoch=-1,
+                                            replica_id=-1)[:3] == (ErrorCode.NO_ERROR, -1, 2)
+    assert p.fetch_offset_for_timestamp(-1, isolation=IsolationLevel.READ_UNCOMMITTED,
+                                        current_leader_epoch=-1, replica_id=-2)[:3] == (
+        ErrorCode.NO_ERROR, -1, 5)
+    close_rm(rm)  # type: ignore[arg-type]
