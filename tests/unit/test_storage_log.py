@@ -402,3 +402,33 @@ def test_read_meeting_a_corrupt_batch_answers_corrupt_message_once_logged(
         assert offsets_in(lg.read(12, 1 << 20).read_bytes()) == [(12, 14), (15, 17)]
     finally:
         lg.close()
+
+
+def test_flush_fsyncs_every_segment_before_the_recovery_point_moves(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The recovery point (below which recovery trusts the bytes) moves only after the
+    segments holding those offsets were fsynced: a crash after the move must find them on
+    disk. Every fsync goes through storage.fileio.fsync; it is wrapped to note which file
+    was synced and what the recovery point was at that moment."""
+    import storage.fileio as fileio
+
+    lg = open_log(tmp_path, **{"segment.bytes": "2000"})
+    try:
+        for _ in range(8):
+            lg.append(batch(3), leader_epoch=0)
+        segments = [lg.dir / f"{base:020d}.log" for base in lg.segment_base_offsets]
+        assert len(segments) >= 2 and lg.recovery_point == 0
+        synced: list[tuple[str, int]] = []
+        real = fileio.fsync
+
+        def noting(fd: int, path: fileio.StrPath) -> None:
+            real(fd, path)
+            synced.append((str(path), int(lg.recovery_point)))
+
+        monkeypatch.setattr(fileio, "fsync", noting)
+        lg.flush()
+        assert lg.recovery_point == lg.log_end_offset == 24
+        assert {p for p, _ in synced} >= {str(p) for p in segments}
+        assert all(point == 0 for _, point in synced)  # each before the point moved
+    finally:
+        lg.close()
