@@ -432,3 +432,24 @@ def test_flush_fsyncs_every_segment_before_the_recovery_point_moves(
         assert all(point == 0 for _, point in synced)  # each before the point moved
     finally:
         lg.close()
+
+
+@pytest.mark.parametrize("props", [{"retention.bytes": "0"}, {"retention.ms": "0"}])
+def test_retention_never_deletes_the_active_segment(tmp_path: Path, props: dict[str, str]) -> None:
+    """Everything breaches retention (0 bytes or 0 ms allowed) and is below the HW: every
+    segment but the active one goes, the log end stays, appends go on; a second pass deletes
+    nothing."""
+    lg = open_log(tmp_path, **{"segment.bytes": "2000", **props})
+    try:
+        for _ in range(8):
+            lg.append(batch(3), leader_epoch=0)
+        bases = lg.segment_base_offsets
+        assert len(bases) >= 2
+        far_future = 10**13
+        assert lg.delete_old_segments(now_ms=far_future, high_watermark=24) == len(bases) - 1
+        assert lg.segment_base_offsets == [bases[-1]]
+        assert (lg.log_start_offset, lg.log_end_offset) == (bases[-1], 24)
+        assert lg.delete_old_segments(now_ms=far_future, high_watermark=24) == 0
+        assert lg.append(batch(3), leader_epoch=0).first_offset == 24
+    finally:
+        lg.close()
