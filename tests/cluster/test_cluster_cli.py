@@ -32,7 +32,8 @@ def alive(pid: int) -> bool:
 
 def test_cluster_up_status_down(tmp_path: Path) -> None:
     directory = tmp_path / "dev"
-    up = cli("cluster", "up", "--brokers", "3", "--base-port", "0", "--dir", str(directory),
+    up = cli("cluster", "up", "--brokers", "3", "--zookeeper-ensemble", "3", "--base-port", "0",
+             "--dir", str(directory),
              "--override", "zookeeper.session.timeout.ms=6000",
              "--override", "controlled.shutdown.retry.backoff.ms=300")
     state = json.loads((directory / "cluster.json").read_text()) if (
@@ -42,13 +43,18 @@ def test_cluster_up_status_down(tmp_path: Path) -> None:
         assert state is not None
         bootstrap = ",".join(f"127.0.0.1:{b['port']}" for b in state["brokers"])
         assert f"bootstrap.servers={bootstrap}" in up.stdout
-        assert "zookeeper.connect=127.0.0.1:" in up.stdout and "/minikafka" in up.stdout
+        (connect,) = [line for line in up.stdout.splitlines()
+                      if line.startswith("zookeeper.connect=")]
+        servers, _, chroot = connect.removeprefix("zookeeper.connect=").partition("/")
+        assert chroot == "minikafka" and len(servers.split(",")) == 3, connect
+        assert len(state["zookeeper_pids"]) == 3 and all(map(alive, state["zookeeper_pids"]))
         created = cli("topics", "--bootstrap-server", bootstrap, "--create", "--topic", "dev",
                       "--partitions", "3", "--replication-factor", "3")
         assert created.returncode == 0, created.stdout + created.stderr
         status = cli("cluster", "status", "--dir", str(directory))
         assert status.returncode == 0, status.stderr
         lines = status.stdout.splitlines()
+        assert lines[0] == f"ZooKeeper: {connect.removeprefix('zookeeper.connect=')}"
         assert any(line.startswith("Cluster id: ") and "Controller: " in line for line in lines)
         assert sum(1 for line in lines if line.strip().split()[1:2] == ["up"]) == 3
         dev = [line for line in lines if line.strip().startswith("dev-")]
