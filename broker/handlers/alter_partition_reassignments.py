@@ -46,6 +46,6 @@ async def handle_alter_partition_reassignments(
     for tp, (error, message) in outcome.items():
         by_topic[tp.topic].append(_R.ReassignablePartitionResponse(
             partition_index=tp.partition, error_code=error, error_message=message))
-    return Respond(_R(error_code=ErrorCode.NO_ERROR, error_message=None, responses=[
+    return Respond(_R(error_code=ErrorCode.NO_ERROR, error_message="", responses=[
         _R.ReassignableTopicResponse(name=topic, partitions=parts)
         for topic, parts in by_topic.items()]))

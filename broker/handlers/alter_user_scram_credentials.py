@@ -53,5 +53,5 @@ async def handle_alter_user_scram_credentials(
                                    error_message=f"cannot store the credentials: {exc}")
                             for u in altered]
                 return Respond(AlterUserScramCredentialsResponse(results=results))
-        results += [Result(user=u, error_code=0, error_message=None) for u in altered]
+        results += [Result(user=u, error_code=0, error_message="") for u in altered]
     return Respond(AlterUserScramCredentialsResponse(results=results))

@@ -75,5 +75,5 @@ async def handle_create_acls(ctx: RequestContext, request: CreateAclsRequest) ->
                 return _all(ErrorCode.UNKNOWN_SERVER_ERROR, f"cannot store the ACLs: {exc}",
                             len(bindings))
     return Respond(CreateAclsResponse(results=[
-        Result(error_code=0, error_message=None) if e is None
+        Result(error_code=0, error_message="") if e is None
         else Result(error_code=e.code, error_message=e.message) for e in errors]))

@@ -79,5 +79,5 @@ async def handle_describe_acls(ctx: RequestContext, request: DescribeAclsRequest
     if authorizer is None:
         return Respond(DescribeAclsResponse(error_code=ErrorCode.SECURITY_DISABLED,
                                             error_message="No Authorizer is configured on the broker"))
-    return Respond(DescribeAclsResponse(error_code=0, error_message=None,
+    return Respond(DescribeAclsResponse(error_code=0, error_message="",
                                         resources=_resources(authorizer.acls(acl_filter))))

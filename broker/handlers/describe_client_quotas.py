@@ -37,7 +37,7 @@ async def handle_describe_client_quotas(ctx: RequestContext,
         found = admin.describe(ctx.broker.credentials.entities, components, request.strict)
     except admin.QuotaRequestError as exc:
         return Respond(_R(error_code=ErrorCode.INVALID_REQUEST, error_message=str(exc), entries=None))
-    return Respond(_R(error_code=0, error_message=None, entries=[
+    return Respond(_R(error_code=0, error_message="", entries=[
         _R.EntryData(entity=[_R.EntityData(entity_type=kind, entity_name=name) for kind, name in entity],
                      values=[_R.ValueData(key=k, value=v) for k, v in sorted(values.items())])
         for entity, values in found]))

@@ -43,7 +43,7 @@ async def handle_describe_configs(
 ) -> HandlerResult:
     results = []
     for resource in request.resources:
-        result = Result(error_code=ErrorCode.NO_ERROR, error_message=None,
+        result = Result(error_code=ErrorCode.NO_ERROR, error_message="",
                         resource_type=resource.resource_type,
                         resource_name=resource.resource_name, configs=[])
         denied = config_resource_error(ctx, resource.resource_type, resource.resource_name,

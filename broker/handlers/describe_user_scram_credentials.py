@@ -32,5 +32,5 @@ async def handle_describe_user_scram_credentials(
             error_message="Cluster authorization failed."))
     users = None if request.users is None else [u.name for u in request.users]
     results = scram_admin.describe(ctx.broker.credentials, users)
-    return Respond(DescribeUserScramCredentialsResponse(error_code=0, error_message=None,
+    return Respond(DescribeUserScramCredentialsResponse(error_code=0, error_message="",
                                                         results=results))

@@ -51,6 +51,14 @@ async def _lookup(ctx: RequestContext, key_type: int,
     return ErrorCode.NO_ERROR, None, leader.broker_id, endpoint.host, endpoint.port
 
 
+# v1-3: Kafka sets error_message to the error's own message (Errors.message()), which for
+# NONE is its name; v4+ leaves it at the default "" unless the lookup failed with a reason
+_OLD_MESSAGES: dict[int, str] = {
+    ErrorCode.NO_ERROR: "NONE",
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
+}
+
+
 @api(FindCoordinatorRequest.API_KEY, min_version=0, max_version=6, request=FindCoordinatorRequest)
 async def handle_find_coordinator(ctx: RequestContext, request: FindCoordinatorRequest) -> HandlerResult:
     key_type = request.key_type if ctx.api_version >= 1 else GROUP_KEY_TYPE
@@ -60,10 +68,12 @@ async def handle_find_coordinator(ctx: RequestContext, request: FindCoordinatorR
             error, message, node_id, host, port = await _lookup(ctx, key_type, key)
             coordinators.append(FindCoordinatorResponse.Coordinator(
                 key=key, node_id=node_id, host=host, port=port, error_code=error,
-                error_message=message,
+                error_message="" if message is None else message,
             ))
         return Respond(FindCoordinatorResponse(coordinators=coordinators))
     error, message, node_id, host, port = await _lookup(ctx, key_type, request.key)
+    if message is None:  # v1-3 carry Kafka's text for the code, "NONE" included
+        message = _OLD_MESSAGES.get(error)
     return Respond(FindCoordinatorResponse(
         error_code=error, error_message=message, node_id=node_id, host=host, port=port,
     ))

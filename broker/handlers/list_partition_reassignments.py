@@ -42,6 +42,6 @@ async def handle_list_partition_reassignments(
         by_topic[tp.topic].append(_R.OngoingPartitionReassignment(
             partition_index=tp.partition, replicas=list(r.replicas),
             adding_replicas=list(r.adding), removing_replicas=list(r.removing)))
-    return Respond(_R(error_code=ErrorCode.NO_ERROR, error_message=None, topics=[
+    return Respond(_R(error_code=ErrorCode.NO_ERROR, error_message="", topics=[
         _R.OngoingTopicReassignment(name=topic, partitions=parts)
         for topic, parts in by_topic.items()]))

@@ -63,7 +63,7 @@ def describe(store: CredentialStore, users: list[str] | None) -> list[DescribeRe
     if not users:
         found = sorted(e[0][1] for e, c in store.entities.all().items()
                        if len(e) == 1 and e[0][1] is not None and any(m in c for m in MECHANISM_IDS))
-        return [DescribeResult(user=u, error_code=0, error_message=None,
+        return [DescribeResult(user=u, error_code=0, error_message="",
                                credential_infos=_infos(store, u)) for u in found if u is not None]
     counts = Counter(users)
     results: dict[str, DescribeResult] = {}
@@ -80,7 +80,7 @@ def describe(store: CredentialStore, users: list[str] | None) -> list[DescribeRe
                               f"single request: {user}")
         else:
             infos = _infos(store, user)
-            results[user] = (DescribeResult(user=user, error_code=0, error_message=None,
+            results[user] = (DescribeResult(user=user, error_code=0, error_message="",
                                             credential_infos=infos) if infos else
                              DescribeResult(user=user, error_code=ErrorCode.RESOURCE_NOT_FOUND,
                                             error_message="Attempt to describe a user credential "

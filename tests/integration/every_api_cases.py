@@ -415,11 +415,13 @@ def find_coordinator_is_this_broker(e: Env, v: int) -> None:
     if v >= 4:
         resp = e.call(FindCoordinatorRequest(key_type=0, coordinator_keys=[group]), v)
         (c,) = resp.coordinators
-        got = (c.key, c.error_code, c.node_id, c.port)
-        assert got == (group, 0, e.broker.broker_id, e.broker.port), c
+        got = (c.key, c.error_code, c.error_message, c.node_id, c.port)
+        assert got == (group, 0, "", e.broker.broker_id, e.broker.port), c
     else:
         resp = e.call(FindCoordinatorRequest(key=group, key_type=0), v)
         assert (resp.error_code, resp.node_id, resp.port) == (0, e.broker.broker_id, e.broker.port), resp
+        if v >= 1:  # Kafka's Errors.NONE.message()
+            assert resp.error_message == "NONE"
 
 
 @case(JoinGroupRequest)
@@ -639,7 +641,7 @@ def describe_acls(e: Env, principal: str, v: int | None = None) -> Any:
 
 
 def acl_set(resp: Any) -> set[tuple[Any, ...]]:
-    assert resp.error_code == 0, resp
+    assert (resp.error_code, resp.error_message) == (0, ""), resp
     return {(r.resource_type, r.resource_name, r.pattern_type, a.principal, a.host, a.operation,
              a.permission_type) for r in resp.resources for a in r.acls}
 
@@ -660,7 +662,7 @@ EXPECTED_ACL = (ResourceType.TOPIC, "acl-topic", PatternType.LITERAL)
 def create_acls_stores(e: Env, v: int) -> None:
     principal = f"User:{e.fresh(f'create-acls-v{v}')}"
     resp = e.call(CreateAclsRequest(creations=[acl_creation(principal, v)]), v)
-    assert [r.error_code for r in resp.results] == [0], resp
+    assert [(r.error_code, r.error_message) for r in resp.results] == [(0, "")], resp
     assert acl_set(describe_acls(e, principal)) == {
         (*EXPECTED_ACL, principal, "*", AclOperation.READ, AclPermissionType.ALLOW)}
     delete_acls(e, principal)
@@ -699,7 +701,7 @@ def describe_configs_shows_override(e: Env, v: int) -> None:
             resource_type=2, resource_name=name,
             configuration_keys=["retention.ms", "cleanup.policy", "segment.ms"])]), v)
     (r,) = resp.results
-    assert (r.error_code, r.resource_type, r.resource_name) == (0, 2, name), r
+    assert (r.error_code, r.error_message, r.resource_type, r.resource_name) == (0, "", 2, name), r
     by_name = {c.name: c for c in r.configs}
     assert set(by_name) == {"retention.ms", "cleanup.policy", "segment.ms"}
     assert (by_name["retention.ms"].value, by_name["retention.ms"].config_source) == ("7654321", 1)
@@ -828,7 +830,7 @@ def alter_reassignments(e: Env, v: int) -> None:
     _R = AlterPartitionReassignmentsRequest
     resp = e.call(_R(timeout_ms=10_000, topics=[_R.ReassignableTopic(TOPIC, [
         _R.ReassignablePartition(0, [e.broker.broker_id])])]), v)
-    assert resp.error_code == 0
+    assert (resp.error_code, resp.error_message) == (0, "")
     assert [(p.partition_index, p.error_code) for t in resp.responses for p in t.partitions] == [(0, 0)]
     cancel = e.call(_R(timeout_ms=10_000, topics=[_R.ReassignableTopic(TOPIC, [
         _R.ReassignablePartition(0, None)])]), v)
@@ -843,7 +845,7 @@ def alter_reassignments(e: Env, v: int) -> None:
 @case(ListPartitionReassignmentsRequest)
 def list_reassignments_none(e: Env, v: int) -> None:
     resp = e.call(ListPartitionReassignmentsRequest(timeout_ms=10_000, topics=None), v)
-    assert (resp.error_code, resp.topics) == (0, []), resp
+    assert (resp.error_code, resp.error_message, resp.topics) == (0, "", []), resp
 
 
 @case(OffsetDeleteRequest)
@@ -868,7 +870,7 @@ def describe_quotas(e: Env, user: str, v: int | None = None) -> dict[str, float]
     req = DescribeClientQuotasRequest(strict=True, components=[
         DescribeClientQuotasRequest.ComponentData(entity_type="user", match_type=0, match=user)])
     resp = e.latest(req) if v is None else e.call(req, v)
-    assert resp.error_code == 0, resp
+    assert (resp.error_code, resp.error_message) == (0, ""), resp
     return {val.key: val.value for entry in resp.entries for val in entry.values}
 
 
@@ -905,7 +907,7 @@ def scram_upsertion(user: str) -> Any:
 def alter_scram_upserts(e: Env, v: int) -> None:
     user = e.fresh(f"scram-alter-v{v}")
     resp = e.call(AlterUserScramCredentialsRequest(deletions=[], upsertions=[scram_upsertion(user)]), v)
-    assert [(r.user, r.error_code) for r in resp.results] == [(user, 0)], resp
+    assert [(r.user, r.error_code, r.error_message) for r in resp.results] == [(user, 0, "")], resp
     got = e.latest(DescribeUserScramCredentialsRequest(users=[
         DescribeUserScramCredentialsRequest.UserName(user)]))
     assert [(r.user, r.error_code, [(c.mechanism, c.iterations) for c in r.credential_infos])
@@ -922,7 +924,8 @@ def describe_scram(e: Env, v: int) -> None:
     resp = e.call(DescribeUserScramCredentialsRequest(users=[
         DescribeUserScramCredentialsRequest.UserName(user),
         DescribeUserScramCredentialsRequest.UserName(user + "-none")]), v)
-    assert resp.error_code == 0
+    assert (resp.error_code, resp.error_message) == (0, "")
+    assert [r.error_message for r in resp.results if r.user == user] == [""]
     assert sorted((r.user, r.error_code, [(c.mechanism, c.iterations) for c in r.credential_infos])
                   for r in resp.results) == [
         (user, 0, [(2, 4096)]), (user + "-none", ErrorCode.RESOURCE_NOT_FOUND, [])]

@@ -135,7 +135,7 @@ def test_acl_apis_need_cluster_permissions(acl_broker: BrokerProcess) -> None:
                 permission_type=AclPermissionType.ALLOW)]))
         assert isinstance(created, CreateAclsResponse)
         assert [(r.error_code, r.error_message) for r in created.results] == [
-            (0, None), (ErrorCode.INVALID_REQUEST, "The only valid name for the CLUSTER resource is kafka-cluster")]
+            (0, ""), (ErrorCode.INVALID_REQUEST, "The only valid name for the CLUSTER resource is kafka-cluster")]
 
 
 def test_acls_survive_a_restart(tmp_path: Any) -> None:
