@@ -1,0 +1,168 @@
+"""User-space instructions per request, counted by valgrind: independent of the machine's load.
+
+``python -m bench.instructions --requests produce,fetch``
+
+The broker (``python -m cli broker``, the bench's settings) runs under valgrind's callgrind
+and serves, from one client on one connection, a warm-up of ``WARMUP`` requests of a kind,
+then rounds of ``--short`` and ``--long`` sequential requests of it. Around each batch the
+broker's instruction counter is read (``callgrind_control -e Ir``: valgrind reads it
+without the broker's help), so ``(long batch - short batch) / (long - short)`` is the cost
+of one request: what a batch costs besides its requests (the reads, timers firing) is the
+same in both and cancels. Rounds repeat (``--rounds``) to show the spread: a few hundred to
+a few thousand instructions, from timers and the interpreter's garbage collection.
+
+Requests, each to one partition of one topic on one connection, like P5's:
+
+- ``produce``: acks=1, one record of ``--record-bytes`` (no key) per request;
+- ``fetch``: a consumer fetch (max_wait_ms 0) of the ``FETCH_RECORDS`` records produced
+  first, always from offset 0 (the same bytes every time);
+- ``metadata``: Metadata for the one topic.
+
+The broker is stopped with SIGTERM at the end; callgrind's per-function profile of the
+whole run is left in ``--out-dir`` (``callgrind_annotate``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final
+
+from bench.brokers import SHARED_SETTINGS
+from bench.procs import free_port, spawn, stop, wait_for_port
+from client.sync import SyncClient
+from protocol.messages.fetch import FetchRequest
+from protocol.messages.metadata import MetadataRequest
+from protocol.messages.produce import ProduceRequest
+from protocol.records import NewRecord, build_batch
+
+WARMUP: Final[int] = 50
+FETCH_RECORDS: Final[int] = 10
+TOPIC: Final[str] = "instructions"
+START_TIMEOUT_S: Final[float] = 600.0  # the interpreter's start-up is ~50x slower under valgrind
+STOP_TIMEOUT_S: Final[float] = 300.0
+KINDS: Final[tuple[str, ...]] = ("produce", "fetch", "metadata")
+
+
+def _produce_request(value: bytes) -> ProduceRequest:
+    records = build_batch([NewRecord(None, value, (), None)])
+    return ProduceRequest(
+        transactional_id=None, acks=1, timeout_ms=30_000,
+        topic_data=[ProduceRequest.TopicProduceData(
+            TOPIC, [ProduceRequest.PartitionProduceData(0, records)])],
+    )
+
+
+def _fetch_request() -> FetchRequest:
+    return FetchRequest(
+        replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=50 << 20, isolation_level=0,
+        session_id=0, session_epoch=-1,
+        topics=[FetchRequest.FetchTopic(topic=TOPIC, partitions=[FetchRequest.FetchPartition(
+            partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])],
+    )
+
+
+def _metadata_request() -> MetadataRequest:
+    return MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=TOPIC)],
+                           allow_auto_topic_creation=False)
+
+
+def instructions(pid: int) -> int:
+    """The instructions valgrind has counted so far in ``pid`` (every thread)."""
+    out = subprocess.run(["callgrind_control", "-e", "Ir", str(pid)], capture_output=True,
+                         text=True, timeout=60, check=True).stdout
+    counts = re.findall(r"^\s*Th\s+\d+\s+([\d,]+)\s*$", out, re.MULTILINE)
+    if not counts:
+        raise RuntimeError(f"no instruction count from callgrind_control: {out!r}")
+    return sum(int(c.replace(",", "")) for c in counts)
+
+
+def measure(kinds: list[str], *, short: int, long: int, rounds: int, out_dir: Path,
+            record_bytes: int, version: int | None, tag: str,
+            tree: Path | None = None) -> dict[str, list[float]]:
+    """Instructions per request of each kind, one figure per round; the broker runs from
+    ``tree`` (a checkout, e.g. a ``git worktree`` of another commit; default: this one)."""
+    work = Path(tempfile.mkdtemp(prefix="instructions-", dir=out_dir))
+    port = free_port()
+    props = {"listeners": f"PLAINTEXT://127.0.0.1:{port}", "log.dirs": str(work / "data"),
+             **SHARED_SETTINGS}
+    argv = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out_dir}/callgrind.{tag}.%p",
+            "--trace-children=no", sys.executable, "-m", "cli", "broker",
+            *(a for k, v in props.items() for a in ("--override", f"{k}={v}"))]
+    proc = spawn(argv, log_path=work / "broker.log", env={**os.environ, "PYTHONHASHSEED": "0"},
+                 cwd=tree)
+    figures: dict[str, list[float]] = {kind: [] for kind in kinds}
+    try:
+        wait_for_port(port, proc=proc, timeout_s=START_TIMEOUT_S)
+        with SyncClient(f"127.0.0.1:{port}", timeout_ms=120_000) as client:
+            client.create_topic(TOPIC, 1, 1, {})
+            produce = _produce_request(os.urandom(record_bytes))
+            pv = client.version_for(ProduceRequest) if version is None else version
+            for _ in range(FETCH_RECORDS):
+                client.send(produce, pv)
+            fv = client.version_for(FetchRequest)
+            mv = client.version_for(MetadataRequest)
+            sends: dict[str, Callable[[], object]] = {
+                "produce": lambda: client.send(produce, pv),
+                "fetch": lambda: client.send(_fetch_request(), fv),
+                "metadata": lambda: client.send(_metadata_request(), mv),
+            }
+            for kind in kinds:
+                send = sends[kind]
+                for _ in range(WARMUP):
+                    send()
+                for _ in range(rounds):
+                    counts = [instructions(proc.pid)]
+                    for n in (short, long):
+                        for _ in range(n):
+                            send()
+                        counts.append(instructions(proc.pid))
+                    each = ((counts[2] - counts[1]) - (counts[1] - counts[0])) / (long - short)
+                    figures[kind].append(each)
+                    print(f"{kind}: {each:,.0f} instructions per request", flush=True)
+    finally:
+        stop(proc, grace_s=STOP_TIMEOUT_S, sig=signal.SIGTERM)
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--requests", default="produce",
+                        help=f"comma-separated, of {', '.join(KINDS)}")
+    parser.add_argument("--short", type=int, default=200)
+    parser.add_argument("--long", type=int, default=1200)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--record-bytes", type=int, default=100)
+    parser.add_argument("--produce-version", type=int, default=None,
+                        help="default: the highest both sides support")
+    parser.add_argument("--out-dir", type=Path,
+                        default=Path(tempfile.gettempdir()) / "instructions")
+    parser.add_argument("--tag", default=time.strftime("%Y%m%d-%H%M%S"))
+    parser.add_argument("--tree", type=Path, default=None,
+                        help="run the broker from this checkout (default: this one)")
+    args = parser.parse_args(argv)
+    kinds = args.requests.split(",")
+    if unknown := set(kinds) - set(KINDS):
+        parser.error(f"unknown request kinds {sorted(unknown)}")
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    figures = measure(kinds, short=args.short, long=args.long, rounds=args.rounds,
+                      out_dir=args.out_dir, record_bytes=args.record_bytes,
+                      version=args.produce_version, tag=args.tag, tree=args.tree)
+    for kind, each in figures.items():
+        print(f"{kind}: median {statistics.median(each):,.0f} "
+              f"[{min(each):,.0f}-{max(each):,.0f}] instructions per request, "
+              f"{len(each)} rounds of {args.long} - {args.short}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
