@@ -53,7 +53,7 @@ import logging
 import time
 import uuid
 import zlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Protocol
 
@@ -401,6 +401,22 @@ class ReplicaFetcher:
         if self.states.pop(tp, None) is not None:
             log.error("[%s] Stopped fetching %s: %s", self.name, tp, reason)
 
+    def _to_ask(self, ready: dict[TopicPartition, PartitionFetchState]
+                ) -> Iterator[tuple[TopicPartition, PartitionFetchState, Partition]]:
+        """The ready partitions to put in the next request, with their Partition: one no
+        longer hosted here is dropped; one throttled (follower.replication.throttled.*) and
+        behind is left out while the rate is above the bound."""
+        quota = self._host.follower_quota
+        throttle = quota.bound is not None and quota.is_quota_exceeded()
+        for tp, state in ready.items():
+            p = self._host.get_partition(*tp)
+            if p is None:
+                self.states.pop(tp, None)
+                continue
+            if throttle and quota.is_throttled(tp) and (state.lag is None or state.lag > 0):
+                continue
+            yield tp, state, p
+
     def _delay(self, tp: TopicPartition, state: PartitionFetchState) -> None:
         state.delayed_until = time.monotonic() + self.settings.backoff_ms / 1000
 
@@ -411,16 +427,7 @@ class ReplicaFetcher:
         if not ready:
             return False
         asked: dict[TopicPartition, tuple[PartitionFetchState, int]] = {}
-        quota = self._host.follower_quota
-        throttle = quota.bound is not None and quota.is_quota_exceeded()
-        for tp, state in ready.items():
-            p = self._host.get_partition(*tp)
-            if p is None:
-                self.states.pop(tp, None)
-                continue
-            if (throttle and quota.is_throttled(tp)
-                    and (state.lag is None or state.lag > 0)):
-                continue  # throttled and behind: left out while the rate is above the bound
+        for tp, state, p in self._to_ask(ready):
             latest = p.log.latest_epoch()
             if latest is None:
                 # No epochs in the log (empty, or written before epochs): the HW is all
@@ -455,8 +462,8 @@ class ReplicaFetcher:
                 if sent is None or current is None or current is not sent[0]:
                     continue  # removed or re-added while the request was out
                 state = current
-                p = self._host.get_partition(*tp)
-                if p is None:
+                partition = self._host.get_partition(*tp)
+                if partition is None:
                     continue
                 error = ErrorCode(r.error_code)
                 if error is not ErrorCode.NO_ERROR:
@@ -464,7 +471,7 @@ class ReplicaFetcher:
                              "backoff", self.name, tp, error.name)
                     self._delay(tp, state)
                     continue
-                self._apply_epoch_end_offset(tp, p, state, sent[1], r.leader_epoch,
+                self._apply_epoch_end_offset(tp, partition, state, sent[1], r.leader_epoch,
                                              r.end_offset)
         return True
 
@@ -534,16 +541,7 @@ class ReplicaFetcher:
         wanted: dict[TopicPartition, FetchPosition] = {}
         topic_ids = self._topic_ids
         sent: dict[TopicPartition, _Sent] = {}
-        quota = self._host.follower_quota
-        throttle = quota.bound is not None and quota.is_quota_exceeded()
-        for tp, state in ready.items():
-            p = self._host.get_partition(*tp)
-            if p is None:
-                self.states.pop(tp, None)
-                continue
-            if (throttle and quota.is_throttled(tp)
-                    and (state.lag is None or state.lag > 0)):
-                continue  # throttled and behind: left out while the rate is above the bound
+        for tp, state, p in self._to_ask(ready):
             latest = p.log.latest_epoch()
             wanted[tp] = FetchPosition(
                 state.fetch_offset, self.settings.max_bytes, state.leader_epoch,
@@ -575,15 +573,15 @@ class ReplicaFetcher:
                     or current.fetch_offset != at_send.fetch_offset):
                 continue  # changed while the request was out
             state = current
-            p = self._host.get_partition(*tp)
-            if p is None:
+            partition = self._host.get_partition(*tp)
+            if partition is None:
                 continue
             error = ErrorCode(data.error_code)
             if error is ErrorCode.NO_ERROR:
-                self._process_data(tp, p, state, data.records, data.high_watermark,
+                self._process_data(tp, partition, state, data.records, data.high_watermark,
                                    data.log_start_offset)
             elif error is ErrorCode.OFFSET_OUT_OF_RANGE:
-                await self._handle_out_of_range(connection, tp, p, state)
+                await self._handle_out_of_range(connection, tp, partition, state)
             else:
                 if error not in _BACK_OFF:
                     log.warning("[%s] Fetch of %s answered %s", self.name, tp, error.name)
