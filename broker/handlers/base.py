@@ -31,22 +31,49 @@ if TYPE_CHECKING:
     from broker.services import Broker
 
 
-@dataclass(frozen=True, slots=True)
 class RequestContext:
-    """What a handler knows about the request besides its body."""
+    """What a handler knows about the request besides its body. Read-only (``Final``): one is
+    built per request, so it is a plain slotted class (a frozen dataclass's ``__init__``
+    pays an ``object.__setattr__`` call per field)."""
 
-    broker: Broker
-    api_key: int
-    api_version: int
-    correlation_id: int
-    client_id: str | None
-    client_host: str
-    client_port: int
-    connection_id: str
-    principal: KafkaPrincipal = ANONYMOUS  # who sent it (the connection's authenticated principal)
-    listener_name: str = "PLAINTEXT"  # the listener it came in on
-    security_protocol: str = "PLAINTEXT"
-    request_size_bytes: int = 0  # the request's frame (client quotas count produce bytes)
+    __slots__ = (
+        "api_key",
+        "api_version",
+        "broker",
+        "client_host",
+        "client_id",
+        "client_port",
+        "connection_id",
+        "correlation_id",
+        "listener_name",
+        "principal",
+        "request_size_bytes",
+        "security_protocol",
+    )
+
+    def __init__(self, broker: Broker, api_key: int, api_version: int, correlation_id: int,
+                 client_id: str | None, client_host: str, client_port: int, connection_id: str,
+                 principal: KafkaPrincipal = ANONYMOUS, listener_name: str = "PLAINTEXT",
+                 security_protocol: str = "PLAINTEXT", request_size_bytes: int = 0) -> None:
+        self.broker: Final = broker
+        self.api_key: Final = api_key
+        self.api_version: Final = api_version
+        self.correlation_id: Final = correlation_id
+        self.client_id: Final = client_id
+        self.client_host: Final = client_host
+        self.client_port: Final = client_port
+        self.connection_id: Final = connection_id
+        # who sent it (the connection's authenticated principal)
+        self.principal: Final = principal
+        self.listener_name: Final = listener_name  # the listener it came in on
+        self.security_protocol: Final = security_protocol
+        # the request's frame (client quotas count produce bytes)
+        self.request_size_bytes: Final = request_size_bytes
+
+    def __repr__(self) -> str:
+        return (f"RequestContext(api_key={self.api_key}, api_version={self.api_version}, "
+                f"correlation_id={self.correlation_id}, client_id={self.client_id!r}, "
+                f"connection_id={self.connection_id!r}, principal={self.principal})")
 
 
 @dataclass(frozen=True, slots=True)
