@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from broker.faults import Delay, Drop, Fail, FaultInjector
-from broker.handlers.base import REGISTRY, CloseConnection, RequestContext, Respond
+from broker.handlers.base import REGISTRY, ApiSpec, CloseConnection, RequestContext, Respond
 from broker.metrics.stages import CURRENT_REQUEST
 from broker.quota.manager import NANOS_TO_PERCENTAGE, ClientQuotaManager
 from broker.quota.throttling import REQUEST_QUOTA_EXEMPT, client_throttles
@@ -51,6 +51,10 @@ if TYPE_CHECKING:
     from broker.services import Broker
 
 log = logging.getLogger(__name__)
+
+
+# spent_ns of a request whose handler time is not measured (never written).
+_NOT_MEASURED: list[int] = [0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,7 +222,7 @@ class RequestChannel:
             listener_name=request.listener_name, security_protocol=request.security_protocol,
             request_size_bytes=len(request.frame) + 4,
         )
-        task = asyncio.create_task(self._run_handler(ctx, body, request))
+        task = asyncio.create_task(self._run_handler(spec, ctx, body, request))
         self._handler_tasks.add(task)
         task.add_done_callback(self._handler_tasks.discard)
 
@@ -244,14 +248,14 @@ class RequestChannel:
             request.on_outcome = later
         return False
 
-    async def _run_handler(self, ctx: RequestContext, body: object, request: Request) -> None:
-        spec = REGISTRY[ctx.api_key]
+    async def _run_handler(self, spec: ApiSpec, ctx: RequestContext, body: object,
+                           request: Request) -> None:
         if request.start_ns:
             CURRENT_REQUEST.set(request)  # this task's own context: never reset
         quotas = self._request_quotas
         measure = (quotas is not None and quotas.enabled
                    and ctx.api_key not in REQUEST_QUOTA_EXEMPT)
-        spent_ns = [0]
+        spent_ns = [0] if measure else _NOT_MEASURED
         try:
             handling = spec.handler(ctx, body)
             result = await (timed(handling, spent_ns) if measure else handling)
