@@ -66,10 +66,12 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Handle
             if records is not None and not isinstance(records, memoryview | bytes):
                 records = memoryview(records) if isinstance(records, bytearray) else None
             entries[TopicPartition(topic.name, part.index)] = records
-    allowed = filter_authorized(ctx, Op.WRITE, RT.TOPIC, {tp.topic for tp in entries})
-    denied = [tp for tp in entries if tp.topic not in allowed]
-    for tp in denied:
-        del entries[tp]
+    denied: list[TopicPartition] = []
+    if ctx.broker.authorizer is not None:  # without one every topic is allowed
+        allowed = filter_authorized(ctx, Op.WRITE, RT.TOPIC, {tp.topic for tp in entries})
+        denied = [tp for tp in entries if tp.topic not in allowed]
+        for tp in denied:
+            del entries[tp]
     results = await ctx.broker.replica_manager.append_records(
         timeout_ms=request.timeout_ms,
         required_acks=request.acks,
@@ -102,7 +104,8 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Handle
             base_offset=r.base_offset,
             log_append_time_ms=r.log_append_time_ms,
             log_start_offset=r.log_start_offset,
-            record_errors=[_Resp.BatchIndexAndErrorMessage(i, m) for i, m in r.record_errors],
+            record_errors=([_Resp.BatchIndexAndErrorMessage(i, m) for i, m in r.record_errors]
+                           if r.record_errors else []),
             error_message=r.error_message if r.error is not ErrorCode.NO_ERROR else None,
         ))
     return Respond(ProduceResponse(
