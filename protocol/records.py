@@ -437,13 +437,15 @@ def iter_batches(
         pos += size
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ScanResult:
     """What ``scan_batches`` found: the whole valid batches, and why it stopped.
 
     ``valid_bytes`` is the length of the prefix made of whole valid batches, ``count`` how
     many batches it holds (``batches`` lists them unless ``keep_batches=False``);
-    ``stop_reason`` is None when that prefix is the whole buffer.
+    ``stop_reason`` is None when that prefix is the whole buffer. Not frozen (nothing
+    changes it after the scan): a produce request builds two, and a frozen dataclass's
+    ``__init__`` pays an ``object.__setattr__`` call per field.
     """
 
     batches: list[RecordBatch]
