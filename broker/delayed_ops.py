@@ -78,7 +78,7 @@ class FetchPartitionStatus:
     current_leader_epoch: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one per fetch, and frozen __init__ costs a setattr call per field
 class FetchParams:
     replica_id: int
     max_wait_ms: int

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import BinaryIO, TypeAlias
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one per partition read, and frozen __init__ costs a setattr call per field
 class FileSlice:
     file: BinaryIO
     position: int

@@ -76,7 +76,7 @@ class RequestContext:
                 f"connection_id={self.connection_id!r}, principal={self.principal})")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one per request, and frozen __init__ costs a setattr call per field
 class Respond:
     body: Any  # a generated response message class instance (protocol.messages)
     # A client quota was exceeded: the connection reads no further request for this long

@@ -57,7 +57,7 @@ log = logging.getLogger(__name__)
 _NOT_MEASURED: list[int] = [0]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one per request, and frozen __init__ costs a setattr call per field
 class SendResponse:
     parts: ResponseParts
     throttle_ms: int = 0  # client quota: the connection stays muted this long after the write
