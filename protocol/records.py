@@ -121,6 +121,7 @@ ATTR_TIMESTAMP_TYPE = 0x08
 ATTR_TRANSACTIONAL = 0x10
 ATTR_CONTROL = 0x20
 ATTR_DELETE_HORIZON = 0x40
+_CODECS: dict[int, CompressionType] = {c.value: c for c in CompressionType}
 
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
@@ -281,10 +282,10 @@ class RecordBatch:
     def compression(self) -> CompressionType:
         """The codec; raises ``UnsupportedCompressionError`` for ids 5-7."""
         codec = self.attributes & ATTR_COMPRESSION_MASK
-        try:
-            return CompressionType(codec)
-        except ValueError:
-            raise UnsupportedCompressionError(f"unknown compression type {codec} at byte 21") from None
+        known = _CODECS.get(codec)  # not CompressionType(codec): an Enum call runs Python code
+        if known is None:
+            raise UnsupportedCompressionError(f"unknown compression type {codec} at byte 21")
+        return known
 
     @property
     def timestamp_type(self) -> TimestampType:
