@@ -222,7 +222,9 @@ class RequestChannel:
             listener_name=request.listener_name, security_protocol=request.security_protocol,
             request_size_bytes=len(request.frame) + 4,
         )
-        task = asyncio.create_task(self._run_handler(spec, ctx, body, request))
+        # The loop's own create_task: asyncio.create_task adds a Python-level call that only
+        # names the task (no name here).
+        task = asyncio.get_running_loop().create_task(self._run_handler(spec, ctx, body, request))
         self._handler_tasks.add(task)
         task.add_done_callback(self._handler_tasks.discard)
 
