@@ -35,7 +35,16 @@ from dataclasses import dataclass
 
 from protocol.compression import CompressionType, CorruptRecordError
 from protocol.errors import ErrorCode, ProtocolError
-from protocol.records import RecordBatch, StopReason, TimestampType, scan_batches
+from protocol.records import (
+    ATTR_CONTROL,
+    ATTR_TRANSACTIONAL,
+    LOG_OVERHEAD_BYTES,
+    RecordBatch,
+    StopReason,
+    TimestampType,
+    read_header,
+    scan_batches,
+)
 
 LONG_MAX = 2**63 - 1
 ZSTD_MIN_PRODUCE_VERSION = 7
@@ -97,7 +106,8 @@ def validate_client_batch(
             f"exactly one record batch, got {len(scan.batches)}",
         )
     batch = scan.batches[0]
-    size = batch.size_bytes
+    head = read_header(batch.buffer, 0)  # one struct call for every header field below
+    size = head.batch_length + LOG_OVERHEAD_BYTES
     if size > config.max_message_bytes:
         raise RecordValidationError(
             ErrorCode.MESSAGE_TOO_LARGE,
@@ -119,22 +129,22 @@ def validate_client_batch(
             f"Produce requests with version {produce_version} are not allowed to use ZStandard "
             "compression",
         )
-    count = batch.records_count
-    if count <= 0 or batch.last_offset_delta + 1 != count:
+    count = head.records_count
+    if count <= 0 or head.last_offset_delta + 1 != count:
         raise RecordValidationError(
             ErrorCode.INVALID_RECORD,
-            f"Inconsistent batch offset range [0, {batch.last_offset_delta}] and count of "
+            f"Inconsistent batch offset range [0, {head.last_offset_delta}] and count of "
             f"records {count}",
         )
-    if batch.is_control:
+    if head.attributes & ATTR_CONTROL:
         raise RecordValidationError(ErrorCode.INVALID_RECORD,
                                     "Clients are not allowed to write control records")
-    if batch.producer_id >= 0 and batch.base_sequence < 0:
+    if head.producer_id >= 0 and head.base_sequence < 0:
         raise RecordValidationError(
             ErrorCode.INVALID_RECORD,
-            f"Invalid sequence number {batch.base_sequence} for producer {batch.producer_id}",
+            f"Invalid sequence number {head.base_sequence} for producer {head.producer_id}",
         )
-    if batch.is_transactional:
+    if head.attributes & ATTR_TRANSACTIONAL:
         raise RecordValidationError(
             ErrorCode.INVALID_TXN_STATE,
             "Transactional produce is not supported by this broker",
