@@ -24,8 +24,8 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from broker.metadata_cache import MetadataCache
+from controller.election import ElectionOutcome, NotControllerError
 from controller.reassignment import Reassignment, ReassignmentOutcome
-from controller.zk_core import ElectionOutcome, NotControllerError
 from protocol.errors import ErrorCode
 from protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
 from protocol.topic_partition import TopicPartition

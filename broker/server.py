@@ -56,9 +56,9 @@ import time
 import uuid
 from collections.abc import Callable
 from functools import partial
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
-from broker import cluster_mode, replication
+from broker import replication
 from broker.admin_manager import AdminManager
 from broker.cluster_ops import ClusterOps, LocalClusterOps
 from broker.config import BrokerConfig, ConfigError, Endpoint
@@ -75,7 +75,7 @@ from broker.metrics.collectors import BrokerView
 from broker.metrics.endpoint import BrokerState
 from broker.metrics.service import LISTENER_PROPERTY, BrokerMetrics
 from broker.network.socket_server import SocketServer
-from broker.producer_ids import BLOCK_FILE_NAME, ProducerIdManager
+from broker.producer_ids import BLOCK_FILE_NAME, BlockSource, ProducerIdManager
 from broker.quota.manager import ClientQuotas
 from broker.replica_manager import ReplicaManager
 from broker.security.acl_store import STORE_FILE as ACL_FILE
@@ -90,13 +90,15 @@ from controller.local import InProcessChannel, LocalController
 from controller.local_store import STORE_FILE as TOPICS_FILE
 from controller.local_store import LocalTopicStore, TopicStoreLoadError
 from controller.topic_store import TopicStore
-from controller.zk import ZkController
-from controller.zk_client import ZkError
-from controller.zk_producer_ids import claim_block_of_session as zk_claim_block
 from storage import fileio
 from storage.errors import StorageError
 from storage.log_dir_failure import LogDirFailure
 from storage.manager import LogDirInUseError, LogManager
+
+if TYPE_CHECKING:
+    # A cluster only: broker.cluster_mode and the ZooKeeper controller (kazoo) are imported
+    # when zookeeper.connect is set, so a single node's start-up does not load them.
+    from controller.zk import ZkController
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +141,7 @@ class BrokerServer:
         self.network = SocketServer(config, request_metrics=self.metrics.requests, faults=faults)
         self.broker: Broker | None = None
         self.controller: LocalController | ZkController | None = None
+        self._zk: ZkController | None = None  # self.controller, in a cluster
         self._control: ControlRequestHandler | None = None  # in a cluster
         self._maintenance: LogMaintenance | None = None
         self._log_manager: LogManager | None = None
@@ -189,7 +192,8 @@ class BrokerServer:
             self.broker = await self._build_services(bound)
             assert self._maintenance is not None
             self.network.start(self.broker)
-            if isinstance(self.controller, ZkController):
+            if self._zk is not None:
+                from broker import cluster_mode
                 await cluster_mode.wait_for_metadata(self.broker.metadata_cache,
                                                      self.broker.broker_id)
             endpoints = ",".join(str(e) for e in self.broker.advertised_listeners)
@@ -228,9 +232,10 @@ class BrokerServer:
 
     def _readiness(self) -> Callable[[], str | None] | None:
         """In a cluster, what ``/ready`` checks besides the broker state."""
-        zk, control, broker = self.controller, self._control, self.broker
-        if not isinstance(zk, ZkController) or control is None or broker is None:
+        zk, control, broker = self._zk, self._control, self.broker
+        if zk is None or control is None or broker is None:
             return None
+        from broker import cluster_mode
         return partial(cluster_mode.not_ready_reason, zk, control,
                                  broker.metadata_cache, broker.broker_id)
 
@@ -248,11 +253,12 @@ class BrokerServer:
         zk_cluster_id: str | None = None
         store: TopicStore
         if config.zookeeper_connect is not None:
+            from broker import cluster_mode
             # A cluster: ZooKeeper first (the cluster id, the topic store), as Kafka starts.
             zk = cluster_mode.zk_controller(config, lambda: [
                 (Endpoint(e.listener_name, advertised_host(e), e.port),
                  config.security_protocol(e.listener_name)) for e in advertised])
-            self.controller = zk
+            self.controller = self._zk = zk
             try:
                 zk_cluster_id = await cluster_mode.connect(zk, new_cluster_id())
             except cluster_mode.ClusterStartupError as exc:
@@ -282,14 +288,18 @@ class BrokerServer:
         self._log_manager = log_manager
         try:
             if zk_cluster_id is not None:
+                from broker import cluster_mode
                 # In a cluster /cluster/id rules; meta.properties must name the same cluster.
-                cluster_mode.check_cluster_id(zk_cluster_id, log_manager.cluster_id(),
-                                              config.log_dirs or (log_dir,))
+                try:
+                    cluster_mode.check_cluster_id(zk_cluster_id, log_manager.cluster_id(),
+                                                  config.log_dirs or (log_dir,))
+                except cluster_mode.ClusterStartupError as exc:
+                    raise StartupError(str(exc)) from None
                 cluster_id = zk_cluster_id
             else:
                 cluster_id = log_manager.cluster_id() or new_cluster_id()
             log_manager.ensure_meta_properties(config.broker_id, cluster_id)
-        except (StorageError, StartupError, cluster_mode.ClusterStartupError) as exc:
+        except StorageError as exc:
             raise StartupError(str(exc)) from None
         metadata_cache = MetadataCache(config.broker_id)
         replica_manager = ReplicaManager(
@@ -313,6 +323,8 @@ class BrokerServer:
         offsets_topic = (await store.topics([GROUP_METADATA_TOPIC])).get(GROUP_METADATA_TOPIC)
         cluster: ClusterOps
         if zk is not None:
+            from broker import cluster_mode
+            from controller.zk_client import ZkError
             # The broker epoch is the registration's czxid (a new one after a session
             # expiry); the controller then tells this broker its partitions and the cluster.
             try:
@@ -364,8 +376,11 @@ class BrokerServer:
             # (UpdateMetadata); start-up waits for both before serving.
             await local.startup()
         self._maintenance = LogMaintenance(config, log_manager, replica_manager.high_watermarks)
-        producer_ids = ProducerIdManager(log_dir, claim_block=None if zk is None else partial(
-            zk_claim_block, zk.session, config.broker_id))
+        claim_block: BlockSource | None = None  # a single node: blocks from its log dir
+        if zk is not None:
+            from controller.zk_producer_ids import claim_block_of_session
+            claim_block = partial(claim_block_of_session, zk.session, config.broker_id)
+        producer_ids = ProducerIdManager(log_dir, claim_block=claim_block)
         try:
             # A cluster's users, quotas and ACLs are in ZooKeeper (Kafka's znodes), shared by
             # every broker; a single node's in its log dir.
@@ -395,9 +410,9 @@ class BrokerServer:
         offline = broker.replica_manager.handle_log_dir_failure(failure.log_dir)
         log.error("Log dir %s failed: %d partitions answer KAFKA_STORAGE_ERROR until a restart",
                   failure.log_dir, len(offline))
-        if isinstance(self.controller, ZkController):
+        if self._zk is not None:
             task = asyncio.get_running_loop().create_task(
-                self._propagate_log_dir_event(self.controller, failure),
+                self._propagate_log_dir_event(self._zk, failure),
                 name="log-dir-event-notification")
             self._log_dir_events.add(task)
             task.add_done_callback(self._log_dir_events.discard)
@@ -409,6 +424,7 @@ class BrokerServer:
 
     async def _propagate_log_dir_event(self, controller: ZkController,
                                        failure: LogDirFailure) -> None:
+        from controller.zk_client import ZkError
         for attempt in range(1, LOG_DIR_EVENT_TRIES + 1):
             try:
                 await controller.propagate_log_dir_event()
@@ -425,8 +441,9 @@ class BrokerServer:
     async def _shutdown(self) -> None:
         # 0. In a cluster: controlled shutdown (the controller moves this broker's
         #    leaderships away while it still serves), bounded.
-        if isinstance(self.controller, ZkController) and self.broker is not None:
-            await cluster_mode.shutdown_first(self.config, self.controller,
+        if self._zk is not None and self.broker is not None:
+            from broker import cluster_mode
+            await cluster_mode.shutdown_first(self.config, self._zk,
                                               self.broker.metadata_cache)
         # 1. No new connections.
         self.network.stop_accepting()

@@ -26,8 +26,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-import scramp
-
 from client.errors import ClientError, check
 from protocol.errors import ErrorCode
 from protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
@@ -138,6 +136,8 @@ async def authenticate(send: Send, sasl: SaslSettings, where: str) -> None:
     if sasl.mechanism == "PLAIN":
         await _round(send, f"\0{user}\0{password}".encode(), where)
         return
+    import scramp  # only for SCRAM: a PLAINTEXT or PLAIN client does not load it
+
     client = scramp.ScramClient([sasl.mechanism], user, password)
     server_first = await _round(send, client.get_client_first().encode(), where)
     try:

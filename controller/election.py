@@ -20,6 +20,15 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from controller.leader_and_isr import LeaderAndIsr
+from protocol.errors import ErrorCode
+from protocol.topic_partition import TopicPartition
+
+# ElectLeaders' answer per partition: its error code and message.
+ElectionOutcome = dict[TopicPartition, tuple[ErrorCode, str | None]]
+
+
+class NotControllerError(Exception):
+    """The request reached a broker that is not (or no longer) the controller."""
 
 
 def offline_partition_leader(assignment: Sequence[int], isr: Collection[int],

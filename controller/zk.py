@@ -42,6 +42,7 @@ from typing import Final
 from controller import zk_data as zd
 from controller.channel import BrokerEndpoint, BrokerRegistration, ControllerChannel
 from controller.core import DeletionsRequested, PartitionsChanged, TopicsChanged
+from controller.election import ElectionOutcome, NotControllerError
 from controller.reassignment import (
     Reassignment,
     ReassignmentOutcome,
@@ -56,8 +57,6 @@ from controller.zk_core import (
     BrokerChange,
     BrokerLogDirFailure,
     ControlledShutdown,
-    ElectionOutcome,
-    NotControllerError,
     ReplicaLeaderElection,
     ZkControllerCore,
 )

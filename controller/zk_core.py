@@ -70,7 +70,13 @@ from typing import Final
 from controller.channel import BrokerRegistration, ControllerChannel, ControlResponse
 from controller.context import ControllerContext
 from controller.core import DeletionsRequested, SentRequest
-from controller.election import elect_controlled_shutdown, elect_offline, elect_preferred
+from controller.election import (
+    ElectionOutcome,
+    NotControllerError,
+    elect_controlled_shutdown,
+    elect_offline,
+    elect_preferred,
+)
 from controller.leader_and_isr import (
     NO_LEADER,
     LeaderAndIsr,
@@ -94,9 +100,6 @@ log = logging.getLogger(__name__)
 ZERO_UUID: Final = uuid.UUID(int=0)
 PREFERRED: Final = 0  # ElectLeaders election types
 UNCLEAN: Final = 1
-
-ElectionOutcome = dict[TopicPartition, tuple[ErrorCode, str | None]]
-
 
 @dataclass(frozen=True, slots=True)
 class BrokerChange:
@@ -681,7 +684,3 @@ def _refuse(event: object) -> None:
     elif (isinstance(event, ReplicaLeaderElection) and event.result is not None
           and not event.result.done()):
         event.result.set_exception(NotControllerError("this broker is not the controller"))
-
-
-class NotControllerError(Exception):
-    """The request reached a broker that is not (or no longer) the controller."""

@@ -9,20 +9,22 @@ quotas) and, with an authorizer, ACLs.
 
 ``open_security_stores`` fails with SecurityStoreError (a file or znode that does not parse,
 ZooKeeper not answering), which fails start-up. ``close`` stops the ZooKeeper watches
-(before the session closes).
+(before the session closes). The ZooKeeper stores (and kazoo) are imported only for a
+cluster: a single node's start-up does not load them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from broker.security.acl_store import AclStore, AclStoreError, LocalAclStore
 from broker.security.entity_store import EntityConfigStore, EntityStoreError, LocalEntityConfigStore
-from broker.security.zk_acl_store import ZkAclStore
-from broker.security.zk_entity_store import ZkEntityConfigStore
-from controller.zk_client import ZkClient, ZkError
-from controller.zk_data import ZkDataError
+
+if TYPE_CHECKING:
+    from controller.zk_client import ZkClient
 
 
 class SecurityStoreError(RuntimeError):
@@ -33,27 +35,39 @@ class SecurityStoreError(RuntimeError):
 class SecurityStores:
     entity_configs: EntityConfigStore
     acls: AclStore | None
-    _zk_stores: list[ZkAclStore | ZkEntityConfigStore] = field(default_factory=list)
+    _closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
     async def close(self) -> None:
-        for store in self._zk_stores:
-            await store.close()
+        for close in self._closers:
+            await close()
 
 
 async def open_security_stores(log_dir: Path, zk: ZkClient | None, *,
                                with_acls: bool) -> SecurityStores:
+    if zk is not None:
+        return await _open_zk_stores(zk, with_acls=with_acls)
     try:
-        if zk is None:
-            return SecurityStores(LocalEntityConfigStore.load(log_dir),
-                                  LocalAclStore.in_log_dir(log_dir) if with_acls else None)
+        return SecurityStores(LocalEntityConfigStore.load(log_dir),
+                              LocalAclStore.in_log_dir(log_dir) if with_acls else None)
+    except (EntityStoreError, AclStoreError) as exc:
+        raise SecurityStoreError(str(exc)) from None
+
+
+async def _open_zk_stores(zk: ZkClient, *, with_acls: bool) -> SecurityStores:
+    from broker.security.zk_acl_store import ZkAclStore
+    from broker.security.zk_entity_store import ZkEntityConfigStore
+    from controller.zk_client import ZkError
+    from controller.zk_data import ZkDataError
+
+    try:
         entities = ZkEntityConfigStore(zk)
-        stores = SecurityStores(entities, None, [entities])
+        stores = SecurityStores(entities, None, [entities.close])
         try:
             await entities.start()
             if with_acls:
                 acls = ZkAclStore(zk)
                 stores.acls = acls
-                stores._zk_stores.append(acls)
+                stores._closers.append(acls.close)
                 await acls.start()
         except BaseException:
             await stores.close()

@@ -197,3 +197,43 @@ def test_dump_log_and_topics_subcommands_are_wired(tmp_path: Path) -> None:
     dumped = run_cli("dump-log", str(segment))
     assert dumped.returncode == 0, dumped.stderr
     assert f"Dumping {segment}" in dumped.stdout and "Log starting offset: 0" in dumped.stdout
+
+
+# ``-X importtime`` (PYTHONPROFILEIMPORTTIME) writes each module to stderr as it is first
+# imported, lazy imports included: "import time: <self us> | <cumulative us> | <name>".
+_IMPORTED = re.compile(r"^import time:\s+\d+ \|\s+\d+ \| +(\S+)$", re.MULTILINE)
+# Only a cluster (zookeeper.connect) or a SCRAM exchange needs these.
+_CLUSTER_OR_SCRAM_ONLY = re.compile(r"^(kazoo|scramp|controller\.zk\w*|broker\.cluster_mode"
+                                    r"|broker\.security\.zk_\w+)(\.|$)")
+
+
+def test_single_node_broker_does_not_load_zookeeper_or_scram_modules(
+        broker_factory: Callable[..., BrokerProcess]) -> None:
+    from kafka import KafkaConsumer, KafkaProducer
+
+    proc = broker_factory(env={"PYTHONPROFILEIMPORTTIME": "1"})
+    assert api_versions_ok(RawClient(proc.bootstrap))
+    producer = KafkaProducer(bootstrap_servers=proc.bootstrap, request_timeout_ms=10_000,
+                             max_block_ms=10_000)
+    try:
+        producer.send("lazy", b"one").get(timeout=20)
+    finally:
+        producer.close(timeout=5)
+    consumer = KafkaConsumer("lazy", bootstrap_servers=proc.bootstrap, group_id="lazy",
+                             auto_offset_reset="earliest", request_timeout_ms=10_000)
+    try:
+        got: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while not got and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                got.extend(r.value for r in records)
+        assert got == [b"one"]
+        consumer.commit()
+    finally:
+        consumer.close()
+    assert proc.stop() == 0
+    imported = _IMPORTED.findall(proc.stderr_text())
+    # The record is complete: the server, the lazily imported uvloop (run_broker) and the
+    # group coordinator (the consumer group) are in it.
+    assert {"broker.server", "uvloop", "broker.group.service"} <= set(imported)
+    assert [m for m in imported if _CLUSTER_OR_SCRAM_ONLY.match(m)] == []

@@ -18,8 +18,6 @@ import hmac
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
-import scramp
-
 from broker.security.credentials import ScramCredential
 
 PLAIN = "PLAIN"
@@ -96,6 +94,8 @@ class ScramServer:
                  credential_for: Callable[[str, str], ScramCredential | None]) -> None:
         self.mechanism = mechanism
         self._credential_for = credential_for
+        import scramp  # at the first SCRAM exchange: a broker without SCRAM never loads it
+
         self._server = scramp.ScramMechanism(mechanism).make_server(self._auth_info)
         self._step = 0
         self._user: str | None = None
@@ -118,6 +118,8 @@ class ScramServer:
         return self._user
 
     def evaluate(self, token: bytes) -> bytes:
+        import scramp
+
         try:
             message = token.decode("utf-8")
         except UnicodeDecodeError:
@@ -148,4 +150,6 @@ def _check_authzid(client_first: str) -> None:
     authzid = parts[1][2:] if parts[1].startswith("a=") else None
     user = parts[2][2:] if parts[2].startswith("n=") else None
     if authzid is None or authzid != user:
+        import scramp
+
         raise scramp.ScramException("Authentication failed: Invalid authorization id")
