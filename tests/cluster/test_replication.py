@@ -56,6 +56,9 @@ LAG_MS = 2000  # replica.lag.time.max.ms of these clusters
 RACKS = {1: "rack-a", 2: "rack-b", 3: "rack-c"}
 THROTTLE_BYTES_PER_S = 100_000
 FAULT_ENV = "MINIKAFKA_TEST_FAULT_INJECTION"  # broker.server's test hook
+# How long writers may take to get an acknowledgement from a partition's new leader after a
+# kill -9 of the old one was noticed (Apache Kafka with the same clients: 1.3-2.1 s).
+ACK_AFTER_FAILOVER_S = 15
 
 
 def create_topic(bootstrap: str, name: str, assignment: dict[int, list[int]],
@@ -497,11 +500,16 @@ def _stop_all(brokers: ClusterBrokers) -> None:
         proc.wait(cause="SIGKILL by the test")
 
 
-def _restart_when_gone(brokers: ClusterBrokers, broker_id: int, timeout_s: float = 30) -> None:
-    """Start a killed broker once the cluster no longer lists it (its session ended)."""
+def _wait_gone(brokers: ClusterBrokers, broker_id: int, timeout_s: float = 30) -> None:
+    """Wait until the cluster no longer lists a killed broker (its session ended)."""
     wait_until(lambda: broker_id not in alive_brokers(brokers.bootstrap()),
                timeout_s=timeout_s, what=f"broker {broker_id}'s session to end",
                interval_s=0.3)
+
+
+def _restart_when_gone(brokers: ClusterBrokers, broker_id: int, timeout_s: float = 30) -> None:
+    """Start a killed broker once the cluster no longer lists it (its session ended)."""
+    _wait_gone(brokers, broker_id, timeout_s)
     brokers.start(broker_id)
 
 
@@ -569,15 +577,32 @@ def test_kill_leader_repeatedly_loses_no_acknowledged_record(zookeeper: ZooKeepe
                    threading.Thread(target=kafka_python_load), threading.Thread(target=consume)]
         for t in threads:
             t.start()
+
+        def acked_count() -> int:
+            return len(acked["confluent"]) + len(acked["kafka-python"])
+
+        def wait_acked_beyond(count: int, killed: int) -> None:
+            wait_until(lambda: acked_count() > count, timeout_s=ACK_AFTER_FAILOVER_S,
+                       interval_s=0.1, what=f"an acknowledgement after broker {killed}'s kill")
+
         try:
             for _ in range(3):
                 time.sleep(2)
                 leader, _isr = partition_state(brokers.bootstrap(), topic)
-                before = len(acked["confluent"]) + len(acked["kafka-python"])
                 brokers.brokers[leader].kill9()
-                _restart_when_gone(brokers, leader)
+                _wait_gone(brokers, leader)
+                # From here on (the broker dead for a whole session timeout, nothing of its
+                # left in flight) an acknowledgement comes from the new leader and the other
+                # survivor (min.insync.replicas), while the killed broker is still down. The
+                # writers need a while to find the new leader: librdkafka re-queries leaders
+                # once a second, kafka-python when a reconnect to the dead leader fails
+                # (exponential backoff). Against Apache Kafka 3.9.1 under the same kill their
+                # first acknowledgement came 1.3-2.1 s after the controller saw the broker
+                # leave: longer than a minikafka broker takes to restart and rejoin the ISR,
+                # so progress is awaited here rather than sampled once after the restart.
+                wait_acked_beyond(acked_count(), leader)
+                brokers.start(leader)
                 wait_state(brokers, topic, None, [1, 2, 3], timeout_s=40)
-                assert len(acked["confluent"]) + len(acked["kafka-python"]) > before
         finally:
             stop.set()
             for t in threads:
