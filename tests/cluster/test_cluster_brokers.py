@@ -59,6 +59,14 @@ def describe(bootstrap: str, topic: str) -> dict[int, tuple[int, list[int], list
     return {p: (i.leader, sorted(i.replicas), sorted(i.isr)) for p, i in info.partitions.items()}
 
 
+def knows_partitions(bootstrap: str, topic: str, count: int) -> bool:
+    """Whether the broker at ``bootstrap`` describes ``count`` partitions of ``topic``."""
+    try:
+        return len(describe(bootstrap, topic)) == count
+    except (ClientError, OSError):
+        return False
+
+
 def controller_of(bootstrap: str) -> int | None:
     """The controller id a broker names; None while it cannot be asked."""
     try:
@@ -153,6 +161,10 @@ def test_three_brokers_serve_one_cluster(cluster_brokers: Callable[..., ClusterB
                              timeout_ms=60000)
     finally:
         client.close()
+    # CreateTopics answers once the broker asked knows the topic; the others learn it from
+    # the controller's UpdateMetadata, as in Kafka, so wait until each of them can say.
+    wait_until(lambda: all(knows_partitions(p.bootstrap, "rf3", 6) for p in brokers.all),
+               timeout_s=30, what="every broker to know rf3's six partitions")
     views = [describe(p.bootstrap, "rf3") for p in brokers.all]
     assert views[0] == views[1] == views[2]
     assert all(replicas == [1, 2, 3] and isr == [1, 2, 3] for _, replicas, isr in views[0].values())

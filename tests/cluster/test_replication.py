@@ -368,11 +368,18 @@ def test_reassignment_throttle_is_dynamic_and_verify_clears_it(cluster: ClusterB
                             "topics", "--entity-name", topic)
     assert "leader.replication.throttled.replicas=0:1,0:2" in described
     assert "follower.replication.throttled.replicas=0:3" in described
+    # Each broker applies its dynamic configs when ZooKeeper's change notification reaches
+    # it (as Kafka's brokers do), so a describe right after --execute may precede that.
+    follower_rate = (f"follower.replication.throttled.rate={rate} sensitive=false synonyms="
+                     f"{{DYNAMIC_BROKER_CONFIG:follower.replication.throttled.rate={rate}")
     for broker in (1, 2, 3):
+        wait_until(lambda b=broker: follower_rate in configs_cli(  # type: ignore[misc]
+            "--bootstrap-server", bootstrap, "--describe", "--entity-type", "brokers",
+            "--entity-name", str(b)), timeout_s=10, what=f"broker {broker}'s throttle applied",
+            interval_s=0.2)
         described = configs_cli("--bootstrap-server", bootstrap, "--describe",
                                 "--entity-type", "brokers", "--entity-name", str(broker))
-        assert f"follower.replication.throttled.rate={rate} sensitive=false synonyms=" \
-               f"{{DYNAMIC_BROKER_CONFIG:follower.replication.throttled.rate={rate}" in described
+        assert follower_rate in described
         assert f"leader.replication.throttled.rate={rate}" in described
     wait_until(lambda: "is completed" in reassign_cli(
         "--bootstrap-server", bootstrap, "--verify", "--reassignment-json-file", str(plan)),
