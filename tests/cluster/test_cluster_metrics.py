@@ -18,6 +18,7 @@ import pytest
 from client.sync import SyncClient
 from devcluster.zookeeper import ZooKeeper
 from tests.cluster.conftest import ClusterBrokers
+from tests.cluster.replication_support import alive_brokers
 from tests.cluster.tcp_proxy import TcpProxy
 from tests.cluster.test_cluster_brokers import controller_of, create, describe
 from tests.cluster.zk_support import wait_until
@@ -150,6 +151,10 @@ def test_follower_death_and_return_in_replica_manager_metrics(
     assert s.value("kafka_cluster_partition_underreplicated", topic="r", partition="0") == 1
     assert s.value("kafka_cluster_partition_insyncreplicascount", topic="r", partition="0") == 2
 
+    # A broker restarted while its old ZooKeeper session still holds /brokers/ids/3 refuses
+    # to start (as Kafka's does): restart it once the cluster no longer lists it.
+    wait_until(lambda: 3 not in alive_brokers(leader.bootstrap), timeout_s=30,
+               what="broker 3's ZooKeeper session to end", interval_s=0.3)
     brokers.start(3)
     wait_until(lambda: gauge(leader, "kafka_server_replicamanager_underreplicatedpartitions")
                == 0, timeout_s=60, what="the returned follower to be in sync again")
