@@ -386,7 +386,7 @@ def test_alter_and_describe_user_scram_credentials_errors(sasl_broker: BrokerPro
             "gina": (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too many iterations"),
             "hal": (ErrorCode.DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same request"),
             "carol": (ErrorCode.RESOURCE_NOT_FOUND, "Attempt to delete a user credential that does not exist"),
-            "dave": (0, None),
+            "dave": (0, ""),
         }
         _cid, described = client.request(50, 0, DescribeUserScramCredentialsRequest(users=[
             DescribeUserScramCredentialsRequest.UserName("dave"),
