@@ -28,6 +28,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from devcluster.zookeeper import ZooKeeper
+from tests.cluster.tcp_proxy import TcpProxy
 from tests.cluster.zk_support import kazoo_client
 from tests.integration.broker_process import BrokerProcess
 
@@ -58,6 +59,15 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeper]:
         yield zk
     finally:
         zk.stop()
+
+
+@pytest.fixture
+def zk_proxy(zookeeper: ZooKeeper) -> Iterator[TcpProxy]:
+    """A TCP proxy in front of the session's ZooKeeper, to cut a broker's link to it."""
+    port = int(zookeeper.connect_string.split(",")[0].rsplit(":", 1)[1])
+    proxy = TcpProxy(port)
+    yield proxy
+    proxy.close()
 
 
 @pytest.fixture

@@ -8,15 +8,14 @@ and ``/ready`` against the broker's ZooKeeper registration.
 from __future__ import annotations
 
 import re
-import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
 from client.sync import SyncClient
-from devcluster.zookeeper import ZooKeeper
+from devcluster.zookeeper import free_ports
 from tests.cluster.conftest import ClusterBrokers
 from tests.cluster.replication_support import alive_brokers
 from tests.cluster.tcp_proxy import TcpProxy
@@ -210,24 +209,10 @@ def test_offline_partitions_and_unclean_election(
 SESSION_TIMEOUT_MS = 6000
 
 
-@pytest.fixture
-def zk_proxy(zookeeper: ZooKeeper) -> Iterator[TcpProxy]:
-    port = int(zookeeper.connect_string.split(",")[0].rsplit(":", 1)[1])
-    proxy = TcpProxy(port)
-    yield proxy
-    proxy.close()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_ready_only_while_registered_in_zookeeper(
         cluster_brokers: Callable[..., ClusterBrokers], zk_chroot: str,
         zk_proxy: TcpProxy) -> None:
-    base = f"http://127.0.0.1:{_free_port()}"
+    base = f"http://127.0.0.1:{free_ports(1)[0]}"
     brokers = cluster_brokers(0, zookeeper_session_timeout_ms=str(SESSION_TIMEOUT_MS))
     # ZooKeeper is not reachable yet: the broker waits for it (connection timeout 60 s).
     zk_proxy.cut()

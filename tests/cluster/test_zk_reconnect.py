@@ -13,11 +13,8 @@ restores; broker 2 connects directly.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
-import pytest
-
-from devcluster.zookeeper import ZooKeeper
 from tests.cluster.conftest import ClusterBrokers
 from tests.cluster.tcp_proxy import TcpProxy
 from tests.cluster.test_cluster_brokers import controller_of, create, everyone_sees
@@ -26,14 +23,6 @@ from tests.cluster.zk_support import wait_until
 SESSION_TIMEOUT_MS = 10000
 CUT_S = 1.0
 METADATA_BOUND_S = 20.0  # below the restarted broker's 30 s "serving anyway" fallback
-
-
-@pytest.fixture
-def zk_proxy(zookeeper: ZooKeeper) -> Iterator[TcpProxy]:
-    port = int(zookeeper.connect_string.split(",")[0].rsplit(":", 1)[1])
-    proxy = TcpProxy(port)
-    yield proxy
-    proxy.close()
 
 
 def test_controller_watches_brokers_after_reconnect(
