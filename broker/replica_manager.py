@@ -20,9 +20,12 @@ Partitions appear, change role and go only by the controller's requests:
   produce and fetch requests of partitions that stopped leading are answered; the
   ``on_leadership_change`` callback hears which partitions became leader or follower
   (the group coordinator loads or unloads ``__consumer_offsets`` partitions).
-- ``stop_replicas(StopReplica)``: STALE_CONTROLLER_EPOCH as above; per partition, a leader
-  epoch older than the current one is FENCED_LEADER_EPOCH (EPOCH_DURING_DELETE and -1 pass);
-  the fetcher is removed, waiters answered and, with delete, the log deleted.
+- ``stop_replicas(StopReplica)``: STALE_CONTROLLER_EPOCH as above; per partition, one whose
+  log dir failed is KAFKA_STORAGE_ERROR and left as it is, delete or not (Kafka ignores
+  StopReplica for an offline replica: its files stay in the failed dir, and the
+  controller's topic deletion waits for the broker's restart); a leader epoch older than
+  the current one is FENCED_LEADER_EPOCH (EPOCH_DURING_DELETE and -1 pass); the fetcher is
+  removed, waiters answered and, with delete, the log deleted.
 - ``maybe_update_metadata_cache(UpdateMetadata)``: STALE_CONTROLLER_EPOCH as above, else
   the metadata cache applies it; returns the deleted partitions.
 
@@ -434,7 +437,11 @@ class ReplicaManager:
                     tp = TopicPartition(ts.topic_name, ps.partition_index)
                     p = self.partitions.get(tp)
                     epoch = ps.leader_epoch
-                    if (p is None or epoch in (EPOCH_DURING_DELETE, NO_EPOCH)
+                    if tp in self.offline_partitions or (p is not None and p.log.offline):
+                        log.warning("Ignoring StopReplica (delete=%s) for %s: the local replica"
+                                    " is in an offline log dir", ps.delete_partition, tp)
+                        errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+                    elif (p is None or epoch in (EPOCH_DURING_DELETE, NO_EPOCH)
                             or epoch >= p.leader_epoch):
                         stopped.append((tp, ps.delete_partition))
                         errors[tp] = ErrorCode.NO_ERROR

@@ -7,7 +7,9 @@ Behavior:
 - A broker epoch older than this broker's -> STALE_BROKER_EPOCH for the request, with no
   partition errors (as Kafka); an older controller epoch -> STALE_CONTROLLER_EPOCH; nothing
   applied then.
-- Per partition: a leader epoch older than the current one -> FENCED_LEADER_EPOCH
+- Per partition: a replica in a failed (offline) log dir -> KAFKA_STORAGE_ERROR, left as it
+  is even with DeletePartition (Kafka's ``HostedPartition.Offline``: the files stay in the
+  failed dir); a leader epoch older than the current one -> FENCED_LEADER_EPOCH
   (-2, the epoch during deletion, and -1 always pass); a partition not hosted here is
   answered NONE (its log, if any, deleted).
 - With an authorizer, the sender needs CLUSTER_ACTION on the cluster (the brokers'

@@ -4,8 +4,10 @@ Partitions are spread over the least-loaded dir. Then the broker is restarted wi
 dir's disk returning EIO to every write (the test-only ``MINIKAFKA_TEST_FAULT_INJECTION`` hook
 of ``storage.fileio``): the first write there takes that dir offline; its partitions
 answer produce and fetch with KAFKA_STORAGE_ERROR, DescribeLogDirs reports it, and the
-other dir keeps serving, in the same request too. When every dir has failed the broker
-stops with exit code 1 and says why. A restart on healthy disks serves everything that was
+other dir keeps serving, in the same request too. StopReplica (as a controller sends it)
+answers KAFKA_STORAGE_ERROR for the failed dir's partitions and leaves them as they are,
+even with DeletePartition, as Kafka's ReplicaManager does. When every dir has failed the
+broker stops with exit code 1 and says why. A restart on healthy disks serves everything that was
 acknowledged.
 """
 
@@ -20,6 +22,7 @@ from client.sync import SyncClient
 from protocol.errors import ErrorCode
 from protocol.messages.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
 from protocol.messages.produce import ProduceRequest, ProduceResponse
+from protocol.messages.stop_replica import StopReplicaRequest, StopReplicaResponse
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.data_path_client import batch, create_topic, fetch, records_of
 
@@ -49,6 +52,19 @@ def produce_all(client: SyncClient, tag: bytes) -> dict[int, tuple[int, int]]:
     resp: ProduceResponse = client.send(req, 9)
     (topic,) = resp.responses
     return {p.index: (int(p.error_code), p.base_offset) for p in topic.partition_responses}
+
+
+def stop_replicas(client: SyncClient, partitions: list[int], *, delete: bool) -> dict[int, int]:
+    """StopReplica v4 from the single node's own controller (epoch 1, broker epoch not
+    checked): partition -> error."""
+    req = StopReplicaRequest(controller_id=0, controller_epoch=1, broker_epoch=-1, topic_states=[
+        StopReplicaRequest.StopReplicaTopicState(TOPIC, [
+            StopReplicaRequest.StopReplicaPartitionState(
+                partition_index=p, leader_epoch=-2 if delete else -1, delete_partition=delete)
+            for p in partitions])])
+    resp: StopReplicaResponse = client.send(req, 4)
+    assert resp.error_code == 0
+    return {e.partition_index: int(e.error_code) for e in resp.partition_errors}
 
 
 def values(client: SyncClient, partition: int) -> tuple[int, list[bytes | None]]:
@@ -94,6 +110,15 @@ def test_one_failing_log_dir_takes_only_its_partitions_offline(tmp_path: Path) -
             dirs = describe_dirs(c)
             assert dirs[str(d2.resolve())] == (ErrorCode.KAFKA_STORAGE_ERROR, [])
             assert dirs[str(d1.resolve())] == (0, on1)
+            # StopReplica: the offline replicas answer KAFKA_STORAGE_ERROR and stay (not
+            # deleted, still offline), the healthy ones stop as asked.
+            assert stop_replicas(c, on1 + on2, delete=False) == {
+                **dict.fromkeys(on1, 0), **dict.fromkeys(on2, ErrorCode.KAFKA_STORAGE_ERROR)}
+            assert stop_replicas(c, on2, delete=True) == dict.fromkeys(
+                on2, ErrorCode.KAFKA_STORAGE_ERROR)
+            for p in on2:
+                assert values(c, p) == (ErrorCode.KAFKA_STORAGE_ERROR, [])
+                assert (d2 / f"{TOPIC}-{p}").is_dir()
         producer = KafkaProducer(bootstrap_servers=broker.bootstrap, retries=0,
                                  enable_idempotence=False, acks=1)
         ok = producer.send(TOPIC, b"kp", partition=on1[0]).get(timeout=30)

@@ -5,7 +5,8 @@
 - producer-state snapshots: a full disk skips the snapshot (no temp file left), EIO takes
   the log dir offline;
 - produce to two partitions in two log dirs, one failing: only its partition fails;
-- a fetch parked on a partition whose log dir fails is answered at once.
+- a fetch parked on a partition whose log dir fails is answered at once;
+- a partition of a dir offline at start-up is neither recreated nor stopped (StopReplica).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from controller.local_store import STORE_FILE, LocalTopicStore
 from controller.topic_store import TopicRecord, TopicStoreError
 from protocol.errors import ErrorCode
 from protocol.messages.leader_and_isr import LeaderAndIsrRequest
+from protocol.messages.stop_replica import StopReplicaRequest
 from protocol.records import NewRecord, build_batch
 from storage import fileio
 from storage.config import LogConfig
@@ -271,6 +273,17 @@ async def test_partition_of_a_dir_offline_at_start_up_is_not_recreated(tmp_path:
     results = await rm2.append_records(timeout_ms=1000, required_acks=1, produce_version=9,
                                        entries=[(("t", 1), memoryview(_data(1)))])
     assert results[("t", 1)].error is ErrorCode.KAFKA_STORAGE_ERROR
+    # StopReplica (a topic deletion) for it: KAFKA_STORAGE_ERROR, as Kafka answers for an
+    # offline replica, and still offline; the healthy partition is stopped as asked.
+    stop = await rm2.stop_replicas(StopReplicaRequest(
+        controller_id=0, controller_epoch=1, broker_epoch=-1, topic_states=[
+            StopReplicaRequest.StopReplicaTopicState("t", [
+                StopReplicaRequest.StopReplicaPartitionState(
+                    partition_index=i, leader_epoch=-2, delete_partition=True)
+                for i in (0, 1)])]))
+    assert stop == ({("t", 0): ErrorCode.NO_ERROR, ("t", 1): ErrorCode.KAFKA_STORAGE_ERROR},
+                    ErrorCode.NO_ERROR)
+    assert rm2.unknown_partition_error("t", 1) is ErrorCode.KAFKA_STORAGE_ERROR
     fileio.clear()
     rm2.shutdown()
     rm2.log_manager.shutdown(rm2.high_watermarks())
