@@ -18,51 +18,28 @@ Version notes:
 from __future__ import annotations
 
 import logging
-from collections import Counter
-from collections.abc import Mapping, Sequence
-from functools import partial
+from collections.abc import Mapping
 
-from broker import config_admin
-from broker.handlers.authz import config_resource_error
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
-from broker.security.acl import AclOperation
-from broker.topics import TopicError
-from protocol.errors import ErrorCode
+from broker.handlers.config_support import alter_config_resources
 from protocol.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
 
 log = logging.getLogger(__name__)
 
 
 def _replacement(
-    configs: Sequence[AlterConfigsRequest.AlterableConfig], current: Mapping[str, str]
+    resource: AlterConfigsRequest.AlterConfigsResource, current: Mapping[str, str]
 ) -> dict[str, str | None]:
     """AlterConfigs replaces the topic's whole override set with the configs given."""
-    return {c.name: c.value for c in configs}
+    return {c.name: c.value for c in resource.configs}
 
 
 @api(AlterConfigsRequest.API_KEY, min_version=0, max_version=2, request=AlterConfigsRequest)
 async def handle_alter_configs(ctx: RequestContext, request: AlterConfigsRequest) -> HandlerResult:
-    counts = Counter((r.resource_type, r.resource_name) for r in request.resources)
-    responses = []
-    for resource in request.resources:
-        answer = AlterConfigsResponse.AlterConfigsResourceResponse(
-            error_code=ErrorCode.NO_ERROR, error_message=None,
+    results = await alter_config_resources(ctx, log, "AlterConfigs", request.resources,
+                                           _replacement, validate_only=request.validate_only)
+    return Respond(AlterConfigsResponse(responses=[
+        AlterConfigsResponse.AlterConfigsResourceResponse(
+            error_code=code, error_message=message,
             resource_type=resource.resource_type, resource_name=resource.resource_name)
-        denied = config_resource_error(ctx, resource.resource_type, resource.resource_name,
-                                       AclOperation.ALTER_CONFIGS)
-        if denied is not None:
-            answer.error_code, answer.error_message = denied, "Authorization failed."
-            responses.append(answer)
-            continue
-        try:
-            await config_admin.alter_resource(
-                ctx.broker.admin, resource.resource_type, resource.resource_name,
-                [c.name for c in resource.configs], partial(_replacement, resource.configs),
-                named_twice=counts[(resource.resource_type, resource.resource_name)] > 1,
-                validate_only=request.validate_only)
-        except TopicError as exc:
-            log.info("AlterConfigs %s from %s refused: %s %s", resource.resource_name,
-                     ctx.client_id, exc.error_code.name, exc.message)
-            answer.error_code, answer.error_message = exc.error_code, exc.message
-        responses.append(answer)
-    return Respond(AlterConfigsResponse(responses=responses))
+        for resource, code, message in results]))

@@ -20,17 +20,13 @@ Version notes:
 from __future__ import annotations
 
 import logging
-from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from functools import partial
 from typing import TYPE_CHECKING
 
 from broker import config_admin
-from broker.handlers.authz import config_resource_error
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
-from broker.security.acl import AclOperation
-from broker.topics import TopicError
-from protocol.errors import ErrorCode
+from broker.handlers.config_support import alter_config_resources
 from protocol.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
@@ -43,11 +39,11 @@ log = logging.getLogger(__name__)
 
 
 def _apply_operations(
-    admin: AdminManager, configs: Sequence[IncrementalAlterConfigsRequest.AlterableConfig],
+    admin: AdminManager, resource: IncrementalAlterConfigsRequest.AlterConfigsResource,
     current: Mapping[str, str],
 ) -> dict[str, str | None]:
-    """The topic's overrides after the operations, in request order."""
-    ops = [(c.name, c.config_operation, c.value) for c in configs]
+    """The topic's overrides after the resource's operations, in request order."""
+    ops = [(c.name, c.config_operation, c.value) for c in resource.configs]
     return config_admin.incremental_overrides(current, ops, admin.explicit_broker_props())
 
 
@@ -56,28 +52,11 @@ def _apply_operations(
 async def handle_incremental_alter_configs(
     ctx: RequestContext, request: IncrementalAlterConfigsRequest
 ) -> HandlerResult:
-    counts = Counter((r.resource_type, r.resource_name) for r in request.resources)
-    responses = []
-    for resource in request.resources:
-        answer = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
-            error_code=ErrorCode.NO_ERROR, error_message=None,
+    results = await alter_config_resources(
+        ctx, log, "IncrementalAlterConfigs", request.resources,
+        partial(_apply_operations, ctx.broker.admin), validate_only=request.validate_only)
+    return Respond(IncrementalAlterConfigsResponse(responses=[
+        IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
+            error_code=code, error_message=message,
             resource_type=resource.resource_type, resource_name=resource.resource_name)
-        denied = config_resource_error(ctx, resource.resource_type, resource.resource_name,
-                                       AclOperation.ALTER_CONFIGS)
-        if denied is not None:
-            answer.error_code, answer.error_message = denied, "Authorization failed."
-            responses.append(answer)
-            continue
-        try:
-            await config_admin.alter_resource(
-                ctx.broker.admin, resource.resource_type, resource.resource_name,
-                [c.name for c in resource.configs],
-                partial(_apply_operations, ctx.broker.admin, resource.configs),
-                named_twice=counts[(resource.resource_type, resource.resource_name)] > 1,
-                validate_only=request.validate_only)
-        except TopicError as exc:
-            log.info("IncrementalAlterConfigs %s from %s refused: %s %s", resource.resource_name,
-                     ctx.client_id, exc.error_code.name, exc.message)
-            answer.error_code, answer.error_message = exc.error_code, exc.message
-        responses.append(answer)
-    return Respond(IncrementalAlterConfigsResponse(responses=responses))
+        for resource, code, message in results]))
