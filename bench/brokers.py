@@ -67,6 +67,11 @@ class BrokerUnderTest(ABC):
     def version(self) -> str:
         """A short version string for the report header."""
 
+    @abstractmethod
+    def fresh(self, work_dir: Path) -> BrokerUnderTest:
+        """A new, stopped broker of the same kind and settings with an empty log dir in
+        work_dir (P7 starts one per partition count)."""
+
     def topic_log_bytes(self, topic: str) -> int:
         """Bytes of record data (the .log segment files) of every partition of topic."""
         return sum(p.stat().st_size for p in self.log_dir.glob(f"{topic}-*/*.log"))

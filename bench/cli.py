@@ -1,8 +1,10 @@
 """``python -m bench``: minikafka and Apache Kafka, same workloads, same client, one run.
 
 Flags: ``--quick`` (smoke: minikafka only, tiny sizes, one run, no Java tools),
-``--scenarios P1,P2,...`` (P1 P2 P3 P4 P5 P6 ZC), ``--runs N`` (default 3),
-``--size-gb`` (P6 log size, default 2), ``--brokers minikafka,kafka``, ``--profile``
+``--scenarios P1,P2,...`` (P1 P2 P2L P3 P4 P5 P6 P7 ZC; default all but P2L and P7,
+which are long: name them), ``--runs N`` (default 3), ``--size-gb`` (P6 log size,
+default 2), ``--partitions`` (P7's partition counts, default 1,100,1000,10000; --quick
+1,100), ``--brokers minikafka,kafka``, ``--profile``
 (py-spy on the minikafka broker during P1, P2, P5; ``minikafka-metrics`` in
 ``--brokers``: minikafka with its Prometheus endpoint on and scraped every 5 s, to
 measure the cost of metrics against ``minikafka``), ``--results-dir`` (default
@@ -33,13 +35,15 @@ from bench.context import FULL, QUICK, RunContext
 from bench.figures import Results
 from bench.kafka_broker import ApacheKafka
 from bench.minikafka_broker import MiniKafka, MiniKafkaWithMetrics
+from bench.partition_scaling import check_partition_counts
 from bench.profiles import top_frames
+from bench.registry import NOT_YET, SCENARIOS
 from bench.report import build_rows, markdown, text_table
 from bench.runner import PROFILED, Plan, run_plan
-from bench.scenarios import NOT_YET, SCENARIOS
 
 BENCH_DIR = Path(__file__).resolve().parent
-ALL_SCENARIOS = ["P1", "P2", "P3", "P4", "P5", "P6", "ZC"]
+ALL_SCENARIOS = ["P1", "P2", "P2L", "P3", "P4", "P5", "P6", "P7", "ZC"]
+DEFAULT_SCENARIOS = ["P1", "P2", "P3", "P4", "P5", "P6", "ZC"]  # P2L and P7 when named
 QUICK_SCENARIOS = ["P1", "P2", "P4", "P5", "P6"]
 
 
@@ -50,6 +54,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--runs", type=int, help="runs per scenario and broker (default 3)")
     parser.add_argument("--size-gb", type=float, help="P6 log size in GB (default 2)")
     parser.add_argument("--records", type=int, help="records per P1/P2 run (default 1,000,000)")
+    parser.add_argument("--partitions", help="P7 partition counts, comma-separated "
+                        "(default 1,100,1000,10000; --quick: 1,100); above 1,000: multiples of it")
     parser.add_argument("--brokers", help="minikafka,kafka (default both; --quick: minikafka); "
                         "minikafka-metrics: minikafka with its metrics endpoint on and scraped")
     parser.add_argument("--profile", action="store_true", help="py-spy minikafka in P1, P2, P5")
@@ -66,6 +72,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         parser.error("--size-gb must be in (0, 100]")
     if args.records is not None and not 1 <= args.records <= 100_000_000:
         parser.error("--records must be between 1 and 100,000,000")
+    if args.partitions is not None:
+        try:
+            args.partitions = tuple(int(n) for n in args.partitions.split(",") if n.strip())
+            check_partition_counts(args.partitions)
+        except ValueError as exc:
+            parser.error(f"--partitions: {exc}")
     return args
 
 
@@ -76,7 +88,7 @@ def _scenarios(args: argparse.Namespace) -> list[str]:
         if unknown:
             raise SystemExit(f"unknown scenarios {unknown}; known: {ALL_SCENARIOS}")
         return keys
-    return QUICK_SCENARIOS if args.quick else ALL_SCENARIOS
+    return QUICK_SCENARIOS if args.quick else DEFAULT_SCENARIOS
 
 
 def _brokers(args: argparse.Namespace, work_dir: Path) -> list[BrokerUnderTest]:
@@ -168,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
         sizes = dataclasses.replace(sizes, p6_size_bytes=int(args.size_gb * 1e9))
     if args.records is not None:
         sizes = dataclasses.replace(sizes, p1_records=args.records, p2_records=args.records)
+    if args.partitions is not None:
+        sizes = dataclasses.replace(sizes, p7_partitions=args.partitions)
     if args.no_java:
         sizes = dataclasses.replace(sizes, java=False)
     runs = args.runs or (1 if args.quick else 3)

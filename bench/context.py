@@ -41,6 +41,12 @@ class Sizes:
     p5_duration_s: float = 10.0
     p6_size_bytes: int = 2_000_000_000
     p6_record_bytes: int = 1024
+    p2l_records: int = 32_768  # P2L: 2 GiB of 64 KiB records
+    p2l_record_bytes: int = 64 << 10
+    p7_partitions: tuple[int, ...] = (1, 100, 1_000, 10_000)
+    p7_records: int = 1_000_000
+    p7_warmup_records: int = 200_000
+    p7_metadata_requests: int = 200
     java: bool = True
     warmup_records: int = 500_000  # produced and consumed once per broker before measuring
 
@@ -54,6 +60,11 @@ QUICK: Final[Sizes] = replace(
     p4_warmup_s=0.5,
     p5_duration_s=1.5,
     p6_size_bytes=20_000_000,
+    p2l_records=256,
+    p7_partitions=(1, 100),
+    p7_records=20_000,
+    p7_warmup_records=0,
+    p7_metadata_requests=20,
     java=False,
     warmup_records=0,
 )

@@ -89,6 +89,9 @@ class ApacheKafka(SubprocessBroker):
     def version(self) -> str:
         return f"Apache Kafka {KAFKA_VERSION} (KRaft combined mode), {java_version()}"
 
+    def fresh(self, work_dir: Path) -> ApacheKafka:
+        return ApacheKafka(work_dir, heap=self.heap, settings=self.settings)
+
     def _write_config(self) -> None:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         props = {

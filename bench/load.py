@@ -4,7 +4,10 @@
 result on stdout (``{"ok": true, ...}`` or ``{"ok": false, "error": ...}``). Workloads:
 
 - ``produce``: ``records`` records of ``record_bytes`` (no key) to ``topic`` with acks=1,
-  ``linger.ms``, ``batch.size`` as given; result: records, bytes, elapsed_s, cpu_s.
+  ``linger.ms``, ``batch.size`` as given; result: records, bytes, elapsed_s, cpu_s. With
+  ``topics`` (a list) and ``partitions`` (per topic) instead, record i goes to partition
+  ``i % partitions`` of topic ``(i // partitions) % len(topics)``: spread evenly over every
+  partition, round-robin (P7).
 - ``consume``: a cold consumer (new process, ``assign()`` of every partition at offset 0, no
   subscribe) reads ``records`` records; result as produce.
 - ``latency_consume`` / ``latency_produce``: end-to-end latency. The producer writes
@@ -99,6 +102,17 @@ def _deadline(spec: Spec) -> float:
     return time.monotonic() + float(spec.get("timeout_s", 120))
 
 
+def _targets(spec: Spec) -> list[tuple[str, int]]:
+    """(topic, partition) in the order records go to them; partition -1: the client's
+    partitioner picks (a single ``topic``)."""
+    if "topics" not in spec:
+        return [(spec["topic"], -1)]
+    topics, partitions = list(spec["topics"]), int(spec["partitions"])
+    if not topics or partitions < 1:
+        raise LoadError(f"bad targets: topics={topics!r}, partitions={partitions}")
+    return [(topic, p) for topic in topics for p in range(partitions)]
+
+
 def run_produce(spec: Spec) -> Result:
     records = int(spec["records"])
     value = os.urandom(int(spec["record_bytes"]))
@@ -109,14 +123,18 @@ def run_produce(spec: Spec) -> Result:
             errors.append(str(err))
 
     producer = _producer(spec, **{"delivery.report.only.error": True, "on_delivery": on_error})
-    topic = spec["topic"]
+    targets = _targets(spec)
     deadline = _deadline(spec)
     cpu0, t0 = self_cpu_s(), time.monotonic()
     produce = producer.produce
     for i in range(records):
+        topic, partition = targets[i % len(targets)]
         while True:
             try:
-                produce(topic, value)
+                if partition < 0:
+                    produce(topic, value)
+                else:
+                    produce(topic, value, partition=partition)
                 break
             except BufferError:
                 producer.poll(0.005)

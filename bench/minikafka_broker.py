@@ -64,6 +64,9 @@ class MiniKafka(SubprocessBroker):
     def version(self) -> str:
         return minikafka_version()
 
+    def fresh(self, work_dir: Path) -> MiniKafka:
+        return MiniKafka(work_dir, name=self.name, env=self.extra_env, settings=self.settings)
+
     def argv(self) -> list[str]:
         props = {
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
@@ -104,6 +107,9 @@ class MiniKafkaWithMetrics(MiniKafka):
         self._scraper: threading.Thread | None = None
         self.scrapes = 0
         self.scrape_errors = 0
+
+    def fresh(self, work_dir: Path) -> MiniKafkaWithMetrics:
+        return MiniKafkaWithMetrics(work_dir, name=self.name)
 
     def wait_started(self) -> None:
         super().wait_started()

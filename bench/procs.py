@@ -7,7 +7,8 @@ SIGKILLs what is left; and each child asks the kernel (``PR_SET_PDEATHSIG``) for
 should the bench itself be killed, so no broker outlives the bench whatever happens.
 
 CPU accounting reads ``/proc/<pid>/stat`` (fields 14 and 15: utime and stime in clock ticks)
-for a process and all its descendants, so a broker that forks workers is counted whole.
+for a process and all its descendants, so a broker that forks workers is counted whole;
+memory reads ``VmRSS`` of ``/proc/<pid>/status`` for the same tree.
 """
 
 from __future__ import annotations
@@ -146,17 +147,36 @@ def _own_cpu_ticks(pid: int) -> int:
     return int(fields[11]) + int(fields[12])  # utime (14) + stime (15), 1-based from pid
 
 
+def _tree(pid: int) -> list[int]:
+    """pid and its live descendants (at most 1,000)."""
+    found: list[int] = []
+    pending = [pid]
+    while pending and len(found) < 1000:
+        current = pending.pop()
+        found.append(current)
+        pending.extend(_children(current))
+    return found
+
+
 def tree_cpu_s(pid: int) -> float:
     """utime+stime of pid and its live descendants, in seconds (depth and count bounded)."""
-    total_ticks = 0
-    pending = [pid]
-    seen = 0
-    while pending and seen < 1000:
-        current = pending.pop()
-        seen += 1
-        total_ticks += _own_cpu_ticks(current)
-        pending.extend(_children(current))
-    return total_ticks / CLOCK_TICKS_PER_S
+    return sum(_own_cpu_ticks(p) for p in _tree(pid)) / CLOCK_TICKS_PER_S
+
+
+def _own_rss_bytes(pid: int) -> int:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    for line in status.splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024  # "VmRSS:   123456 kB"
+    return 0
+
+
+def tree_rss_bytes(pid: int) -> int:
+    """Resident set size of pid and its live descendants, in bytes."""
+    return sum(_own_rss_bytes(p) for p in _tree(pid))
 
 
 def self_cpu_s() -> float:

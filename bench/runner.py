@@ -4,7 +4,9 @@ Order: start every broker (minikafka first, then Kafka); for each scenario, prep
 broker, then for run 0..N-1 run it on minikafka, then on Kafka (A B A B ...), then any
 broker-independent figures of that run (the loopback limit). A failing run is recorded as
 a Failure and the bench goes on; a broker found dead is restarted on its log dir. Brokers
-are stopped in ``finally`` (and by ``procs.stop_all`` at exit) whatever happens.
+are stopped in ``finally`` (and by ``procs.stop_all`` at exit) whatever happens. A
+scenario that starts brokers of its own (P7: a fresh one per partition count) gets the
+shared ones only as templates; when every selected scenario is such, none is started.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from bench.context import RunContext
 from bench.figures import Failure, Figure, Results
 from bench.minikafka_broker import MiniKafka
 from bench.procs import BenchError, stop_all
-from bench.scenarios import NOT_YET, SCENARIOS, Scenario
+from bench.registry import NOT_YET, SCENARIOS
+from bench.scenarios import Scenario
 
 COPY_ENV = {"MINIKAFKA_FETCH_COPY": "1"}
 PROFILED = ("minikafka", "minikafka-metrics")  # brokers py-spy watches with --profile
@@ -69,7 +72,8 @@ def _run_scenario(
         _log(f"{scenario.key} prepare on {broker.name}")
 
         def prepare(b: BrokerUnderTest = broker) -> None:
-            _ensure_running(b, results)
+            if scenario.uses_shared_broker:
+                _ensure_running(b, results)
             results.figures.extend(scenario.prepare(b, ctx))
 
         if _attempt(results, scenario.key, broker, -1, prepare):
@@ -78,7 +82,8 @@ def _run_scenario(
         for broker in active:
 
             def one_run(b: BrokerUnderTest = broker, r: int = run) -> None:
-                _ensure_running(b, results)
+                if scenario.uses_shared_broker:
+                    _ensure_running(b, results)
                 profiled = scenario.profile and r == 0 and b.name in PROFILED
                 with ctx.profiled(b, f"{scenario.key}-{b.name}", enabled=profiled):
                     figures = scenario.run(b, ctx, r)
@@ -115,8 +120,9 @@ def warm_up(broker: BrokerUnderTest, ctx: RunContext) -> None:
 def run_plan(plan: Plan, ctx: RunContext) -> Results:
     results = Results()
     started: list[BrokerUnderTest] = []
+    shared = any(SCENARIOS[k].uses_shared_broker for k in plan.scenarios if k in SCENARIOS)
     try:
-        for broker in plan.brokers:
+        for broker in plan.brokers if shared else []:
             _log(f"starting {broker.name}")
             broker.start()
             started.append(broker)

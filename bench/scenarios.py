@@ -6,6 +6,9 @@
   assign() from offset 0, no group): records/s and MiB/s (librdkafka; ConsumerPerformance,
   which needs the group APIs, as second opinion); plus the loopback sendfile limit of the
   same segment bytes.
+- P2L the same with 64 KiB records (1 partition): MiB/s, broker CPU-seconds per GB (10^9
+  bytes) consumed, the loopback sendfile limit of the same segment bytes measured after
+  each run, and each broker's MiB/s as a percentage of that limit.
 - P4 end-to-end latency at a fixed 10,000 records/s (producer linger.ms 0, acks=1; consumer
   with librdkafka's defaults, fetch.wait.max.ms 500): p50, p99, p99.9 in ms.
 - P5 small requests: 16 producers, linger 0, one record per request, one request in
@@ -90,6 +93,7 @@ class Scenario(ABC):
     key: str
     title: str
     profile: bool = False  # py-spy the minikafka broker during its first run
+    uses_shared_broker: bool = True  # False: the scenario starts brokers of its own
 
     def prepare(self, broker: BrokerUnderTest, ctx: RunContext) -> list[Figure]:
         """Untimed set-up on one broker (topics, data); may return one-off figures."""
@@ -210,6 +214,94 @@ class P2Consume(Scenario):
                 higher_is_better=True,
             )
         ]
+
+
+class P2LargeRecords(Scenario):
+    """P2 with 64 KiB records: consume MiB/s beside the loopback sendfile limit of the same
+    bytes measured in the same run, and the broker's CPU-seconds per GB consumed."""
+
+    key = "P2L"
+    title = "consume throughput, 64 KiB records"
+    TOPIC: Final[str] = "p2l-1p"
+    GOAL_OF_LIMIT_PCT: Final[float] = 50.0
+
+    def __init__(self) -> None:
+        self._mib_per_s: dict[tuple[int, str], float] = {}  # (run, broker) -> consume MiB/s
+
+    def _row(self, ctx: RunContext) -> str:
+        return f"P2L consume 1p, {ctx.sizes.p2l_record_bytes >> 10} KiB records (librdkafka)"
+
+    def prepare(self, broker: BrokerUnderTest, ctx: RunContext) -> list[Figure]:
+        create_topic(broker.bootstrap, self.TOPIC, 1)
+        spec = {
+            "workload": "produce",
+            "topic": self.TOPIC,
+            "records": ctx.sizes.p2l_records,
+            "record_bytes": ctx.sizes.p2l_record_bytes,
+            "linger_ms": 5,
+            "batch_bytes": MIB,
+        }
+        ctx.run_load(broker, spec, name="P2L fill")
+        return []
+
+    def run(self, broker: BrokerUnderTest, ctx: RunContext, run: int) -> list[Figure]:
+        spec = {"workload": "consume", "topic": self.TOPIC, "records": ctx.sizes.p2l_records}
+        out = ctx.run_load(broker, spec, name="P2L")
+        figures = _throughput_figures(self.key, self._row(ctx), broker.name, run, out)
+        self._mib_per_s[(run, broker.name)] = next(
+            f.value for f in figures if f.metric == "MiB/s"
+        )
+        gb = float(out.result["bytes"]) / 1e9
+        figures.append(
+            Figure(
+                scenario=self.key,
+                row=self._row(ctx),
+                metric="broker CPU-s/GB",
+                broker=broker.name,
+                run=run,
+                value=out.broker_cpu_s / gb if gb > 0 else float("nan"),
+                higher_is_better=False,
+            )
+        )
+        return figures
+
+    def after_run(self, brokers: list[BrokerUnderTest], ctx: RunContext, run: int) -> list[Figure]:
+        """The loopback limit of the same segment bytes, then each broker's consume MiB/s as
+        a percentage of it (the goal: at least GOAL_OF_LIMIT_PCT)."""
+        for broker in brokers:
+            segments = sorted((broker.log_dir / f"{self.TOPIC}-0").glob("*.log"))
+            if segments:
+                break
+        else:
+            return []
+        limit = measure_sendfile(segments, ctx.work_dir)
+        figures = [
+            Figure(
+                scenario=self.key,
+                row=f"P2L loopback sendfile limit ({limit.size_bytes / MIB:.0f} MiB)",
+                metric="MiB/s",
+                broker="loopback",
+                run=run,
+                value=limit.mib_per_s,
+                higher_is_better=True,
+            )
+        ]
+        for broker in brokers:
+            mib_per_s = self._mib_per_s.get((run, broker.name))
+            if mib_per_s is not None:
+                figures.append(
+                    Figure(
+                        scenario=self.key,
+                        row=f"P2L consume as % of the loopback limit "
+                        f"(goal >= {self.GOAL_OF_LIMIT_PCT:.0f}%)",
+                        metric="%",
+                        broker=broker.name,
+                        run=run,
+                        value=100.0 * mib_per_s / limit.mib_per_s,
+                        higher_is_better=True,
+                    )
+                )
+        return figures
 
 
 class P4Latency(Scenario):
@@ -392,6 +484,7 @@ class ZeroCopy(Scenario):
 SCENARIOS: Final[dict[str, type[Scenario]]] = {
     "P1": P1Produce,
     "P2": P2Consume,
+    "P2L": P2LargeRecords,
     "P4": P4Latency,
     "P5": P5SmallRequests,
     "P6": P6Restart,

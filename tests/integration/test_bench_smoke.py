@@ -3,7 +3,8 @@
 Runs the real command (a real minikafka broker process, librdkafka load processes) with
 tiny sizes, in a temporary results dir, and checks that it completes without failures and
 that the report holds a number for every quick scenario (P1, P2, P4, P5, P6), and the
-PNG plots.
+PNG plots; then the same for the scenarios run only when named, P2L (64 KiB records, with
+the loopback limit) and P7 (partition scaling, 1 and 100 partitions in quick mode).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -25,14 +27,26 @@ QUICK_ROWS = {
     "P5 16 producers, 1 record/request": "requests/s",
     "P6 restart: launch to first produce ack": "s",
 }
+NAMED_QUICK_ROWS = [
+    ("P2L consume 1p, 64 KiB records (librdkafka)", "MiB/s"),
+    ("P2L loopback sendfile limit (16 MiB)", "MiB/s"),
+    ("P2L consume as % of the loopback limit (goal >= 50%)", "%"),
+    ("P7 create 100 partitions", "s"),
+    ("P7 produce over 1 partitions (librdkafka)", "records/s"),
+    ("P7 produce over 100 partitions (librdkafka)", "records/s"),
+    ("P7 broker after the produce, 100 partitions", "RSS MiB"),
+    ("P7 RSS per partition above 1 partition, 100 partitions", "KiB"),
+    ("P7 Metadata (all topics), 100 partitions", "p99 ms"),
+    ("P7 Metadata (all topics), 100 partitions", "broker CPU us/request"),
+    ("P7 start-up after a clean stop, 100 partitions", "s to all partitions led"),
+]
 NUMBER = re.compile(r"^\d[\d,]*(\.\d+)?(e[+-]?\d+)?( \[.*\])?$")
 
 
-@pytest.mark.timeout(240)
-def test_quick_bench_reports_every_quick_scenario(tmp_path: Path) -> None:
-    results_dir = tmp_path / "results"
+def _run_quick(results_dir: Path, *extra: str) -> str:
+    """Run ``python -m bench --quick`` (+ extra); the report, once the run succeeded."""
     proc = subprocess.run(
-        [sys.executable, "-m", "bench", "--quick", "--results-dir", str(results_dir)],
+        [sys.executable, "-m", "bench", "--quick", "--results-dir", str(results_dir), *extra],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -43,15 +57,33 @@ def test_quick_bench_reports_every_quick_scenario(tmp_path: Path) -> None:
     report = (results_dir / "latest.md").read_text()
     dated = list(results_dir.glob("20*.md"))
     assert len(dated) == 1 and dated[0].read_text() == report
+    return report
+
+
+def _assert_figures(report: str, rows: Iterable[tuple[str, str]]) -> None:
+    """Every (row, metric) has a positive figure in minikafka's column."""
     cells: dict[tuple[str, str], str] = {}
     for line in report.splitlines():
         parts = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(parts) >= 3:
-            cells[(parts[0], parts[1])] = parts[2]
-    for row, metric in QUICK_ROWS.items():
+            cells[(parts[0], parts[1])] = parts[2].removeprefix("loopback: ")
+    for row, metric in rows:
         value = cells.get((row, metric))
         assert value is not None, f"no {row!r} / {metric!r} row in the report:\n{report}"
         assert NUMBER.match(value), f"{row} {metric}: {value!r} is not a figure"
         assert float(value.split()[0].replace(",", "")) > 0
+
+
+@pytest.mark.timeout(240)
+def test_quick_bench_reports_every_quick_scenario(tmp_path: Path) -> None:
+    results_dir = tmp_path / "results"
+    report = _run_quick(results_dir)
+    _assert_figures(report, QUICK_ROWS.items())
     assert (results_dir / "latest-throughput.png").stat().st_size > 1000
     assert (results_dir / "latest-latency.png").stat().st_size > 1000
+
+
+@pytest.mark.timeout(240)
+def test_quick_bench_reports_large_records_and_partition_scaling(tmp_path: Path) -> None:
+    report = _run_quick(tmp_path / "results", "--scenarios", "P2L,P7")
+    _assert_figures(report, NAMED_QUICK_ROWS)
