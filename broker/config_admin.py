@@ -63,13 +63,12 @@ def _resource_error(code: ErrorCode, message: str) -> TopicError:
     return TopicError(code, message)
 
 
-async def require_topic(admin: AdminManager, name: str) -> dict[str, str]:
-    """The topic's config overrides; UNKNOWN_TOPIC_OR_PARTITION when the metadata cache
-    does not know it (as Kafka's ConfigHelper)."""
+async def require_topic(admin: AdminManager, name: str, *, message: str) -> dict[str, str]:
+    """The topic's config overrides; UNKNOWN_TOPIC_OR_PARTITION with ``message`` when the
+    metadata cache does not know it."""
     validate_topic_name(name)
     if not admin.metadata_cache.contains_topic(name):
-        raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                         f"Topic '{name}' does not exist.")
+        raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, message)
     return await admin.topic_overrides(name)
 
 
@@ -89,7 +88,8 @@ def require_this_broker(admin: AdminManager, name: str) -> None:
 
 async def describe_topic(admin: AdminManager, name: str,
                          keys: Sequence[str] | None) -> list[ConfigEntry]:
-    overrides = await require_topic(admin, name)
+    # Kafka's ConfigHelper answers an unknown topic with the code alone (message "").
+    overrides = await require_topic(admin, name, message="")
     wanted = set(keys) if keys is not None else None
     return [
         ConfigEntry(c.name, c.value, c.source, c.type, False, False, c.synonyms)
@@ -224,7 +224,8 @@ async def alter_resource(
         raise TopicError(ErrorCode.INVALID_REQUEST, "Duplicate resource in request")
     check_unique_keys(names)
     if resource_type == ResourceType.TOPIC:
-        current = await require_topic(admin, resource_name)
+        current = await require_topic(admin, resource_name,
+                                      message=f"The topic '{resource_name}' does not exist.")
         await apply_topic_configs(admin, resource_name, topic_overrides(current), validate_only)
     elif resource_type == ResourceType.BROKER:
         require_this_broker(admin, resource_name)

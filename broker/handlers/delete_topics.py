@@ -10,13 +10,17 @@ Behavior:
 - Name and id are resolved by the metadata cache: unknown name ->
   UNKNOWN_TOPIC_OR_PARTITION; unknown id -> UNKNOWN_TOPIC_ID; both a name and an id in one
   entry -> INVALID_REQUEST; neither -> INVALID_REQUEST.
+- As Kafka 3.9 in ZooKeeper mode answers: an entry's topic id is the one it was asked by
+  (the zero UUID for an entry by name), and an unknown topic or topic id, a denied topic
+  and disabled deletion carry no error message (null), only the code; the broker's log line
+  says why.
 - ``delete.topic.enable=false`` -> TOPIC_DELETION_DISABLED for every topic.
 - Internal topics (``__consumer_offsets``, ``__transaction_state``) -> INVALID_TOPIC_EXCEPTION:
   the broker's own state lives there (kafka-topics refuses them the same way).
 
 Version notes:
 - v1 throttle time (baseline); v4 flexible; v5 error message; v6 entries by name or id,
-  and the answer carries the topic id.
+  and the answer carries the topic id (as asked).
 """
 
 from __future__ import annotations
@@ -37,6 +41,10 @@ from protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsRes
 log = logging.getLogger(__name__)
 
 _ZERO_UUID: Final = uuid.UUID(int=0)
+# Errors Kafka's ZooKeeper-mode handler answers without a message.
+_CODE_ONLY: Final = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID,
+                               ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                               ErrorCode.TOPIC_DELETION_DISABLED})
 Result = DeleteTopicsResponse.DeletableTopicResult
 
 
@@ -63,7 +71,7 @@ async def handle_delete_topics(ctx: RequestContext, request: DeleteTopicsRequest
             resolved = _resolve(cache, name, topic_id)
             if name is None and not authorize(ctx, Op.DELETE, RT.TOPIC, resolved):
                 raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
-            result.name, result.topic_id = resolved, cache.topic_id(resolved)
+            result.name = resolved
             result.error_code = await ctx.broker.admin.delete_topic(
                 resolved, timeout_ms=request.timeout_ms)
             log.info("DeleteTopics %s from %s: %s", resolved, ctx.client_id,
@@ -71,7 +79,9 @@ async def handle_delete_topics(ctx: RequestContext, request: DeleteTopicsRequest
         except TopicError as exc:
             log.info("DeleteTopics %s from %s refused: %s %s", name or topic_id, ctx.client_id,
                      exc.error_code.name, exc.message)
-            result.error_code, result.error_message = exc.error_code, exc.message
+            result.error_code = exc.error_code
+            if exc.error_code not in _CODE_ONLY:
+                result.error_message = exc.message
         results.append(result)
     return Respond(DeleteTopicsResponse(responses=results))
 
