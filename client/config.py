@@ -24,6 +24,8 @@ ssl.truststore.certificates              -           a PEM file or PEM text (typ
                                                      PKCS12 are refused); unset: the system's
 ssl.keystore.type / .location            JKS / -     a client certificate (mutual TLS): key and
 ssl.key.password                         -           chain in one PEM file, key maybe encrypted
+ssl.keystore.key                         -           or the same as PEM text (type PEM): the
+ssl.keystore.certificate.chain           -           key, and its certificate chain
 ssl.endpoint.identification.algorithm    https       "" does not check the broker's host name
 ssl.enabled.protocols                    TLSv1.2,    the TLS versions offered
                                          TLSv1.3
@@ -74,6 +76,8 @@ _PROPERTIES: Final = {
     "ssl.truststore.certificates": "ssl_truststore_certificates",
     "ssl.keystore.type": "ssl_keystore_type",
     "ssl.keystore.location": "ssl_keystore_location",
+    "ssl.keystore.key": "ssl_keystore_key",
+    "ssl.keystore.certificate.chain": "ssl_keystore_certificate_chain",
     "ssl.key.password": "ssl_key_password",
     "ssl.endpoint.identification.algorithm": "ssl_endpoint_identification_algorithm",
     "ssl.enabled.protocols": "ssl_enabled_protocols",
@@ -101,6 +105,8 @@ class ClientConfig:
     ssl_truststore_certificates: str | None = None
     ssl_keystore_type: str = "JKS"
     ssl_keystore_location: str | None = None
+    ssl_keystore_key: str | None = None
+    ssl_keystore_certificate_chain: str | None = None
     ssl_key_password: str | None = None
     ssl_endpoint_identification_algorithm: str = "https"
     ssl_enabled_protocols: str = "TLSv1.2,TLSv1.3"
@@ -130,6 +136,7 @@ class ClientConfig:
         return TlsSettings(
             self.ssl_truststore_type, self.ssl_truststore_location,
             self.ssl_truststore_certificates, self.ssl_keystore_type, self.ssl_keystore_location,
+            self.ssl_keystore_key, self.ssl_keystore_certificate_chain,
             self.ssl_key_password, self.ssl_endpoint_identification_algorithm,
             self.ssl_enabled_protocols)
 

@@ -7,8 +7,10 @@
   ``ssl.endpoint.identification.algorithm`` is empty (Kafka's default ``https`` checks it).
   A client certificate (mutual TLS): ``ssl.keystore.location`` (``ssl.keystore.type=PEM``: the
   private key and its certificate chain in one file, the key encrypted with
-  ``ssl.key.password`` if it is). ``ssl.enabled.protocols`` bounds the TLS versions. Java
-  key stores (JKS, PKCS12) are refused as INVALID_CONFIG: convert them to PEM.
+  ``ssl.key.password`` if it is), or the same as PEM text in ``ssl.keystore.key`` and
+  ``ssl.keystore.certificate.chain`` (loaded by ``client.pem_keystore``, never left on disk).
+  ``ssl.enabled.protocols`` bounds the TLS versions. Java key stores
+  (JKS, PKCS12) are refused as INVALID_CONFIG: convert them to PEM.
 - SASL (``authenticate``): after ApiVersions, SaslHandshake (v1) names ``sasl.mechanism``
   (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512), then SaslAuthenticate carries the exchange:
   PLAIN's one message, or SCRAM's two rounds (RFC 5802, by ``scramp``, which also checks the
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from client.errors import ClientError, check
+from client.pem_keystore import load_pem_strings
 from protocol.errors import ErrorCode
 from protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
@@ -48,6 +51,8 @@ class TlsSettings:
     truststore_certificates: str | None = None
     keystore_type: str = "JKS"
     keystore_location: str | None = None
+    keystore_key: str | None = None
+    keystore_certificate_chain: str | None = None
     key_password: str | None = None
     endpoint_identification: str = "https"
     enabled_protocols: str = "TLSv1.2,TLSv1.3"
@@ -72,9 +77,18 @@ def ssl_context(tls: TlsSettings) -> ssl.SSLContext:
     for prop, kind, used in (
             ("ssl.truststore.type", tls.truststore_type,
              tls.truststore_location or tls.truststore_certificates),
-            ("ssl.keystore.type", tls.keystore_type, tls.keystore_location)):
+            ("ssl.keystore.type", tls.keystore_type,
+             tls.keystore_location or tls.keystore_key or tls.keystore_certificate_chain)):
         if used and kind.upper() != "PEM":
             raise ClientError(INVALID_CONFIG, f"{prop}={kind} is not supported (PEM only)")
+    pem_strings = bool(tls.keystore_key or tls.keystore_certificate_chain)
+    if pem_strings and tls.keystore_location:
+        raise ClientError(INVALID_CONFIG, "ssl.keystore.key: set either ssl.keystore.location or "
+                                          "the PEM strings, not both")
+    if pem_strings and not (tls.keystore_key and tls.keystore_certificate_chain):
+        missing = "ssl.keystore.certificate.chain" if tls.keystore_key else "ssl.keystore.key"
+        raise ClientError(INVALID_CONFIG, f"{missing} must be set with the other PEM key store "
+                                          "string")
     context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
     try:
         if tls.truststore_location or tls.truststore_certificates:
@@ -82,6 +96,9 @@ def ssl_context(tls: TlsSettings) -> ssl.SSLContext:
                                           cadata=tls.truststore_certificates or None)
         if tls.keystore_location:
             context.load_cert_chain(tls.keystore_location, password=tls.key_password)
+        elif tls.keystore_key and tls.keystore_certificate_chain:
+            load_pem_strings(context, tls.keystore_key, tls.keystore_certificate_chain,
+                             tls.key_password)
     except (OSError, ssl.SSLError, ValueError) as exc:
         raise ClientError(INVALID_CONFIG, f"Failed to load SSL keystore or truststore: {exc}") from None
     context.check_hostname = bool(tls.endpoint_identification)

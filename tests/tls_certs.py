@@ -64,7 +64,7 @@ def _san(host: str) -> x509.GeneralName:
 
 def _cert(subject: x509.Name, key: ec.EllipticCurvePrivateKey, issuer: x509.Name,
           issuer_key: ec.EllipticCurvePrivateKey, *, ca: bool = False, server: bool = False,
-          hosts: tuple[str, ...] = SERVER_HOSTS) -> x509.Certificate:
+          hosts: tuple[str, ...] = SERVER_HOSTS, also_client: bool = False) -> x509.Certificate:
     now = datetime.datetime.now(datetime.UTC)
     builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer)
                .public_key(key.public_key()).serial_number(x509.random_serial_number())
@@ -74,7 +74,9 @@ def _cert(subject: x509.Name, key: ec.EllipticCurvePrivateKey, issuer: x509.Name
     if server:
         builder = builder.add_extension(x509.SubjectAlternativeName(
             [_san(h) for h in hosts]), critical=False).add_extension(
-            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]
+                                  + ([ExtendedKeyUsageOID.CLIENT_AUTH] if also_client else [])),
+            critical=False)
     elif not ca:
         builder = builder.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]),
                                         critical=False)
@@ -86,9 +88,12 @@ def _pem(cert: x509.Certificate) -> bytes:
 
 
 def make_pki(directory: Path, clients: tuple[str, ...] = ("alice", "bob"),
-             key_password: bytes | None = None, server_hosts: tuple[str, ...] = SERVER_HOSTS) -> Pki:
+             key_password: bytes | None = None, server_hosts: tuple[str, ...] = SERVER_HOSTS,
+             server_as_client: bool = False) -> Pki:
     """A CA, a server certificate and one client certificate per name in ``clients``
-    (subject ``CN=<name>,OU=clients,O=minikafka tests,C=US``)."""
+    (subject ``CN=<name>,OU=clients,O=minikafka tests,C=US``). ``server_as_client``: the
+    server certificate also authenticates a client (a broker's own certificate, presented
+    to its peers in mutual TLS)."""
     directory.mkdir(parents=True, exist_ok=True)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = _name("minikafka test CA")
@@ -96,7 +101,7 @@ def make_pki(directory: Path, clients: tuple[str, ...] = ("alice", "bob"),
     (directory / "ca.crt").write_bytes(_pem(ca))
     server_key = ec.generate_private_key(ec.SECP256R1())
     server = _cert(_name(server_hosts[0]), server_key, ca_name, ca_key, server=True,
-                   hosts=server_hosts)
+                   hosts=server_hosts, also_client=server_as_client)
     (directory / "server.key").write_bytes(_key_pem(server_key, key_password))
     (directory / "server.crt").write_bytes(_pem(server) + _pem(ca))
     (directory / "server.keystore.pem").write_bytes(

@@ -4,7 +4,9 @@ shutdown and the other broker-to-broker clients.
 
 - ``security.protocol``: the protocol of ``inter.broker.listener.name``;
 - TLS: that listener's ``ssl.truststore.*`` (the CAs of the other brokers' certificates),
-  ``ssl.keystore.*`` (this broker's certificate, for listeners that ask for one) and
+  ``ssl.keystore.*`` (this broker's certificate, for listeners that ask for one: a PEM file
+  in ``ssl.keystore.location`` or the PEM strings ``ssl.keystore.key`` and
+  ``ssl.keystore.certificate.chain``) and
   ``ssl.enabled.protocols``; the peer's advertised host is checked against its certificate
   unless that listener's ``ssl.endpoint.identification.algorithm`` is empty (Kafka's
   default ``https`` checks it);
@@ -29,7 +31,8 @@ from broker.security.jaas import JaasError, parse_one
 TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
 SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
 _TLS_KEYS = ("ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.certificates",
-             "ssl.keystore.type", "ssl.keystore.location", "ssl.key.password",
+             "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.key",
+             "ssl.keystore.certificate.chain", "ssl.key.password",
              "ssl.endpoint.identification.algorithm")
 
 

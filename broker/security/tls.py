@@ -19,8 +19,8 @@ Supported, with Kafka's names (each may be set per listener, ``listener.name.<l>
   so a list must name all three TLS 1.3 suites or none (then TLS 1.3 is off, as a Java
   broker with no TLS 1.3 suite enabled would have it); anything else fails start-up.
 
-The PEM strings are handed to OpenSSL through a temporary file (mode 0600, deleted at once):
-Python's ``ssl`` loads key material only from files.
+The PEM strings are handed to OpenSSL by ``client.pem_keystore`` (an in-memory file on
+Linux, else a 0600 file removed at once): Python's ``ssl`` loads key material only from files.
 
 The distinguished name (``peer_dn``) is the certificate's subject in RFC 2253 form, as
 Java's ``X500Principal.getName()`` prints it (``CN=alice,OU=eng,O=org``).
@@ -28,12 +28,11 @@ Java's ``X500Principal.getName()`` prints it (``CN=alice,OU=eng,O=org``).
 
 from __future__ import annotations
 
-import os
 import ssl
-import tempfile
 from collections.abc import Mapping
 
 from broker.security.cipher_suites import IANA_TO_OPENSSL, TLS13_SUITES
+from client.pem_keystore import load_pem_strings
 
 _PropValue = bool | int | float | str | list[str] | None
 
@@ -109,12 +108,7 @@ def _load_keystore(ctx: ssl.SSLContext, listener: str, values: Mapping[str, _Pro
                              "needs a key store (ssl.keystore.location, or ssl.keystore.key and "
                              "ssl.keystore.certificate.chain)")
     try:
-        with tempfile.TemporaryDirectory(prefix="minikafka-tls-") as tmp:
-            path = os.path.join(tmp, "keystore.pem")
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w", encoding="ascii") as f:
-                f.write(f"{key.strip()}\n{chain.strip()}\n")
-            ctx.load_cert_chain(path, password=password)
+        load_pem_strings(ctx, key, chain, password)
     except (OSError, ssl.SSLError, UnicodeError) as exc:
         raise TlsConfigError(f"Invalid value for configuration "
                              f"{_name(listener, 'ssl.keystore.key')}: {exc}") from None

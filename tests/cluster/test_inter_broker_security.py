@@ -29,6 +29,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from broker.security.credentials import ScramCredential
 from tests.cluster.conftest import ClusterBrokers, KazooFactory
 from tests.tls_certs import Pki, make_pki
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -202,3 +203,51 @@ def test_peer_host_name_is_checked_against_its_certificate(
     assert "Error in fetch from broker 1: SSL handshake with node 1 (127.0.0.1:" in checked_log
     assert mismatch in checked_log, checked_log[-3000:]
     assert mismatch not in brokers.brokers[3].stderr_text()
+
+
+BROKER_DN = "CN=localhost,O=minikafka tests,C=US"  # the certificate every broker presents
+ALICE_DN = "CN=alice,OU=clients,O=minikafka tests,C=US"
+
+
+def test_mutual_tls_between_brokers_with_pem_string_keystores(
+        cluster_brokers: Callable[..., ClusterBrokers], tmp_path: Path) -> None:
+    """The only listener is SSL with ``ssl.client.auth=required``, and each broker's key store
+    is the PEM strings ``ssl.keystore.key`` / ``ssl.keystore.certificate.chain`` (no key
+    file): the brokers present that certificate to each other (controller requests, the
+    followers' fetches) and are authorized by its DN as a super user. With min.insync.replicas
+    = 3 an acks=all produce succeeds only when both followers fetch."""
+    pki = make_pki(tmp_path / "pki", server_as_client=True)
+    brokers = cluster_brokers(count=0)
+    brokers.props.update({
+        "listeners": "INTERNAL://127.0.0.1:0",
+        "listener.security.protocol.map": "INTERNAL:SSL",
+        "inter.broker.listener.name": "INTERNAL",
+        "ssl.client.auth": "required",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.key": pki.server_key.read_text(),
+        "ssl.keystore.certificate.chain": pki.server_cert.read_text(),
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca_cert),
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": f"User:{BROKER_DN};User:{ALICE_DN}",
+        "replica.lag.time.max.ms": str(LAG_MS),
+        "offsets.topic.replication.factor": "1",
+    })
+    for broker_id in (1, 2, 3):
+        brokers.start(broker_id)
+    alice = pki.client("alice")
+    config = {"bootstrap.servers": ",".join(p.endpoints["INTERNAL"] for p in brokers.all),
+              "security.protocol": "SSL", "ssl.ca.location": str(pki.ca_cert),
+              "ssl.certificate.location": str(alice.cert), "ssl.key.location": str(alice.key)}
+    # Every broker knows the three (the controller's UpdateMetadata) before the assignment
+    # names them: a broker answers INVALID_REPLICA_ASSIGNMENT for a broker it does not know.
+    wait_for(lambda: all(len(AdminClient({**config, "bootstrap.servers": p.endpoints["INTERNAL"]})
+                             .list_topics(timeout=10).brokers) == 3 for p in brokers.all),
+             timeout_s=30, what="three brokers in every broker's metadata", step_s=0.2)
+    create_topic(config, "ledger", [2, 3, 1], **{"min.insync.replicas": "3"})
+    values = [b"entry-%d" % i for i in range(50)]
+    produce(config, "ledger", values)
+    time.sleep(LAG_MS / 1000)
+    assert partition_state(config, "ledger") == (2, [1, 2, 3])
+    assert consume(config, "ledger", len(values)) == values
+    for proc in brokers.all:
+        assert "SSL handshake" not in proc.stderr_text(), proc.stderr_text()[-3000:]

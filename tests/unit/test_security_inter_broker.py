@@ -57,3 +57,14 @@ def test_host_name_verification_follows_the_listener() -> None:
     assert ClientConfig.from_properties(unchecked).tls.endpoint_identification == ""  # type: ignore[union-attr]
     with pytest.raises(ConfigError, match=re.escape("ssl.endpoint.identification.algorithm")):
         config(**{"ssl.endpoint.identification.algorithm": "ldap"})
+
+
+def test_pem_string_keystore_reaches_the_client() -> None:
+    """A broker whose key store is the PEM strings presents it to its peers too."""
+    props = inter_broker_client_properties(BrokerConfig.from_properties({
+        "listeners": "INTERNAL://127.0.0.1:0", "listener.security.protocol.map": "INTERNAL:SSL",
+        "inter.broker.listener.name": "INTERNAL", "ssl.keystore.type": "PEM",
+        "listener.name.internal.ssl.keystore.key": "KEY", "ssl.keystore.certificate.chain": "CHAIN"}))
+    tls = ClientConfig.from_properties(props).tls
+    assert tls is not None
+    assert (tls.keystore_type, tls.keystore_key, tls.keystore_certificate_chain) == ("PEM", "KEY", "CHAIN")

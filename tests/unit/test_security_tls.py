@@ -1,12 +1,15 @@
 """TLS contexts from Kafka's ssl.* properties, checked by real handshakes in memory (ssl.MemoryBIO):
-PEM key stores (file or strings, encrypted keys), trust stores, ssl.client.auth, enabled
-protocols, cipher suites by IANA name, the client certificate's DN; refusals name the property."""
+PEM key stores (file or strings, encrypted keys; the client's as well), trust stores,
+ssl.client.auth, enabled protocols, cipher suites by IANA name, the client certificate's DN;
+refusals name the property."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import ssl
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +17,9 @@ import pytest
 
 from broker.security.cipher_suites import IANA_TO_OPENSSL
 from broker.security.tls import TlsConfigError, peer_dn, server_context
+from client.errors import ClientError
+from client.security import TlsSettings
+from client.security import ssl_context as client_ssl_context
 from tests.tls_certs import Pki, make_pki
 
 
@@ -162,3 +168,40 @@ def test_cipher_table_matches_openssl() -> None:
     pairs = {line.split()[0]: line.split()[2] for line in out.splitlines()
              if not line.startswith(("TLS_AES", "TLS_CHACHA"))}
     assert pairs == IANA_TO_OPENSSL
+
+
+def _minikafka_tls_dirs() -> set[str]:
+    return {p.name for p in Path(tempfile.gettempdir()).glob("minikafka-tls-*")}
+
+
+@pytest.mark.parametrize("in_memory", [True, False])
+def test_client_certificate_from_pem_strings(pki: Pki, in_memory: bool,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The client's key store as PEM strings (``ssl.keystore.key`` and
+    ``ssl.keystore.certificate.chain``) is presented in mutual TLS; no key file stays behind,
+    whether it went through an in-memory file or (without memfd_create) a 0600 file."""
+    if not in_memory:
+        monkeypatch.delattr(os, "memfd_create")
+    before = _minikafka_tls_dirs()
+    alice = pki.client("alice")
+    client = client_ssl_context(TlsSettings(
+        truststore_type="PEM", truststore_location=str(pki.ca_cert), keystore_type="PEM",
+        keystore_key=alice.key.read_text(), keystore_certificate_chain=alice.cert.read_text()))
+    assert _minikafka_tls_dirs() == before
+    _cli, srv = handshake(server_context("SSL", props(pki, ssl_client_auth="required")), client)
+    assert peer_dn(srv) == "CN=alice,OU=clients,O=minikafka tests,C=US"
+
+
+@pytest.mark.parametrize(("settings", "named"), [
+    ({"keystore_key": "k"}, "ssl.keystore.certificate.chain"),
+    ({"keystore_certificate_chain": "c"}, "ssl.keystore.key"),
+    ({"keystore_key": "k", "keystore_certificate_chain": "c", "keystore_location": "/k.pem"},
+     "ssl.keystore.key"),
+    ({"keystore_key": "k", "keystore_certificate_chain": "c", "keystore_type": "PKCS12"},
+     "ssl.keystore.type"),
+    ({"keystore_key": "not a key", "keystore_certificate_chain": "not a chain"}, "keystore"),
+])
+def test_client_pem_string_refusals(settings: dict[str, str], named: str) -> None:
+    with pytest.raises(ClientError, match=named.replace(".", r"\.")) as raised:
+        client_ssl_context(TlsSettings(**{"keystore_type": "PEM", **settings}))  # type: ignore[arg-type]
+    assert raised.value.error_name == "INVALID_CONFIG"
