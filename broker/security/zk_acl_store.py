@@ -26,8 +26,9 @@ Every broker (this one included) watches both change paths: the notifications it
 seen (by sequence number) name patterns, whose znodes it reads again before telling its
 listeners (the authorizer reloads them). A fired watch is re-armed before it is processed;
 kazoo fires every watch when the connection drops, so a reconnect re-reads and nothing is
-missed while the notifications last. Notifications older than ``CHANGE_EXPIRY_MS`` are
-deleted (at most once a minute), as Kafka's ZkNodeChangeNotificationListener does.
+missed while the notifications last. Notifications older than
+``controller.zk_changes.CHANGE_EXPIRY_MS`` are deleted (at most once a minute), as Kafka's
+ZkNodeChangeNotificationListener does.
 
 ``start`` creates the four roots (as Kafka's broker does), reads every ACL znode (a znode
 that does not parse fails start-up naming it), then arms the watches.
@@ -38,12 +39,12 @@ Thread-safety: the event loop only (the client hands kazoo's watch callbacks to 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import random
 import time
 from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from typing import Final
 
 from broker.security.acl import (
@@ -61,8 +62,8 @@ from broker.security.acl_store import (
     acls_from_json,
     acls_to_json,
 )
-from controller import zk_data as zd
-from controller.zk_client import ZkBadVersion, ZkClient, ZkClosed, ZkError, ZkNodeExists, ZkNoNode
+from controller.zk_changes import WatchTasks, purge_expired, sequenced
+from controller.zk_client import ZkBadVersion, ZkClient, ZkError, ZkNodeExists, ZkNoNode
 
 log = logging.getLogger(__name__)
 
@@ -75,9 +76,7 @@ EXTENDED_CHANGE_VERSION: Final = 1
 MAX_UPDATE_RETRIES: Final = 10  # Kafka's AclAuthorizer.maxUpdateRetries
 RETRY_BACKOFF_MS: Final = 100  # Kafka's retryBackoffMs ...
 RETRY_BACKOFF_JITTER_MS: Final = 50  # ... plus up to retryBackoffJitterMs
-CHANGE_EXPIRY_MS: Final = 15 * 60 * 1000  # Kafka's changeExpirationMs
 PURGE_INTERVAL_MS: Final = 60_000
-REARM_RETRY_S: Final = 1.0
 MAX_LISTENERS: Final = 8
 
 Listener = Callable[[Iterable[ResourcePattern]], None]
@@ -130,8 +129,7 @@ class ZkAclStore:
         self._listeners: list[Listener] = []
         self._last_change = dict.fromkeys(CHANGE_PATHS, -1)
         self._next_purge_ms = dict.fromkeys(CHANGE_PATHS, 0.0)
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._closed = False
+        self._watches = WatchTasks("ACL change", "zk-acl-store-watch", log)
 
     # ------------------------------------------------------------ start and stop
 
@@ -162,10 +160,7 @@ class ZkAclStore:
             self._spawn(pattern_type)
 
     async def close(self) -> None:
-        self._closed = True
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._watches.close()
 
     # ------------------------------------------------------------ the AclStore protocol
 
@@ -244,24 +239,7 @@ class ZkAclStore:
 
     def _spawn(self, pattern_type: PatternType) -> None:
         """Process (and re-arm) the watch of ``pattern_type``'s notifications."""
-        if self._closed:
-            return
-
-        async def run() -> None:
-            try:
-                await self._arm(pattern_type)
-            except asyncio.CancelledError:
-                raise
-            except ZkError as exc:
-                if self._closed or isinstance(exc, ZkClosed):
-                    return
-                log.warning("ACL change watch: %s; re-arming in %.0f s", exc, REARM_RETRY_S)
-                await asyncio.sleep(REARM_RETRY_S)
-                self._spawn(pattern_type)
-
-        task = asyncio.get_running_loop().create_task(run(), name="zk-acl-store-watch")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._watches.spawn(partial(self._arm, pattern_type))
 
     async def _arm(self, pattern_type: PatternType) -> None:
         path = CHANGE_PATHS[pattern_type]
@@ -298,22 +276,11 @@ class ZkAclStore:
         if now_ms < self._next_purge_ms[pattern_type]:
             return
         self._next_purge_ms[pattern_type] = now_ms + PURGE_INTERVAL_MS
-        path = CHANGE_PATHS[pattern_type]
-        for _seq, child in children:
-            stat = await self.zk.exists(f"{path}/{child}")
-            if stat is not None and now_ms - stat.ctime_ms > CHANGE_EXPIRY_MS:
-                with contextlib.suppress(ZkNoNode):  # another broker purged it first
-                    await self.zk.delete(f"{path}/{child}")
+        await purge_expired(self.zk, CHANGE_PATHS[pattern_type], children, now_ms)
 
 
 def _sequenced(children: Iterable[str]) -> list[tuple[int, str]]:
-    out = []
-    for child in children:
-        try:
-            out.append((zd.sequence_number(child, CHANGE_PREFIX), child))
-        except zd.ZkDataError:
-            continue
-    return sorted(out)
+    return sequenced(children, CHANGE_PREFIX)
 
 
 def _encode(entries: frozenset[AccessControlEntry]) -> bytes:

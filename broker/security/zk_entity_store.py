@@ -24,7 +24,8 @@ writes it. Every broker watches ``/config/changes`` (the topic store reads the `
 notifications of the same sequence; this store the ``users/`` and ``clients/`` ones): each
 notification it has not seen names an entity whose znode it reads again before telling its
 listeners (the quota managers re-read their quotas; SCRAM logins read the store each time).
-Notifications older than ``CHANGE_EXPIRY_MS`` are deleted (at most once a minute).
+Notifications older than ``controller.zk_changes.CHANGE_EXPIRY_MS`` are deleted (at most
+once a minute).
 
 ``start`` creates ``/config/users``, ``/config/clients`` and ``/config/changes`` if missing,
 reads every entity, then arms the watch.
@@ -35,22 +36,21 @@ Thread-safety: the event loop only (the client hands kazoo's watch callbacks to 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Final
 from urllib.parse import unquote_plus
 
 from broker.security.entity_store import CLIENT_ID, USER, Entity, EntityStoreWriteError
 from controller import zk_data as zd
+from controller.zk_changes import WatchTasks, purge_expired, sequenced
 from controller.zk_client import (
     CreateOp,
     Op,
     SetDataOp,
     ZkBadVersion,
     ZkClient,
-    ZkClosed,
     ZkError,
     ZkNodeExists,
     ZkNoNode,
@@ -63,9 +63,7 @@ CLIENTS: Final = f"{zd.CONFIG}/clients"
 DEFAULT_NAME: Final = "<default>"  # Kafka's ConfigEntityName.Default
 MAX_UPDATE_RETRIES: Final = 10
 RETRY_BACKOFF_S: Final = 0.1
-CHANGE_EXPIRY_MS: Final = 15 * 60 * 1000  # Kafka's changeExpirationMs
 PURGE_INTERVAL_MS: Final = 60_000
-REARM_RETRY_S: Final = 1.0
 MAX_LISTENERS: Final = 8
 _URL_SAFE: Final = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_")
 
@@ -124,8 +122,7 @@ class ZkEntityConfigStore:
         self._last_change = -1
         self._next_purge_ms = 0.0
         self._lock = asyncio.Lock()
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._closed = False
+        self._watches = WatchTasks("config change", "zk-entity-store-watch", log)
 
     # ------------------------------------------------------------ start and stop
 
@@ -147,13 +144,10 @@ class ZkEntityConfigStore:
             if config:
                 self._entities[entity] = config
         log.info("Loaded the configs of %d users and client ids from ZooKeeper", len(self._entities))
-        self._spawn(self._arm)
+        self._watches.spawn(self._arm)
 
     async def close(self) -> None:
-        self._closed = True
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._watches.close()
 
     # ------------------------------------------------------------ the EntityConfigStore protocol
 
@@ -228,28 +222,8 @@ class ZkEntityConfigStore:
 
     # ------------------------------------------------------------ notifications
 
-    def _spawn(self, work: Callable[[], Awaitable[None]]) -> None:
-        if self._closed:
-            return
-
-        async def run() -> None:
-            try:
-                await work()
-            except asyncio.CancelledError:
-                raise
-            except ZkError as exc:
-                if self._closed or isinstance(exc, ZkClosed):
-                    return
-                log.warning("config change watch: %s; re-arming in %.0f s", exc, REARM_RETRY_S)
-                await asyncio.sleep(REARM_RETRY_S)
-                self._spawn(self._arm)
-
-        task = asyncio.get_running_loop().create_task(run(), name="zk-entity-store-watch")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
     async def _arm(self) -> None:
-        fired = self.zk.loop_watch(lambda: self._spawn(self._arm))
+        fired = self.zk.loop_watch(lambda: self._watches.spawn(self._arm))
         children = _sequenced(await self.zk.children(zd.CONFIG_CHANGES, watch=fired))
         changed: dict[Entity, None] = {}
         for seq, child in children:
@@ -283,12 +257,7 @@ class ZkEntityConfigStore:
         if now_ms < self._next_purge_ms:
             return
         self._next_purge_ms = now_ms + PURGE_INTERVAL_MS
-        for _seq, child in children:
-            path = f"{zd.CONFIG_CHANGES}/{child}"
-            stat = await self.zk.exists(path)
-            if stat is not None and now_ms - stat.ctime_ms > CHANGE_EXPIRY_MS:
-                with contextlib.suppress(ZkNoNode):  # another broker purged it first
-                    await self.zk.delete(path)
+        await purge_expired(self.zk, zd.CONFIG_CHANGES, children, now_ms)
 
 
 async def _children_or_none(zk: ZkClient, path: str) -> list[str]:
@@ -299,10 +268,4 @@ async def _children_or_none(zk: ZkClient, path: str) -> list[str]:
 
 
 def _sequenced(children: Iterable[str]) -> list[tuple[int, str]]:
-    out = []
-    for child in children:
-        try:
-            out.append((zd.sequence_number(child, zd.CONFIG_CHANGE_PREFIX), child))
-        except zd.ZkDataError:
-            continue
-    return sorted(out)
+    return sequenced(children, zd.CONFIG_CHANGE_PREFIX)
