@@ -24,6 +24,14 @@ exchange (``client.versions``) and, for SASL_PLAINTEXT / SASL_SSL, the SASL exch
 (``client.security``), all within ``socket.connection.setup.timeout.ms``; ``version_for``
 then picks the highest version of a request both sides support. All of it runs on one
 event loop; nothing here is thread-safe.
+
+Re-authentication (KIP-368): when the broker gives the SASL session a lifetime
+(``connections.max.reauth.ms``), the connection runs the SASL exchange again on the same
+socket once 85-95% of it has passed, before the next request it sends (as Kafka's client
+does: an idle connection re-authenticates when it is used again, which the broker accepts
+even after the session ended). Requests already written are answered first (the broker
+answers in order); no other request is written until the exchange is over. A failed
+re-authentication closes the connection with the broker's error.
 """
 
 from __future__ import annotations
@@ -34,13 +42,14 @@ import logging
 import socket
 import ssl
 import struct
+import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final, Protocol, TypeVar
 
 from client.config import ClientConfig
 from client.errors import ClientError, check, network_error, timeout_error
-from client.security import authenticate, ssl_context, uses_sasl
+from client.security import authenticate, reauthentication_delay_ms, ssl_context, uses_sasl
 from client.versions import (
     VersionRanges,
     api_versions_request,
@@ -102,6 +111,11 @@ class BrokerConnection:
         self._read_task = asyncio.get_running_loop().create_task(
             self._read_loop(), name=f"minikafka-client-read-{node_id}")
         self.api_versions: VersionRanges = {}
+        # KIP-368: when to re-authenticate (monotonic ns; None: never), and the exchange
+        # under way; ``reauthentications`` counts the completed ones.
+        self._reauth_at_ns: int | None = None
+        self._reauth_task: asyncio.Task[None] | None = None
+        self.reauthentications = 0
 
     @classmethod
     async def open(cls, host: str, port: int, config: ClientConfig, node_id: int = -1) -> BrokerConnection:
@@ -120,7 +134,7 @@ class BrokerConnection:
                 conn = cls(node_id, host, port, config, reader, writer)
                 await conn._negotiate()
                 if uses_sasl(config.security_protocol):
-                    await authenticate(conn.send, config.sasl, where)
+                    conn._session_started(await authenticate(conn._send, config.sasl, where))
         except TimeoutError:
             if conn is not None:
                 await conn.close()
@@ -176,12 +190,18 @@ class BrokerConnection:
     async def send(self, request: Request[R], *, version: int | None = None,
                    timeout_ms: int | None = None) -> R:
         """Send ``request`` (at ``version``, else the negotiated one) and await its response."""
+        return await self._send(request, version=version, timeout_ms=timeout_ms, gated=True)
+
+    async def _send(self, request: Request[R], *, version: int | None = None,
+                    timeout_ms: int | None = None, gated: bool = False) -> R:
+        """``gated``: a request outside the SASL exchange, written only once no
+        re-authentication is due or under way."""
         v = self.version_for(type(request)) if version is None else version
         timeout_s = (self._config.request_timeout_ms if timeout_ms is None else timeout_ms) / 1000
         api_key = request.API_KEY
         try:
             async with asyncio.timeout(timeout_s):
-                await self._slots.acquire()
+                await self._acquire_slot(gated)
                 try:
                     waiting = self._write(request, api_key, v, expect_response=True)
                 except BaseException:
@@ -209,13 +229,61 @@ class BrokerConnection:
     async def send_no_response(self, request: Request[Any], *, version: int | None = None) -> None:
         """Send a request the broker does not answer (Produce with acks=0)."""
         v = self.version_for(type(request)) if version is None else version
-        self._write(request, request.API_KEY, v, expect_response=False)
         try:
             async with asyncio.timeout(self._config.request_timeout_ms / 1000):
+                while self._reauth_pending():
+                    await self._reauthenticated()
+                self._write(request, request.API_KEY, v, expect_response=False)
                 await self._writer.drain()
         except (TimeoutError, ConnectionError, OSError) as exc:
             self._break(network_error(f"Connection to node {self.node_id} failed: {exc!r}"))
             raise network_error(f"Connection to node {self.node_id} failed: {exc!r}") from None
+
+    async def _acquire_slot(self, gated: bool) -> None:
+        """An in-flight slot; for a gated request, held only while no re-authentication is
+        due or under way (checked after the wait for the slot, when it is written at once)."""
+        while True:
+            if gated:
+                await self._reauthenticated()
+            await self._slots.acquire()
+            if not gated or not self._reauth_pending():
+                return
+            self._slots.release()
+
+    # -- re-authentication (KIP-368) -----------------------------------------------------
+
+    def _session_started(self, lifetime_ms: int) -> None:
+        """A SASL exchange succeeded; ``lifetime_ms`` from its last SaslAuthenticate."""
+        self._reauth_at_ns = (None if lifetime_ms <= 0 else
+                              time.monotonic_ns() + int(reauthentication_delay_ms(lifetime_ms) * 1e6))
+
+    def _reauth_pending(self) -> bool:
+        if self._reauth_task is not None and not self._reauth_task.done():
+            return True
+        return self._reauth_at_ns is not None and time.monotonic_ns() >= self._reauth_at_ns
+
+    async def _reauthenticated(self) -> None:
+        """Start the re-authentication if it is due; wait for the one under way."""
+        if self._reauth_task is None or self._reauth_task.done():
+            if self._reauth_at_ns is None or time.monotonic_ns() < self._reauth_at_ns:
+                return
+            self._reauth_at_ns = None
+            self._reauth_task = asyncio.get_running_loop().create_task(
+                self._reauthenticate(), name=f"minikafka-client-reauth-{self.node_id}")
+        # A caller giving up does not stop the exchange: others wait on it too.
+        await asyncio.shield(self._reauth_task)
+
+    async def _reauthenticate(self) -> None:
+        where = f"node {self.node_id} ({self.host}:{self.port})"
+        try:
+            lifetime_ms = await authenticate(self._send, self._config.sasl, where)
+        except ClientError as exc:
+            log.warning("Re-authentication with %s failed: %s", where, exc)
+            self._break(exc)
+            return
+        self.reauthentications += 1
+        self._session_started(lifetime_ms)
+        log.debug("re-authenticated with %s; session lifetime %d ms", where, lifetime_ms)
 
     def _write(self, request: Request[Any], api_key: int, version: int,
                expect_response: bool) -> _Waiting | None:
@@ -297,6 +365,10 @@ class BrokerConnection:
 
     async def close(self) -> None:
         self._break(network_error(f"Connection to node {self.node_id} was closed by the client"))
+        if self._reauth_task is not None and not self._reauth_task.done():
+            self._reauth_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reauth_task
         with contextlib.suppress(asyncio.CancelledError, ConnectionError, OSError, TimeoutError):
             async with asyncio.timeout(CLOSE_TIMEOUT_S):
                 await self._writer.wait_closed()

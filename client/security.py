@@ -18,10 +18,15 @@
   line (``org.apache.kafka.common.security.plain.PlainLoginModule required username="alice"
   password="alice-secret";``). A refusal is the broker's error (SASL_AUTHENTICATION_FAILED,
   UNSUPPORTED_SASL_MECHANISM, ...) as a ClientError that is not retriable.
+- Re-authentication (KIP-368): a broker with ``connections.max.reauth.ms`` answers the last
+  SaslAuthenticate (v1+) with the session's lifetime, and closes the connection at its first
+  request after the session ended. The connection (``client.connection``) runs the same
+  exchange again on the open socket before that (``reauthentication_delay_ms``).
 """
 
 from __future__ import annotations
 
+import random
 import re
 import ssl
 from collections.abc import Awaitable, Callable
@@ -142,8 +147,10 @@ def check_sasl(sasl: SaslSettings) -> None:
 Send = Callable[[Any], Awaitable[Any]]
 
 
-async def authenticate(send: Send, sasl: SaslSettings, where: str) -> None:
-    """Kafka's SASL exchange over a connection (``send`` one request, get its response)."""
+async def authenticate(send: Send, sasl: SaslSettings, where: str) -> int:
+    """Kafka's SASL exchange over a connection (``send`` one request, get its response).
+    Returns the session's lifetime in ms (SaslAuthenticate v1+ ``session_lifetime_ms``; 0:
+    the session does not expire)."""
     user, password = jaas_credentials(sasl.jaas_config)
     handshake = await send(SaslHandshakeRequest(mechanism=sasl.mechanism))
     assert isinstance(handshake, SaslHandshakeResponse)
@@ -151,23 +158,30 @@ async def authenticate(send: Send, sasl: SaslSettings, where: str) -> None:
           f"SaslHandshake with {where} ({sasl.mechanism}; the broker offers "
           f"{', '.join(handshake.mechanisms) or 'none'})")
     if sasl.mechanism == "PLAIN":
-        await _round(send, f"\0{user}\0{password}".encode(), where)
-        return
+        return (await _round(send, f"\0{user}\0{password}".encode(), where)).session_lifetime_ms
     import scramp  # only for SCRAM: a PLAINTEXT or PLAIN client does not load it
 
     client = scramp.ScramClient([sasl.mechanism], user, password)
     server_first = await _round(send, client.get_client_first().encode(), where)
     try:
-        client.set_server_first(server_first.decode())
+        client.set_server_first(bytes(server_first.auth_bytes).decode())
         server_final = await _round(send, client.get_client_final().encode(), where)
-        client.set_server_final(server_final.decode())
+        client.set_server_final(bytes(server_final.auth_bytes).decode())
     except (scramp.ScramException, UnicodeDecodeError) as exc:
         raise ClientError(ErrorCode.SASL_AUTHENTICATION_FAILED.name,
                           f"SCRAM exchange with {where} failed: {exc}") from None
+    return server_final.session_lifetime_ms
 
 
-async def _round(send: Send, token: bytes, where: str) -> bytes:
+def reauthentication_delay_ms(session_lifetime_ms: int) -> float:
+    """When to re-authenticate (KIP-368), as Kafka's client picks it: at 85% to 95% of the
+    session's lifetime (random, so that many connections do not all re-authenticate at
+    once; the 85% leaves room for the network and clock drift)."""
+    return session_lifetime_ms * (0.85 + 0.10 * random.random())
+
+
+async def _round(send: Send, token: bytes, where: str) -> SaslAuthenticateResponse:
     response = await send(SaslAuthenticateRequest(auth_bytes=token))
     assert isinstance(response, SaslAuthenticateResponse)
     check(response.error_code, response.error_message, f"SaslAuthenticate with {where}")
-    return bytes(response.auth_bytes)
+    return response

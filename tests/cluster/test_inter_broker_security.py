@@ -5,6 +5,8 @@ principal a super user. Every broker-to-broker connection (the controller's requ
 AlterPartition, the followers' Fetch and OffsetForLeaderEpoch) logs in there.
 
 - an RF 3 topic takes acks=all records, loses its leader, and a consumer reads them all;
+  the SASL sessions last ``connections.max.reauth.ms`` (3 s): the brokers re-authenticate
+  their connections to each other in place, and none is closed as expired;
 - a broker with the wrong inter-broker password never joins the ISR and says why;
 - the peer's advertised host is checked against its certificate
   (``ssl.endpoint.identification.algorithm``, Kafka's default ``https``; empty: not checked).
@@ -38,6 +40,7 @@ SCRAM_JAAS = "org.apache.kafka.common.security.scram.ScramLoginModule required"
 BROKER_PASSWORD = "broker-secret"
 ADMIN_PASSWORD = "admin-secret"
 LAG_MS = 2000  # replica.lag.time.max.ms
+REAUTH_MS = 3000  # connections.max.reauth.ms: several sessions in one test
 
 
 def secured_props(pki: Pki, password: str = BROKER_PASSWORD) -> dict[str, str]:
@@ -53,6 +56,7 @@ def secured_props(pki: Pki, password: str = BROKER_PASSWORD) -> dict[str, str]:
         "ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca_cert),
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
         "super.users": "User:broker;User:admin",
+        "connections.max.reauth.ms": str(REAUTH_MS),
         "replica.lag.time.max.ms": str(LAG_MS),
         "offsets.topic.replication.factor": "1",
     }
@@ -161,6 +165,10 @@ def test_rf3_acks_all_survives_leader_kill_over_sasl_ssl(
     survivors = client_config(brokers, pki)
     wait_state(survivors, "orders", 3, [1, 3])
     assert consume(survivors, "orders", len(values)) == values
+    # The brokers' connections to each other lived through several SASL sessions: each
+    # re-authenticated in place (KIP-368) and none was closed as expired.
+    for proc in brokers.all:
+        assert "its SASL session expired" not in proc.stderr_text(), proc.stderr_text()[-3000:]
 
 
 def test_broker_with_wrong_inter_broker_password_stays_out_of_the_isr(

@@ -8,8 +8,10 @@ authenticate."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
+import os
 import struct
 import time
 from collections.abc import Callable, Iterator
@@ -497,6 +499,53 @@ def test_own_client_with_a_wrong_password_gets_the_brokers_refusal(sasl_broker: 
         client.list_topics()
     assert refused.value.error_name == "SASL_AUTHENTICATION_FAILED" and not refused.value.retriable
     assert time.monotonic() - started < 10, "an authentication failure is not retried"
+
+
+def broker_peer_ports(proc: BrokerProcess, endpoint: str) -> set[int]:
+    """The client ports of the broker process's established TCP connections on ``endpoint``'s
+    port (its sockets, from /proc: the server's view of which connections exist)."""
+    inodes = set()
+    for fd in Path(f"/proc/{proc.pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:["):-1])
+    port = int(endpoint.rsplit(":", 1)[1])
+    peers = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            local, remote, state, inode = fields[1], fields[2], fields[3], fields[9]
+            if state == "01" and inode in inodes and int(local.rsplit(":", 1)[1], 16) == port:
+                peers.add(int(remote.rsplit(":", 1)[1], 16))
+    return peers
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512"])
+def test_own_client_reauthenticates_on_the_same_connection(sasl_broker: BrokerProcess,
+                                                           mechanism: str) -> None:
+    """The project's client (the CLI's and the brokers' own) held for three session
+    lifetimes, busy and then idle past the session's end: it re-authenticates on the same
+    socket (KIP-368), every request is answered, and the broker closes no expired session."""
+    endpoint = sasl_broker.endpoints["REAUTH"]
+    expired_before = sasl_broker.stderr_text().count("its SASL session expired")
+    props = own_client_props("SASL_PLAINTEXT", mechanism)
+    with SyncClient(endpoint, ClientConfig.from_properties(props)) as client:
+        node = sasl_broker.broker_id
+        client.send(MetadataRequest(topics=[]), node_id=node)
+        conn = client.run(client.client.connection(node))
+        peers = broker_peer_ports(sasl_broker, endpoint)  # this one and the bootstrap one
+        assert peers, "the broker holds no connection from the client"
+        deadline = time.monotonic() + 2 * REAUTH_MS / 1000
+        while time.monotonic() < deadline:  # busy
+            assert isinstance(client.send(MetadataRequest(topics=[]), node_id=node), MetadataResponse)
+            time.sleep(0.05)
+        time.sleep(1.2 * REAUTH_MS / 1000)  # idle past the session's end
+        assert isinstance(client.send(MetadataRequest(topics=[]), node_id=node), MetadataResponse)
+        assert client.run(client.client.connection(node)) is conn and not conn.closed
+        assert conn.reauthentications >= 2
+        assert broker_peer_ports(sasl_broker, endpoint) == peers
+    assert sasl_broker.stderr_text().count("its SASL session expired") == expired_before
 
 
 def test_own_client_settings_refused_before_connecting() -> None:
