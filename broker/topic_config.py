@@ -11,10 +11,10 @@ answers INVALID_CONFIG).
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from protocol.config_codes import ConfigSource
 from storage.config import (
     TOPIC_CONFIGS,
     BrokerSynonym,
@@ -35,18 +35,6 @@ __all__ = [
 ]
 
 TopicConfigError = LogConfigError  # a bad topic config name or value (INVALID_CONFIG)
-
-
-class ConfigSource(enum.IntEnum):
-    """DescribeConfigs v1+ ``ConfigSource`` (DescribeConfigsResponse.ConfigSource)."""
-
-    UNKNOWN = 0
-    DYNAMIC_TOPIC_CONFIG = 1
-    DYNAMIC_BROKER_CONFIG = 2
-    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
-    STATIC_BROKER_CONFIG = 4
-    DEFAULT_CONFIG = 5
-    DYNAMIC_BROKER_LOGGER_CONFIG = 6
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,6 @@ one; retriable ones are retried until ``default.api.timeout.ms``.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, TypeVar
@@ -18,6 +17,8 @@ from typing import Final, TypeVar
 from client.errors import ClientError, check
 from client.kafka_client import KafkaClient
 from client.metadata import TopicInfo
+from protocol.config_codes import AlterConfigOpType, ConfigResourceType
+from protocol.config_codes import ConfigSource as ConfigSource  # re-exported for the tools
 from protocol.errors import ErrorCode
 from protocol.messages.alter_partition_reassignments import AlterPartitionReassignmentsRequest
 from protocol.messages.create_partitions import CreatePartitionsRequest
@@ -36,37 +37,9 @@ T = TypeVar("T")
 NOT_CONTROLLER: Final = ErrorCode.NOT_CONTROLLER
 
 
-class ResourceType(enum.IntEnum):
-    """Kafka's ConfigResource.Type codes."""
-
-    TOPIC = 2
-    BROKER = 4
-    BROKER_LOGGER = 8
-    CLIENT_METRICS = 16
-    GROUP = 32
-
-
-class ConfigSource(enum.IntEnum):
-    """DescribeConfigs' config_source codes (Kafka's ConfigEntry.ConfigSource)."""
-
-    UNKNOWN = 0
-    DYNAMIC_TOPIC_CONFIG = 1
-    DYNAMIC_BROKER_CONFIG = 2
-    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
-    STATIC_BROKER_CONFIG = 4
-    DEFAULT_CONFIG = 5
-    DYNAMIC_BROKER_LOGGER_CONFIG = 6
-    DYNAMIC_CLIENT_METRICS_CONFIG = 7
-    DYNAMIC_GROUP_CONFIG = 8
-
-
-class AlterOp(enum.IntEnum):
-    """IncrementalAlterConfigs operations."""
-
-    SET = 0
-    DELETE = 1
-    APPEND = 2
-    SUBTRACT = 3
+# Kafka's config codes (protocol.config_codes) by the names the tools use.
+ResourceType = ConfigResourceType
+AlterOp = AlterConfigOpType
 
 
 @dataclass(frozen=True, slots=True)
