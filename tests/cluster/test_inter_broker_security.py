@@ -9,9 +9,12 @@ AlterPartition, the followers' Fetch and OffsetForLeaderEpoch) logs in there.
   their connections to each other in place, and none is closed as expired;
 - a broker with the wrong inter-broker password never joins the ISR and says why;
 - the peer's advertised host is checked against its certificate
-  (``ssl.endpoint.identification.algorithm``, Kafka's default ``https``; empty: not checked).
+  (``ssl.endpoint.identification.algorithm``, Kafka's default ``https``; empty: not checked);
+- mutual TLS between brokers whose key stores are PEM strings, on the SSL listener that
+  ``security.inter.broker.protocol`` names (next to a PLAINTEXT one).
 
-The clients are confluent-kafka's (librdkafka), logged in as a super user.
+The clients are confluent-kafka's (librdkafka), logged in as a super user (the last test:
+by a client certificate).
 """
 
 from __future__ import annotations
@@ -219,17 +222,18 @@ ALICE_DN = "CN=alice,OU=clients,O=minikafka tests,C=US"
 
 def test_mutual_tls_between_brokers_with_pem_string_keystores(
         cluster_brokers: Callable[..., ClusterBrokers], tmp_path: Path) -> None:
-    """The only listener is SSL with ``ssl.client.auth=required``, and each broker's key store
-    is the PEM strings ``ssl.keystore.key`` / ``ssl.keystore.certificate.chain`` (no key
-    file): the brokers present that certificate to each other (controller requests, the
-    followers' fetches) and are authorized by its DN as a super user. With min.insync.replicas
-    = 3 an acks=all produce succeeds only when both followers fetch."""
+    """Listeners PLAINTEXT and SSL (``ssl.client.auth=required``); the inter-broker listener
+    is chosen by ``security.inter.broker.protocol=SSL`` alone (the listener named SSL, as
+    Kafka picks it), and each broker's key store is the PEM strings ``ssl.keystore.key`` /
+    ``ssl.keystore.certificate.chain`` (no key file): the brokers present that certificate to
+    each other (controller requests, the followers' fetches) and are authorized by its DN as
+    a super user. Over PLAINTEXT they would be ANONYMOUS, which may not replicate. With
+    min.insync.replicas = 3 an acks=all produce succeeds only when both followers fetch."""
     pki = make_pki(tmp_path / "pki", server_as_client=True)
     brokers = cluster_brokers(count=0)
     brokers.props.update({
-        "listeners": "INTERNAL://127.0.0.1:0",
-        "listener.security.protocol.map": "INTERNAL:SSL",
-        "inter.broker.listener.name": "INTERNAL",
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+        "security.inter.broker.protocol": "SSL",
         "ssl.client.auth": "required",
         "ssl.keystore.type": "PEM",
         "ssl.keystore.key": pki.server_key.read_text(),
@@ -243,12 +247,12 @@ def test_mutual_tls_between_brokers_with_pem_string_keystores(
     for broker_id in (1, 2, 3):
         brokers.start(broker_id)
     alice = pki.client("alice")
-    config = {"bootstrap.servers": ",".join(p.endpoints["INTERNAL"] for p in brokers.all),
+    config = {"bootstrap.servers": ",".join(p.endpoints["SSL"] for p in brokers.all),
               "security.protocol": "SSL", "ssl.ca.location": str(pki.ca_cert),
               "ssl.certificate.location": str(alice.cert), "ssl.key.location": str(alice.key)}
     # Every broker knows the three (the controller's UpdateMetadata) before the assignment
     # names them: a broker answers INVALID_REPLICA_ASSIGNMENT for a broker it does not know.
-    wait_for(lambda: all(len(AdminClient({**config, "bootstrap.servers": p.endpoints["INTERNAL"]})
+    wait_for(lambda: all(len(AdminClient({**config, "bootstrap.servers": p.endpoints["SSL"]})
                              .list_topics(timeout=10).brokers) == 3 for p in brokers.all),
              timeout_s=30, what="three brokers in every broker's metadata", step_s=0.2)
     create_topic(config, "ledger", [2, 3, 1], **{"min.insync.replicas": "3"})

@@ -68,3 +68,27 @@ def test_pem_string_keystore_reaches_the_client() -> None:
     tls = ClientConfig.from_properties(props).tls
     assert tls is not None
     assert (tls.keystore_type, tls.keystore_key, tls.keystore_certificate_chain) == ("PEM", "KEY", "CHAIN")
+
+
+def test_security_inter_broker_protocol_names_the_listener() -> None:
+    """Without inter.broker.listener.name, security.inter.broker.protocol picks the listener
+    of that name (Kafka's ListenerName.forSecurityProtocol), with that listener's settings."""
+    broker = BrokerConfig.from_properties({
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+        "security.inter.broker.protocol": "SSL", "ssl.keystore.type": "PEM",
+        "listener.name.ssl.ssl.keystore.location": "/broker.pem",
+        "listener.name.ssl.ssl.truststore.location": "/ca.pem"})
+    assert broker.inter_broker_listener_name == "SSL"
+    props = inter_broker_client_properties(broker)
+    assert props["security.protocol"] == "SSL"
+    assert (props["ssl.keystore.location"], props["ssl.truststore.location"]) == ("/broker.pem", "/ca.pem")
+    with pytest.raises(ConfigError, match=re.escape("only one of inter.broker.listener.name and "
+                                                    "security.inter.broker.protocol")):
+        BrokerConfig.from_properties({
+            "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+            "security.inter.broker.protocol": "SSL", "inter.broker.listener.name": "SSL"})
+    with pytest.raises(ConfigError, match=re.escape("must be a listener name defined in "
+                                                    "advertised.listeners")):
+        BrokerConfig.from_properties({"listeners": "INTERNAL://127.0.0.1:0",
+                                      "listener.security.protocol.map": "INTERNAL:SSL",
+                                      "security.inter.broker.protocol": "SSL"})
