@@ -17,6 +17,10 @@ settings) and hands the answer back:
   counting both ISRs) until a LeaderAndIsr gives it the controller's state, as Kafka does;
 - anything else (NOT_CONTROLLER, STALE_BROKER_EPOCH, no controller known, no answer):
   retried after ``retry_backoff_ms``, unless a LeaderAndIsr replaced the pending state.
+  CLUSTER_AUTHORIZATION_FAILED (the controller's authorizer does not grant this broker
+  CLUSTER_ACTION) is retried the same way and logged at ERROR, as Kafka's
+  ``DefaultAlterPartitionManager`` does, once and then every ``UNAUTHORIZED_LOG_EVERY``
+  answers in a row (Kafka logs each one).
 
 At most one request is in flight; changes submitted meanwhile go in the next one. A
 partition submitted again replaces its earlier change.
@@ -49,6 +53,7 @@ log = logging.getLogger(__name__)
 
 REQUEST_VERSION: Final = 2
 MAX_PARTITIONS_PER_REQUEST: Final = 10_000
+UNAUTHORIZED_LOG_EVERY: Final = 100  # CLUSTER_AUTHORIZATION_FAILED answers in a row
 _REVERT: Final = frozenset({ErrorCode.INELIGIBLE_REPLICA, ErrorCode.OPERATION_NOT_ATTEMPTED})
 _WAIT_FOR_LEADER_AND_ISR: Final = frozenset({
     ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.INVALID_UPDATE_VERSION,
@@ -80,6 +85,7 @@ class AlterPartitionManager:
         self._listener = listener
         self._on_hw_moved = on_high_watermark_moved
         self._retry_backoff_s = retry_backoff_ms / 1000
+        self._unauthorized = 0  # CLUSTER_AUTHORIZATION_FAILED answers in a row
         self._config = ClientConfig.from_properties(client_properties or {}, ClientConfig(
             client_id=f"broker-{broker_id}-alter-partition", request_timeout_ms=request_timeout_ms,
             connection_setup_timeout_ms=request_timeout_ms, max_in_flight_requests_per_connection=1))
@@ -188,6 +194,15 @@ class AlterPartitionManager:
     def _handle(self, batch: dict[TopicPartition, _Change], response: AlterPartitionResponse,
                 version: int) -> dict[TopicPartition, _Change]:
         top = ErrorCode(response.error_code)
+        if top is ErrorCode.CLUSTER_AUTHORIZATION_FAILED:
+            self._unauthorized += 1
+            if self._unauthorized == 1 or self._unauthorized % UNAUTHORIZED_LOG_EVERY == 0:
+                log.error("Broker is not authorized to send AlterPartition to controller (%s, "
+                          "%d times in a row; the controller's authorizer must grant this "
+                          "broker's principal CLUSTER_ACTION on the cluster); retrying %d "
+                          "partitions", top.name, self._unauthorized, len(batch))
+            return batch
+        self._unauthorized = 0
         if top is not ErrorCode.NO_ERROR:
             log.info("AlterPartition answered %s; retrying %d partitions", top.name, len(batch))
             if top is ErrorCode.NOT_CONTROLLER:

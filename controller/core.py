@@ -29,6 +29,12 @@ What it does, all on its event task (``ControllerEventManager``):
   that UpdateMetadata first; sending it last means a topic of the same name can be created
   as soon as DeleteTopics answers). A replica whose broker is not live, or that answers an
   error, keeps the topic marked: deletion resumes when the controller next starts.
+
+A broker's error answer is logged at ERROR and not retried, as Kafka's controller does:
+LeaderAndIsr (``_on_leader_and_isr_response``), UpdateMetadata, StopReplica (the deletion
+waits). CLUSTER_AUTHORIZATION_FAILED is such an answer: the broker's authorizer does not
+grant the controller's principal CLUSTER_ACTION on the cluster (make it a super user, or
+add that ACL); the brokers then learn the state only with the controller's next change.
 """
 
 from __future__ import annotations
@@ -58,6 +64,7 @@ from controller.stats import ControllerState, ControllerStats
 from controller.topic_store import TopicStore
 from protocol.errors import ErrorCode
 from protocol.messages.stop_replica import StopReplicaResponse
+from protocol.messages.update_metadata import UpdateMetadataRequest, UpdateMetadataResponse
 from protocol.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -343,9 +350,31 @@ class ControllerCore:
         return self._send()
 
     def _send(self) -> list[SentRequest]:
-        return self._batch.send_all(self.channel, self.context.live_brokers,
+        sent = self._batch.send_all(self.channel, self.context.live_brokers,
                                     self.context.topic_id,
                                     self.context.replicas_on_offline_dirs)
+        for broker_id, request, future in sent:
+            if isinstance(request, UpdateMetadataRequest):
+                future.add_done_callback(self._on_update_metadata_future(broker_id))
+        return sent
+
+    def _on_update_metadata_future(
+        self, broker_id: int,
+    ) -> Callable[[asyncio.Future[ControlResponse | None]], None]:
+        """Kafka's processUpdateMetadataResponseReceived: an error (CLUSTER_AUTHORIZATION_FAILED
+        when the broker does not grant the controller's principal CLUSTER_ACTION) is logged;
+        the request is not sent again: the broker's cache catches up with the next change."""
+        def done(future: asyncio.Future[ControlResponse | None]) -> None:
+            if future.cancelled() or future.exception() is not None:
+                return
+            response = future.result()
+            if (isinstance(response, UpdateMetadataResponse)
+                    and response.error_code != ErrorCode.NO_ERROR):
+                log.error("[Controller id=%d] Received error %s in UpdateMetadata response from "
+                          "broker %d", self.controller_id, ErrorCode(response.error_code).name,
+                          broker_id)
+
+        return done
 
     async def close(self) -> None:
         await self.events.close()

@@ -13,8 +13,8 @@ Behavior:
   (-2, the epoch during deletion, and -1 always pass); a partition not hosted here is
   answered NONE (its log, if any, deleted).
 - With an authorizer, the sender needs CLUSTER_ACTION on the cluster (the brokers'
-  principal, a super user), else CLUSTER_AUTHORIZATION_FAILED and nothing applied, as
-  Kafka checks.
+  principal, a super user), else CLUSTER_AUTHORIZATION_FAILED for the request and every
+  partition (Kafka's ``getErrorResponse``) and nothing applied, as Kafka checks.
 
 Version notes:
 - v3 carries a leader epoch and the delete flag per partition; v4 isKRaftController
@@ -33,5 +33,9 @@ from protocol.messages.stop_replica import StopReplicaRequest, StopReplicaRespon
 @api(StopReplicaRequest.API_KEY, min_version=3, max_version=4, request=StopReplicaRequest)
 async def handle_stop_replica(ctx: RequestContext, request: StopReplicaRequest) -> HandlerResult:
     if not authorize_cluster(ctx, Op.CLUSTER_ACTION):
-        return Respond(StopReplicaResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
+        error = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return Respond(StopReplicaResponse(error_code=error, partition_errors=[
+            StopReplicaResponse.StopReplicaPartitionError(
+                topic_name=t.topic_name, partition_index=p.partition_index, error_code=error)
+            for t in request.topic_states for p in t.partition_states]))
     return Respond(await ctx.broker.control.stop_replica(request))

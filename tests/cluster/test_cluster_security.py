@@ -9,6 +9,7 @@ SCRAM users from ZooKeeper), and Kafka's AclAuthorizer semantics.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -25,6 +26,8 @@ from broker.security.acl import ResourceType as RT
 from devcluster.apache_kafka import kafka_tool
 from protocol.errors import ErrorCode
 from protocol.messages.create_acls import CreateAclsRequest, CreateAclsResponse
+from protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+from protocol.messages.describe_acls import DescribeAclsRequest, DescribeAclsResponse
 from protocol.messages.describe_client_quotas import (
     DescribeClientQuotasRequest,
     DescribeClientQuotasResponse,
@@ -217,3 +220,74 @@ def _broker_ids(endpoint: str) -> set[int]:
     with RawClient(endpoint) as client:
         _cid, body = client.request(3, 12, MetadataRequest(topics=[], allow_auto_topic_creation=False))
     return {b.node_id for b in body.brokers}
+
+
+UPDATE_METADATA_REFUSED = "Received error CLUSTER_AUTHORIZATION_FAILED in UpdateMetadata response from broker 1"
+LEADER_AND_ISR_REFUSED = "Received error CLUSTER_AUTHORIZATION_FAILED in LeaderAndIsr response from broker 1"
+
+
+def create_topic_request(client: RawClient, name: str) -> None:
+    """CreateTopics without waiting for the brokers to learn the topic: with timeout 0 the
+    topic is written and answered REQUEST_TIMED_OUT at once, as Kafka answers it."""
+    _cid, body = client.request(19, 5, CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
+        name=name, num_partitions=1, replication_factor=1)], timeout_ms=0))
+    assert isinstance(body, CreateTopicsResponse), body
+    assert body.topics[0].error_code == ErrorCode.REQUEST_TIMED_OUT, body
+
+
+def topic_leader(client: RawClient, topic: str) -> int | None:
+    _cid, body = client.request(3, 12, MetadataRequest(
+        topics=[MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False))
+    (meta,) = body.topics
+    return int(meta.partitions[0].leader_id) if meta.error_code == 0 and meta.partitions else None
+
+
+def cluster_acls(client: RawClient) -> int:
+    """How many ACLs on the cluster resource the broker's authorizer holds (DescribeAcls)."""
+    _cid, body = client.request(29, 3, DescribeAclsRequest(
+        resource_type_filter=RT.CLUSTER, resource_name_filter=None,
+        pattern_type_filter=PatternType.ANY, principal_filter=None, host_filter=None,
+        operation=Op.ANY, permission_type=AclPermissionType.ANY))
+    assert isinstance(body, DescribeAclsResponse) and body.error_code == 0, body
+    return sum(len(r.acls) for r in body.resources)
+
+
+def grant(client: RawClient, principal: str, operation: Op) -> None:
+    """An ALLOW ACL on the cluster resource; returns once the broker's authorizer has it."""
+    before = cluster_acls(client)
+    _cid, body = client.request(30, 3, CreateAclsRequest(creations=[CreateAclsRequest.AclCreation(
+        resource_type=RT.CLUSTER, resource_name="kafka-cluster",
+        resource_pattern_type=PatternType.LITERAL, principal=principal, host="*",
+        operation=operation, permission_type=AclPermissionType.ALLOW)]))
+    assert isinstance(body, CreateAclsResponse) and body.results[0].error_code == 0
+    eventually(lambda: cluster_acls(client) > before, "the broker's authorizer has the grant")
+
+
+@pytest.mark.broker_errors(re.escape(UPDATE_METADATA_REFUSED), re.escape(LEADER_AND_ISR_REFUSED))
+def test_controller_answered_cluster_authorization_failed(
+        cluster_brokers: Callable[..., ClusterBrokers]) -> None:
+    """The brokers' principal (ANONYMOUS, on the PLAINTEXT inter-broker listener) is not a
+    super user. While the cluster resource has no ACL it may act (allow.everyone.if.no.acl.
+    found); once the cluster has an ACL and none grants it CLUSTER_ACTION, the broker answers
+    the controller's LeaderAndIsr and UpdateMetadata CLUSTER_AUTHORIZATION_FAILED, and the
+    controller logs each answer at ERROR and does not resend it, as Kafka's does. Once
+    CLUSTER_ACTION is granted, the controller's next change reaches the broker."""
+    brokers = cluster_brokers(count=0)
+    brokers.props.update({**SECURE_PROPS, "super.users": "User:alice",
+                          "allow.everyone.if.no.acl.found": "true"})
+    broker = brokers.start(1)
+    with alice(broker) as admin:
+        grant(admin, "User:alice", Op.DESCRIBE)  # the cluster now has an ACL
+        create_topic_request(admin, "refused")
+        eventually(lambda: LEADER_AND_ISR_REFUSED in broker.stderr_text()
+                   and UPDATE_METADATA_REFUSED in broker.stderr_text(),
+                   "the controller logs the refused LeaderAndIsr and UpdateMetadata")
+        assert topic_leader(admin, "refused") is None  # the broker never learnt it
+        refusals = broker.stderr_text().count("Received error CLUSTER_AUTHORIZATION_FAILED")
+        time.sleep(1.0)  # the controller sends nothing again on its own
+        assert broker.stderr_text().count("Received error CLUSTER_AUTHORIZATION_FAILED") == refusals
+        grant(admin, "User:ANONYMOUS", Op.CLUSTER_ACTION)
+        create_topic_request(admin, "granted")
+        eventually(lambda: topic_leader(admin, "granted") == 1,
+                   "the broker leads the topic created after the grant")
+    assert broker.stderr_text().count("Received error CLUSTER_AUTHORIZATION_FAILED") == refusals
