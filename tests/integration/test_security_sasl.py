@@ -521,26 +521,26 @@ def broker_peer_ports(proc: BrokerProcess, endpoint: str) -> set[int]:
     return peers
 
 
-@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512"])
-def test_own_client_reauthenticates_on_the_same_connection(sasl_broker: BrokerProcess,
-                                                           mechanism: str) -> None:
-    """The project's client (the CLI's and the brokers' own) held for three session
+def test_own_client_reauthenticates_on_the_same_connection(sasl_broker: BrokerProcess) -> None:
+    """The project's client (the CLI's and the brokers' own) held for over two session
     lifetimes, busy and then idle past the session's end: it re-authenticates on the same
-    socket (KIP-368), every request is answered, and the broker closes no expired session."""
+    socket (KIP-368), every request is answered, and the broker closes no expired session.
+    (PLAIN here; the brokers' own connections re-authenticate with SCRAM-SHA-512 in
+    tests/cluster/test_inter_broker_security.py.)"""
     endpoint = sasl_broker.endpoints["REAUTH"]
     expired_before = sasl_broker.stderr_text().count("its SASL session expired")
-    props = own_client_props("SASL_PLAINTEXT", mechanism)
+    props = own_client_props("SASL_PLAINTEXT", "PLAIN")
     with SyncClient(endpoint, ClientConfig.from_properties(props)) as client:
         node = sasl_broker.broker_id
         client.send(MetadataRequest(topics=[]), node_id=node)
         conn = client.run(client.client.connection(node))
         peers = broker_peer_ports(sasl_broker, endpoint)  # this one and the bootstrap one
         assert peers, "the broker holds no connection from the client"
-        deadline = time.monotonic() + 2 * REAUTH_MS / 1000
-        while time.monotonic() < deadline:  # busy
+        deadline = time.monotonic() + 1.5 * REAUTH_MS / 1000
+        while time.monotonic() < deadline:  # busy: one re-authentication
             assert isinstance(client.send(MetadataRequest(topics=[]), node_id=node), MetadataResponse)
             time.sleep(0.05)
-        time.sleep(1.2 * REAUTH_MS / 1000)  # idle past the session's end
+        time.sleep(1.2 * REAUTH_MS / 1000)  # idle past the session's end: another
         assert isinstance(client.send(MetadataRequest(topics=[]), node_id=node), MetadataResponse)
         assert client.run(client.client.connection(node)) is conn and not conn.closed
         assert conn.reauthentications >= 2
