@@ -5,10 +5,11 @@ Resource types (``ConfigResource.Type``): TOPIC = 2, BROKER = 4, BROKER_LOGGER =
 others are answered INVALID_REQUEST. Topic configs are Kafka's topic-level names
 (broker.topic_config); a topic's value comes from its override (DYNAMIC_TOPIC_CONFIG),
 else the broker's explicitly set synonym (STATIC_BROKER_CONFIG), else Kafka's default
-(DEFAULT_CONFIG). Broker configs: in a cluster, the replica throttling rates are dynamic
-per broker (``broker.dynamic_broker_config``: DYNAMIC_BROKER_CONFIG when set); altering any
-other property, or any on a single node, is INVALID_CONFIG ("Cannot update these configs
-dynamically"), as Kafka answers for a non-dynamic property.
+(DEFAULT_CONFIG). Broker configs (``broker.dynamic_broker_config``): the replica throttling
+rates and ``num.io.threads`` are dynamic, per broker (resource name the broker id,
+DYNAMIC_BROKER_CONFIG) and cluster-wide (resource name "", DYNAMIC_DEFAULT_BROKER_CONFIG);
+altering any other property is INVALID_CONFIG ("Cannot update these configs dynamically"),
+as Kafka answers for a non-dynamic property.
 
 Incremental operations (``AlterConfigOp.OpType``): SET = 0, DELETE = 1, APPEND = 2,
 SUBTRACT = 3; APPEND/SUBTRACT only for LIST configs (INVALID_CONFIG otherwise).
@@ -73,7 +74,8 @@ async def require_topic(admin: AdminManager, name: str, *, message: str) -> dict
 
 
 def require_this_broker(admin: AdminManager, name: str) -> None:
-    """A BROKER resource names this broker's id (Kafka also accepts "" for the defaults)."""
+    """A BROKER resource names this broker's id ("" for the cluster-wide defaults is
+    handled by the callers)."""
     expected = admin.config.broker_id
     try:
         given = int(name)
@@ -109,30 +111,41 @@ _PROP_TYPES: dict[PropType, ConfigType] = {
 
 def describe_broker(admin: AdminManager, name: str,
                     keys: Sequence[str] | None) -> list[ConfigEntry]:
-    """Every broker property: set dynamically (in a cluster) -> DYNAMIC_BROKER_CONFIG, set
-    explicitly -> STATIC_BROKER_CONFIG, else DEFAULT_CONFIG."""
+    """Resource "": the cluster-wide dynamic defaults that are set, each with only its
+    DYNAMIC_DEFAULT_BROKER_CONFIG synonym (Kafka's answer). A broker id: every property, its
+    value from the first level that sets it -- this broker's dynamic value
+    (DYNAMIC_BROKER_CONFIG), the cluster default (DYNAMIC_DEFAULT_BROKER_CONFIG), the
+    server.properties value (STATIC_BROKER_CONFIG), Kafka's default (DEFAULT_CONFIG) -- and,
+    for a dynamic property set dynamically, every level as synonyms in that order."""
+    wanted = set(keys) if keys is not None else None
+    dynamic = admin.dynamic_broker_config
     if name == "":
-        return []  # cluster-wide dynamic defaults: this broker has none
+        defaults = {} if dynamic is None else dynamic.defaults
+        return [
+            ConfigEntry(n, v, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+                        _PROP_TYPES[PROPERTIES[n].type], False, False,
+                        (Synonym(n, v, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),))
+            for n, v in sorted(defaults.items()) if wanted is None or n in wanted]
     require_this_broker(admin, name)
     explicit = admin.explicit_broker_props()
-    dynamic = ({} if admin.dynamic_broker_config is None
-               else admin.dynamic_broker_config.overrides)
-    wanted = set(keys) if keys is not None else None
+    mine = {} if dynamic is None else dynamic.overrides
+    cluster = {} if dynamic is None else dynamic.defaults
     out = []
     for prop_name in sorted(PROPERTIES):
         if wanted is not None and prop_name not in wanted:
             continue
         prop = PROPERTIES[prop_name]
         sensitive = prop.type is PropType.PASSWORD
-        if prop_name in dynamic:  # the dynamic value, then what it overrides
-            synonyms = [Synonym(prop_name, dynamic[prop_name], ConfigSource.DYNAMIC_BROKER_CONFIG)]
-            if prop_name in explicit:
-                synonyms.append(Synonym(prop_name, explicit[prop_name],
-                                        ConfigSource.STATIC_BROKER_CONFIG))
+        read_only = dynamic is None or prop_name not in DYNAMIC_PROPERTIES
+        if prop_name in mine or prop_name in cluster:  # set dynamically: every level
+            synonyms = [Synonym(prop_name, levels[prop_name], source) for levels, source in (
+                (mine, ConfigSource.DYNAMIC_BROKER_CONFIG),
+                (cluster, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+                (explicit, ConfigSource.STATIC_BROKER_CONFIG)) if prop_name in levels]
             synonyms.append(Synonym(prop_name, prop.default, ConfigSource.DEFAULT_CONFIG))
-            out.append(ConfigEntry(prop_name, dynamic[prop_name],
-                                   ConfigSource.DYNAMIC_BROKER_CONFIG, _PROP_TYPES[prop.type],
-                                   False, sensitive, tuple(synonyms)))
+            out.append(ConfigEntry(prop_name, synonyms[0].value, synonyms[0].source,
+                                   _PROP_TYPES[prop.type], read_only, sensitive,
+                                   tuple(synonyms)))
             continue
         if prop_name in explicit:
             value: str | None = explicit[prop_name]
@@ -141,7 +154,6 @@ def describe_broker(admin: AdminManager, name: str,
             value, source = prop.default, ConfigSource.DEFAULT_CONFIG
         if sensitive:
             value = None
-        read_only = admin.dynamic_broker_config is None or prop_name not in DYNAMIC_PROPERTIES
         out.append(ConfigEntry(prop_name, value, source, _PROP_TYPES[prop.type], read_only,
                                sensitive,
                                (Synonym(prop_name, value, source),)))
@@ -218,7 +230,8 @@ async def alter_resource(
     twice in the request or a key twice -> INVALID_REQUEST; TOPIC: unknown topic ->
     UNKNOWN_TOPIC_OR_PARTITION, else the new override set (``topic_overrides(current)``, the
     one thing the two APIs do differently) validated whole and, unless ``validate_only``,
-    stored; BROKER: this broker only, no dynamic configs; any other type -> INVALID_REQUEST.
+    stored; BROKER: this broker's id or "" (the cluster-wide defaults), dynamic properties
+    only; any other type -> INVALID_REQUEST.
     Raises ``TopicError`` with Kafka's code."""
     if named_twice:
         raise TopicError(ErrorCode.INVALID_REQUEST, "Duplicate resource in request")
@@ -228,14 +241,17 @@ async def alter_resource(
                                       message=f"The topic '{resource_name}' does not exist.")
         await apply_topic_configs(admin, resource_name, topic_overrides(current), validate_only)
     elif resource_type == ResourceType.BROKER:
-        require_this_broker(admin, resource_name)
+        if resource_name != "":
+            require_this_broker(admin, resource_name)
         dynamic = admin.dynamic_broker_config
         if dynamic is None:
             refuse_broker_changes(names)
             return
         refuse_broker_changes([n for n in names if n not in DYNAMIC_PROPERTIES])
+        current = dynamic.overrides if resource_name != "" else dynamic.defaults
         try:
-            await dynamic.alter(topic_overrides(dynamic.overrides), validate_only=validate_only)
+            await dynamic.alter(resource_name, topic_overrides(current),
+                                validate_only=validate_only)
         except DynamicConfigError as exc:
             raise TopicError(exc.error_code, exc.message) from None
     else:

@@ -1,17 +1,29 @@
-"""Dynamic broker configs in a cluster (Kafka's ``DynamicBrokerConfig`` in ZooKeeper mode),
-for the properties replica throttling reads: ``leader.replication.throttled.rate`` and
-``follower.replication.throttled.rate`` (Kafka's ``DynamicReplicationConfig``; bytes/s,
-LONG, at least 0; absent: the server.properties value), and
-``replica.alter.log.dirs.io.max.bytes.per.second`` (accepted, without effect here).
+"""Dynamic broker configs (Kafka's ``DynamicBrokerConfig`` in ZooKeeper mode) for the
+properties this broker can change while running:
 
-Where they live: ``/config/brokers/<id>`` (``controller.topic_store.BrokerConfigStore``),
-written by whichever broker receives AlterConfigs / IncrementalAlterConfigs for resource
-BROKER ``<id>`` (Kafka's admin client sends it to that broker), followed by a
-``/config/changes`` notification that every broker reads; the broker it names re-reads its
-znode and applies the values at once. A broker reads its znode at start-up too. Any other
-property in such a request is refused (INVALID_CONFIG ``Cannot update these configs
-dynamically``), as is every property on a single node (no ZooKeeper, no replication) and
-the cluster-wide defaults (``<default>``), which this broker does not keep.
+- the replica throttling rates ``leader.replication.throttled.rate`` and
+  ``follower.replication.throttled.rate`` (Kafka's ``DynamicReplicationConfig``; bytes/s,
+  LONG, at least 0), and ``replica.alter.log.dirs.io.max.bytes.per.second`` (accepted,
+  without effect here: replicas do not move between log dirs);
+- ``num.io.threads`` (Kafka's ``DynamicThreadPool``; INT, at least 1, and a change must
+  stay within half and double the value in force, as Kafka checks): the number of IO
+  worker tasks that take queued requests off the request queue and start their handlers
+  (``broker.network.request_channel``), resized at once.
+
+Two levels, each stored as a whole set (``controller.topic_store.BrokerConfigStore``):
+this broker's own (entity ``<id>``, AlterConfigs resource BROKER ``"<id>"``, source
+DYNAMIC_BROKER_CONFIG) and the cluster-wide defaults every broker applies (entity
+``<default>``, resource BROKER ``""``, source DYNAMIC_DEFAULT_BROKER_CONFIG). A property's
+value is the first of: this broker's dynamic value, the cluster default, the
+server.properties value, Kafka's default. In a cluster they live in
+``/config/brokers/<id>`` and ``/config/brokers/<default>``, written by whichever broker
+receives the request, followed by a ``/config/changes`` notification that every broker
+reads; a broker re-reads both levels when one of its own or the defaults changed and
+applies the result. On a single node a file in the log dir holds them
+(``controller.local_broker_configs``) and the write itself notifies. A broker reads both at
+start-up too. Any other property in an alter request is refused (INVALID_CONFIG ``Cannot
+update these configs dynamically``); a stored value that is not valid is ignored with a
+warning (Kafka drops invalid dynamic configs the same way).
 
 Thread-safety: the broker's event loop only.
 """
@@ -25,16 +37,24 @@ from typing import Final
 
 from broker.config import BrokerConfig
 from broker.replication_quota import FOLLOWER_RATE, LEADER_RATE
-from controller.topic_store import BrokerConfigStore, TopicStoreError
+from controller.topic_store import DEFAULT_BROKER_ENTITY, BrokerConfigStore, TopicStoreError
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
-# Kafka's DynamicReplicationConfig. The third is kept (kafka-reassign-partitions --verify
-# deletes it with the others) but has no effect: replicas do not move between log dirs here.
 LOG_DIRS_RATE: Final = "replica.alter.log.dirs.io.max.bytes.per.second"
-DYNAMIC_PROPERTIES: Final = frozenset({LEADER_RATE, FOLLOWER_RATE, LOG_DIRS_RATE})
+NUM_IO_THREADS: Final = "num.io.threads"
 LONG_MAX: Final = 2**63 - 1
+INT_MAX: Final = 2**31 - 1
+# name -> (Kafka's type name, minimum, maximum)
+_TYPES: Final[dict[str, tuple[str, int, int]]] = {
+    LEADER_RATE: ("LONG", 0, LONG_MAX),
+    FOLLOWER_RATE: ("LONG", 0, LONG_MAX),
+    LOG_DIRS_RATE: ("LONG", 0, LONG_MAX),
+    NUM_IO_THREADS: ("INT", 1, INT_MAX),
+}
+DYNAMIC_PROPERTIES: Final = frozenset(_TYPES)
+THREAD_COUNTS: Final = frozenset({NUM_IO_THREADS})
 
 # What the broker does with its effective dynamic values: name -> value (every property of
 # DYNAMIC_PROPERTIES, the static value where no dynamic one is set).
@@ -60,58 +80,116 @@ def validate(overrides: Mapping[str, str | None]) -> dict[str, str]:
     for name, value in overrides.items():
         if value is None:
             continue
+        type_name, lowest, highest = _TYPES[name]
         text = value.strip()
         try:
             number = int(text)
         except ValueError:
             raise DynamicConfigError(
                 ErrorCode.INVALID_CONFIG,
-                f"Invalid value {value} for configuration {name}: Not a number of type LONG"
-            ) from None
-        if not 0 <= number <= LONG_MAX:
+                f"Invalid value {value} for configuration {name}: Not a number of type "
+                f"{type_name}") from None
+        if number > highest:
             raise DynamicConfigError(
                 ErrorCode.INVALID_CONFIG,
-                f"Invalid value {value} for configuration {name}: Value must be at least 0")
+                f"Invalid value {value} for configuration {name}: Not a number of type "
+                f"{type_name}")
+        if number < lowest:
+            raise DynamicConfigError(
+                ErrorCode.INVALID_CONFIG,
+                f"Invalid value {value} for configuration {name}: Value must be at least "
+                f"{lowest}")
         clean[name] = str(number)
     return clean
 
 
+def thread_count_error(name: str, new: int, old: int) -> str | None:
+    """Kafka's DynamicThreadPool rule for a changed thread count, None when it holds."""
+    if new == old:
+        return None
+    prefix = f"Dynamic thread count update validation failed for {name}={new}"
+    if new < old / 2:
+        return f"{prefix}, value should be at least half the current value {old}"
+    if new > old * 2:
+        return f"{prefix}, value should not be greater than double the current value {old}"
+    return None
+
+
+def _valid_stored(entity: str, stored: Mapping[str, str]) -> dict[str, str]:
+    """A stored set, each invalid or unknown property dropped with a warning."""
+    clean: dict[str, str] = {}
+    for name, value in sorted(stored.items()):
+        try:
+            clean.update(validate({name: value}))
+        except DynamicConfigError as exc:
+            log.warning("ignoring dynamic config %s=%s of %s: %s", name, value, entity,
+                        exc.message)
+    return clean
+
+
 class DynamicBrokerConfig:
-    """This broker's dynamic configs: what the store holds for it, applied (see the module
-    docstring)."""
+    """This broker's dynamic configs and the cluster-wide defaults, as the store holds them,
+    applied (see the module docstring)."""
 
     def __init__(self, config: BrokerConfig, store: BrokerConfigStore, apply: Apply) -> None:
         self.config = config
         self._store = store
         self._apply = apply
-        self.overrides: dict[str, str] = {}
+        self._entity = str(config.broker_id)
+        self.overrides: dict[str, str] = {}  # this broker's (DYNAMIC_BROKER_CONFIG)
+        self.defaults: dict[str, str] = {}  # the cluster's (DYNAMIC_DEFAULT_BROKER_CONFIG)
+        self._applied: dict[str, int] = {}
         self._reloading: asyncio.Task[None] | None = None
         self._dirty = False
 
-    def effective(self) -> dict[str, int]:
-        """Every dynamic property's value now: its override, else the static value."""
-        return {name: int(self.overrides[name]) if name in self.overrides
-                else self.config.get_int(name) for name in sorted(DYNAMIC_PROPERTIES)}
+    def effective(self, overrides: Mapping[str, str] | None = None,
+                  defaults: Mapping[str, str] | None = None) -> dict[str, int]:
+        """Every dynamic property's value: this broker's, else the cluster default, else the
+        static value (of the given levels, or the current ones)."""
+        mine = self.overrides if overrides is None else overrides
+        cluster = self.defaults if defaults is None else defaults
+        out: dict[str, int] = {}
+        for name in sorted(DYNAMIC_PROPERTIES):
+            if name in mine:
+                out[name] = int(mine[name])
+            elif name in cluster:
+                out[name] = int(cluster[name])
+            else:
+                out[name] = self.config.get_int(name)
+        return out
 
     async def start(self) -> None:
-        """Read this broker's dynamic configs, apply them, and follow their changes."""
+        """Read both levels, apply them, and follow their changes."""
         self._store.watch_broker_configs(self._changed)
         await self._reload()
 
-    async def alter(self, overrides: Mapping[str, str | None], *, validate_only: bool) -> None:
-        """Validate the new whole set and, unless ``validate_only``, store it (every broker
-        hears of it; this one applies it when the notification arrives)."""
+    async def alter(self, resource_name: str, overrides: Mapping[str, str | None], *,
+                    validate_only: bool) -> None:
+        """Validate the new whole set of this broker (``resource_name`` its id) or of the
+        cluster defaults (``""``) and, unless ``validate_only``, store it (every broker hears
+        of it; this one applies it when the notification arrives)."""
         clean = validate(overrides)
+        per_broker = resource_name != ""
+        after = (self.effective(clean, None) if per_broker else self.effective(None, clean))
+        now = self._applied or self.effective()
+        for name in sorted(THREAD_COUNTS):
+            error = thread_count_error(name, after[name], now[name])
+            if error is not None:
+                raise DynamicConfigError(ErrorCode.INVALID_CONFIG, error)
         if validate_only:
             return
+        entity = self._entity if per_broker else DEFAULT_BROKER_ENTITY
         try:
-            await self._store.set_broker_configs(self.config.broker_id, clean)
+            await self._store.set_broker_configs(entity, clean)
         except TopicStoreError as exc:
             raise DynamicConfigError(exc.error_code, exc.message) from None
-        log.info("dynamic configs of broker %d set to %s", self.config.broker_id, clean)
+        if per_broker:
+            log.info("dynamic configs of broker %d set to %s", self.config.broker_id, clean)
+        else:
+            log.info("cluster-wide default dynamic broker configs set to %s", clean)
 
-    def _changed(self, broker_id: int) -> None:
-        if broker_id != self.config.broker_id:
+    def _changed(self, entity: str) -> None:
+        if entity not in (self._entity, DEFAULT_BROKER_ENTITY):
             return
         if self._reloading is not None and not self._reloading.done():
             self._dirty = True  # one reload in flight at a time; read again after it
@@ -132,19 +210,28 @@ class DynamicBrokerConfig:
                 return
 
     async def _reload(self) -> None:
-        stored = await self._store.broker_configs(self.config.broker_id)
-        others = sorted(k for k in stored if k not in DYNAMIC_PROPERTIES)
-        if others:
-            log.warning("ignoring dynamic configs of broker %d this broker does not apply: %s",
-                        self.config.broker_id, others)
-        try:
-            clean = validate({k: v for k, v in stored.items() if k in DYNAMIC_PROPERTIES})
-        except DynamicConfigError as exc:
-            log.warning("ignoring the dynamic configs of broker %d %s: %s",
-                        self.config.broker_id, stored, exc.message)
-            return
-        if clean != self.overrides:
+        mine = _valid_stored(f"broker {self._entity}",
+                             await self._store.broker_configs(self._entity))
+        cluster = _valid_stored("the cluster defaults",
+                                await self._store.broker_configs(DEFAULT_BROKER_ENTITY))
+        if mine != self.overrides:
             log.info("dynamic configs of broker %d now %s (were %s)", self.config.broker_id,
-                     clean, self.overrides)
-        self.overrides = clean
-        self._apply(self.effective())
+                     mine, self.overrides)
+        if cluster != self.defaults:
+            log.info("cluster-wide default dynamic broker configs now %s (were %s)", cluster,
+                     self.defaults)
+        effective = self.effective(mine, cluster)
+        for name in sorted(THREAD_COUNTS):
+            if not self._applied:
+                break
+            error = thread_count_error(name, effective[name], self._applied[name])
+            if error is not None:  # Kafka skips such a reconfiguration, with an error log
+                log.error("not applying %s: %s", name, error)
+                effective[name] = self._applied[name]
+        self.overrides, self.defaults = mine, cluster
+        self._applied = effective
+        self._apply(effective)
+
+    def applied(self) -> dict[str, int]:
+        """The values in force now."""
+        return dict(self._applied)

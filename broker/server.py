@@ -54,7 +54,7 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import IO, TYPE_CHECKING
 
@@ -63,7 +63,7 @@ from broker.admin_manager import AdminManager
 from broker.cluster_ops import ClusterOps, LocalClusterOps
 from broker.config import BrokerConfig, ConfigError, Endpoint
 from broker.control_requests import ControlRequestHandler
-from broker.dynamic_broker_config import DynamicBrokerConfig
+from broker.dynamic_broker_config import NUM_IO_THREADS, DynamicBrokerConfig
 from broker.faults import FaultInjector
 from broker.group.partitioning import GROUP_METADATA_TOPIC
 from broker.group.service import GroupService
@@ -87,6 +87,8 @@ from broker.security.stores import SecurityStoreError, SecurityStores, open_secu
 from broker.services import Broker, advertised_host
 from controller.channel import BrokerEndpoint, BrokerRegistration
 from controller.local import InProcessChannel, LocalController
+from controller.local_broker_configs import STORE_FILE as BROKER_CONFIGS_FILE
+from controller.local_broker_configs import LocalBrokerConfigStore
 from controller.local_store import STORE_FILE as TOPICS_FILE
 from controller.local_store import LocalTopicStore, TopicStoreLoadError
 from controller.topic_store import TopicStore
@@ -276,7 +278,7 @@ class BrokerServer:
                                  retention_check_interval_ms=config.get_int(
                                      "log.retention.check.interval.ms"),
                                  broker_files=(TOPICS_FILE, BLOCK_FILE_NAME, ACL_FILE,
-                                               ENTITY_CONFIGS_FILE))
+                                               ENTITY_CONFIGS_FILE, BROKER_CONFIGS_FILE))
         self.metrics.set_state(BrokerState.RECOVERY)
         _test_pause()
         try:
@@ -337,9 +339,9 @@ class BrokerServer:
             self._control = control
             replication.start(config, replica_manager, metadata_cache,
                               lambda: control.broker_epoch)
-            # Dynamic configs (replica throttling rates) from /config/brokers/<id>, followed.
+            # Dynamic configs from /config/brokers/<id> and /config/brokers/<default>, followed.
             dynamic = DynamicBrokerConfig(config, zk.store, partial(
-                replication.apply_throttle_rates, config, replica_manager))
+                self._apply_dynamic_configs, replica_manager))
             try:
                 await dynamic.start()
             except ZkError as exc:
@@ -371,6 +373,15 @@ class BrokerServer:
                 unclean_leader_election=config.get_bool("unclean.leader.election.enable"))
             self.controller = local
             cluster = LocalClusterOps(config.broker_id, broker_epoch, metadata_cache)
+            # Dynamic configs (this broker's and the defaults) from a file in the log dir.
+            try:
+                broker_configs = LocalBrokerConfigStore.load(log_dir)
+            except TopicStoreLoadError as exc:
+                raise StartupError(str(exc)) from None
+            dynamic = DynamicBrokerConfig(config, broker_configs, partial(
+                self._apply_dynamic_configs, replica_manager))
+            await dynamic.start()
+            admin.dynamic_broker_config = dynamic
             groups.startup(None if offsets_topic is None else offsets_topic.num_partitions)
             # The controller tells this broker its partitions (LeaderAndIsr) and the cluster
             # (UpdateMetadata); start-up waits for both before serving.
@@ -401,6 +412,12 @@ class BrokerServer:
                                        config.get_int("quota.window.size.seconds")),
             advertised_listeners=advertised, cluster=cluster,
         )
+
+    def _apply_dynamic_configs(self, replica_manager: ReplicaManager,
+                               values: Mapping[str, int]) -> None:
+        """The dynamic broker configs in force now (broker.dynamic_broker_config)."""
+        replication.apply_throttle_rates(self.config, replica_manager, values)
+        self.network.resize_io_workers(values[NUM_IO_THREADS])
 
     def _log_dir_failed(self, failure: LogDirFailure) -> None:
         """On the loop: a log dir went offline (reported from any thread)."""

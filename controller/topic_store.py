@@ -44,7 +44,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Final, Protocol
 
 from controller.leader_and_isr import LeaderIsrAndControllerEpoch
 from protocol.errors import ErrorCode
@@ -117,19 +117,24 @@ class TopicStoreWatcher(Protocol):
     def on_configs_changed(self, topic: str) -> None: ...  # a topic's config overrides changed
 
 
+DEFAULT_BROKER_ENTITY: Final = "<default>"  # Kafka's ZooKeeperInternals.DEFAULT_STRING
+
+
 class BrokerConfigStore(Protocol):
-    """Dynamic configs of each broker, a cluster's only: ``/config/brokers/<id>``
+    """Dynamic broker configs, per entity: a broker id (``"1"``) or the cluster-wide
+    defaults (``DEFAULT_BROKER_ENTITY``). In a cluster ``/config/brokers/<entity>``
     {"version": 1, "config": {..}} plus a ``/config/changes`` notification of entity path
-    ``brokers/<id>`` per write, as Kafka's ZooKeeper mode keeps them."""
+    ``brokers/<entity>`` per write, as Kafka's ZooKeeper mode keeps them; on a single node
+    a file in the log dir (``controller.local_broker_configs``)."""
 
-    async def broker_configs(self, broker_id: int) -> dict[str, str]: ...
+    async def broker_configs(self, entity: str) -> dict[str, str]: ...
 
-    async def set_broker_configs(self, broker_id: int, configs: Mapping[str, str]) -> None:
-        """Replace the broker's whole set of dynamic configs and notify every broker."""
+    async def set_broker_configs(self, entity: str, configs: Mapping[str, str]) -> None:
+        """Replace the entity's whole set of dynamic configs and notify every broker."""
         ...
 
-    def watch_broker_configs(self, callback: Callable[[int], None]) -> None:
-        """``callback(broker_id)`` on the event loop when that broker's configs changed."""
+    def watch_broker_configs(self, callback: Callable[[str], None]) -> None:
+        """``callback(entity)`` on the event loop when that entity's configs changed."""
         ...
 
 

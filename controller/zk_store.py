@@ -13,9 +13,10 @@ meaning). Kafka's writers and their order:
   ``/config/changes/config_change_`` notification that every broker's store turns into
   ``on_configs_changed(t)``.
 - ``mark_for_deletion`` (DeleteTopics): ``/admin/delete_topics/<t>``, no data.
-- ``set_broker_configs`` (AlterConfigs of a BROKER): ``/config/brokers/<id>``, then a
-  notification whose entity path is ``brokers/<id>``; ``watch_broker_configs`` callbacks
-  hear the id of each one that arrives.
+- ``set_broker_configs`` (AlterConfigs of a BROKER): ``/config/brokers/<id>`` (or
+  ``/config/brokers/<default>`` for the cluster-wide defaults), then a notification whose
+  entity path is ``brokers/<id>`` (``brokers/<default>``); ``watch_broker_configs``
+  callbacks hear the entity of each one that arrives.
 - the controller's writes -- ``create_partition_states``, ``update_partition_states`` and
   ``delete_topic`` -- are fenced like Kafka's: once ``fence(zk_version)`` was called
   with the elected controller's ``/controller_epoch`` version, each write is a transaction
@@ -53,6 +54,7 @@ from controller.leader_and_isr import (
     LeaderRecoveryState,
 )
 from controller.topic_store import (
+    DEFAULT_BROKER_ENTITY,
     NoSuchTopicError,
     StateWriteResult,
     TopicExistsError,
@@ -94,7 +96,7 @@ class ZkTopicStore:
         self._fence: int | None = None
         self._watched_topics: set[str] = set()
         self._last_config_change = -1
-        self._broker_config_callbacks: list[Callable[[int], None]] = []
+        self._broker_config_callbacks: list[Callable[[str], None]] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
 
@@ -188,19 +190,19 @@ class ZkTopicStore:
         await self.zk.create(f"{zd.CONFIG_CHANGES}/{zd.CONFIG_CHANGE_PREFIX}",
                              zd.encode_config_change("topics", name), sequence=True)
 
-    async def broker_configs(self, broker_id: int) -> dict[str, str]:
-        found = await self.zk.get_or_none(zd.config_path("brokers", str(broker_id)))
+    async def broker_configs(self, entity: str) -> dict[str, str]:
+        found = await self.zk.get_or_none(zd.config_path("brokers", entity))
         return {} if found is None else zd.decode_entity_config(found[0])
 
-    async def set_broker_configs(self, broker_id: int, configs: Mapping[str, str]) -> None:
-        path = zd.config_path("brokers", str(broker_id))
+    async def set_broker_configs(self, entity: str, configs: Mapping[str, str]) -> None:
+        path = zd.config_path("brokers", entity)
         data = zd.encode_entity_config(configs)
         try:
             await self.zk.set(path, data)
         except ZkNoNode:
             await self.zk.create_persistent(path, data)
         await self.zk.create(f"{zd.CONFIG_CHANGES}/{zd.CONFIG_CHANGE_PREFIX}",
-                             zd.encode_config_change("brokers", str(broker_id)), sequence=True)
+                             zd.encode_config_change("brokers", entity), sequence=True)
 
     async def mark_for_deletion(self, name: str) -> None:
         if await self.zk.exists(zd.topic_path(name)) is None:
@@ -310,8 +312,8 @@ class ZkTopicStore:
             self._spawn(self._arm_deletions(notify=False))
             self._spawn(self._arm_config_changes(first=True))
 
-    def watch_broker_configs(self, callback: Callable[[int], None]) -> None:
-        """``callback(broker_id)`` on the loop for each new ``brokers/<id>`` notification
+    def watch_broker_configs(self, callback: Callable[[str], None]) -> None:
+        """``callback(entity)`` on the loop for each new ``brokers/<entity>`` notification
         (the topic watches, which arm the notifications, are set up at start-up)."""
         if len(self._broker_config_callbacks) >= MAX_WATCHERS:
             raise RuntimeError(f"more than {MAX_WATCHERS} broker config watchers")
@@ -381,7 +383,7 @@ class ZkTopicStore:
         changes = sorted((zd.sequence_number(c, zd.CONFIG_CHANGE_PREFIX), c) for c in children
                          if c.startswith(zd.CONFIG_CHANGE_PREFIX))
         topics: list[str] = []
-        brokers: list[int] = []
+        brokers: list[str] = []
         now_ms = int(time.time() * 1000)
         for seq, child in changes:
             path = f"{zd.CONFIG_CHANGES}/{child}"
@@ -397,18 +399,19 @@ class ZkTopicStore:
                 else:
                     if entity_type == "topics" and name not in topics:
                         topics.append(name)
-                    elif (entity_type == "brokers" and name.isdigit()
-                          and int(name) not in brokers):
-                        brokers.append(int(name))
+                    elif (entity_type == "brokers"
+                          and (name.isdigit() or name == DEFAULT_BROKER_ENTITY)
+                          and name not in brokers):
+                        brokers.append(name)
             if now_ms - found[1].ctime_ms > CONFIG_CHANGE_EXPIRY_MS:
                 with contextlib.suppress(ZkNoNode):  # another broker purged it first
                     await self.zk.delete(path)
         if not first:  # at start-up the watchers read every config anyway
             for name in topics:
                 self._notify_configs_changed(name)
-            for broker_id in brokers:
+            for entity in brokers:
                 for callback in list(self._broker_config_callbacks):
-                    callback(broker_id)
+                    callback(entity)
 
     def _notify_configs_changed(self, name: str) -> None:
         self._notify(lambda w: w.on_configs_changed(name))

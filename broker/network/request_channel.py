@@ -7,7 +7,8 @@ dispatching only starts a handler task); otherwise it joins the bounded queue
 (``queued.max.requests``, Kafka's default 500) behind the others, waiting while the queue
 is full, so load turns into backpressure on the sockets instead of memory growth.
 ``num.io.threads`` worker tasks take queued requests off, decode the body with the
-generated class for the request's version, and start the handler.
+generated class for the request's version, and start the handler (the count is a dynamic
+broker config: ``resize_workers``).
 
 Each handler runs as its own task so that a handler parked in the purgatory (a long-poll
 fetch, acks=all) does not hold a worker: that is Kafka's model too (a handler thread hands
@@ -124,6 +125,22 @@ class RequestChannel:
     def start(self) -> None:
         for i in range(self._num_workers):
             self._workers.append(asyncio.create_task(self._worker(), name=f"io-worker-{i}"))
+
+    def resize_workers(self, count: int) -> None:
+        """``num.io.threads`` changed dynamically: start or stop workers. A worker only
+        awaits in ``queue.get``, so one cancelled holds no request."""
+        self._num_workers = count
+        if not self._workers:
+            return  # not started (or stopped): ``start`` uses the new count
+        while len(self._workers) < count:
+            name = f"io-worker-{len(self._workers)}"
+            self._workers.append(asyncio.create_task(self._worker(), name=name))
+        while len(self._workers) > count:
+            self._workers.pop().cancel()
+
+    @property
+    def worker_count(self) -> int:
+        return len(self._workers)
 
     def submit(self, request: Request) -> None:
         """Dispatch ``request`` now if nothing is queued ahead of it, else queue it (waiting,

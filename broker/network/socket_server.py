@@ -77,6 +77,7 @@ class SocketServer:
         self._broker: Broker | None = None
         self._auth_ids = itertools.count()
         self._channel: RequestChannel | None = None
+        self._io_workers = config.num_io_threads  # num.io.threads, dynamic
         self._tasks: list[asyncio.Task[None]] = []
         self._connections: set[Connection] = set()
         self._socket_tasks: set[asyncio.Task[None]] = set()
@@ -120,7 +121,7 @@ class SocketServer:
         self._broker = broker
         self._channel = RequestChannel(
             broker, queued_max_requests=self._config.queued_max_requests,
-            num_workers=self._config.num_io_threads, metrics=self._request_metrics,
+            num_workers=self._io_workers, metrics=self._request_metrics,
             request_quotas=None if broker is None else broker.quotas.request, faults=self._faults)
         self._channel.start()
         self._accepting = True
@@ -130,6 +131,18 @@ class SocketServer:
         self._tasks.append(asyncio.create_task(self._idle_sweeper(), name="idle-sweeper"))
         if self._copy:
             log.info("Fetch data is sent by copying (MINIKAFKA_FETCH_COPY=1), not sendfile")
+
+    def resize_io_workers(self, count: int) -> None:
+        """``num.io.threads`` changed (a dynamic broker config): the request channel's
+        workers, now or when it starts."""
+        self._io_workers = count
+        if self._channel is not None:
+            self._channel.resize_workers(count)
+
+    @property
+    def io_worker_count(self) -> int:
+        """IO workers running now (0 before start)."""
+        return 0 if self._channel is None else self._channel.worker_count
 
     @property
     def connection_count(self) -> int:

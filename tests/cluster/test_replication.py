@@ -47,7 +47,7 @@ from tests.cluster.replication_support import (
     read_replica,
     segment_files,
 )
-from tests.cluster.zk_support import wait_until
+from tests.cluster.zk_support import kazoo_client, wait_until
 from tests.integration.broker_process import BrokerProcess
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.java]
@@ -405,6 +405,85 @@ def test_reassignment_throttle_is_dynamic_and_verify_clears_it(cluster: ClusterB
         "--entity-name", topic)
     records = wait_in_sync(cluster, topic)
     assert [v for _, v in records] == values
+
+
+def test_cluster_wide_broker_defaults_reach_every_broker(cluster: ClusterBrokers,
+                                                        tmp_path: Path) -> None:
+    """Kafka's kafka-configs --entity-default: the defaults go to /config/brokers/<default>
+    with a /config/changes notification, and every broker applies them, below its own
+    dynamic value and above its server.properties (Kafka's precedence); Kafka's tool
+    describes them as ours does."""
+    bootstrap = cluster.bootstrap()
+    default = ("--entity-type", "brokers", "--entity-default")
+    rate_line = ("follower.replication.throttled.rate={v} sensitive=false synonyms={{{s}"
+                 f"STATIC_BROKER_CONFIG:follower.replication.throttled.rate={THROTTLE_BYTES_PER_S}, "
+                 "DEFAULT_CONFIG:follower.replication.throttled.rate=9223372036854775807}}")
+    threads_line = ("num.io.threads={v} sensitive=false synonyms={{{s}"
+                    "DEFAULT_CONFIG:num.io.threads=8}}")
+
+    def shows(broker: int, *lines: str) -> bool:
+        described = configs_cli("--bootstrap-server", bootstrap, "--describe", "--all",
+                                "--entity-type", "brokers", "--entity-name", str(broker))
+        return all(f"  {line}\n" in described for line in lines)
+
+    def kafka_configs(*args: str) -> str:
+        return kafka_tool("kafka.admin.ConfigCommand", "--bootstrap-server", bootstrap, *args,
+                          work_dir=tmp_path).stdout
+
+    try:
+        out = kafka_configs("--alter", *default, "--add-config",
+                            "follower.replication.throttled.rate=7777,num.io.threads=10")
+        assert "Completed updating default config for brokers in the cluster." in out
+        zk = kazoo_client(cluster.zk_connect)
+        try:
+            data, _ = zk.get("/config/brokers/<default>")
+            assert json.loads(data) == {"version": 1, "config": {
+                "follower.replication.throttled.rate": "7777", "num.io.threads": "10"}}
+            changes = [json.loads(zk.get(f"/config/changes/{c}")[0])
+                       for c in zk.get_children("/config/changes")]
+            assert {"version": 2, "entity_path": "brokers/<default>"} in changes
+        finally:
+            zk.stop()
+            zk.close()
+        dflt = "DYNAMIC_DEFAULT_BROKER_CONFIG:{n}={v}, "
+        for broker in (1, 2, 3):
+            wait_until(lambda b=broker: shows(  # type: ignore[misc]
+                b, rate_line.format(v=7777, s=dflt.format(
+                    n="follower.replication.throttled.rate", v=7777)),
+                threads_line.format(v=10, s=dflt.format(n="num.io.threads", v=10))),
+                timeout_s=10, what=f"broker {broker} applying the defaults", interval_s=0.2)
+            assert ("cluster-wide default dynamic broker configs now {'follower.replication."
+                    "throttled.rate': '7777', 'num.io.threads': '10'}"
+                    in cluster.brokers[broker].stderr_text())
+        # Kafka's tool describes the defaults as ours does (from any broker).
+        ours = configs_cli("--bootstrap-server", bootstrap, "--describe", *default)
+        assert ours.splitlines() == [
+            "Default configs for brokers in the cluster are:",
+            "  follower.replication.throttled.rate=7777 sensitive=false synonyms="
+            "{DYNAMIC_DEFAULT_BROKER_CONFIG:follower.replication.throttled.rate=7777}",
+            "  num.io.threads=10 sensitive=false synonyms="
+            "{DYNAMIC_DEFAULT_BROKER_CONFIG:num.io.threads=10}"]
+        assert kafka_configs("--describe", *default) == ours
+        # A broker's own dynamic value wins over the default, on that broker only.
+        configs_cli("--bootstrap-server", bootstrap, "--alter", "--entity-type", "brokers",
+                    "--entity-name", "2", "--add-config", "num.io.threads=12")
+        wait_until(lambda: shows(2, threads_line.format(
+            v=12, s="DYNAMIC_BROKER_CONFIG:num.io.threads=12, " + dflt.format(
+                n="num.io.threads", v=10))), timeout_s=10, what="broker 2's own value",
+            interval_s=0.2)
+        assert shows(1, threads_line.format(v=10, s=dflt.format(n="num.io.threads", v=10)))
+    finally:
+        configs_cli("--bootstrap-server", bootstrap, "--alter", "--entity-type", "brokers",
+                    "--entity-name", "2", "--delete-config", "num.io.threads")
+        kafka_configs("--alter", *default, "--delete-config",
+                      "follower.replication.throttled.rate,num.io.threads")
+    for broker in (1, 2, 3):  # back to server.properties and Kafka's defaults
+        wait_until(lambda b=broker: shows(  # type: ignore[misc]
+            b, f"follower.replication.throttled.rate={THROTTLE_BYTES_PER_S} sensitive=false "
+               f"synonyms={{STATIC_BROKER_CONFIG:follower.replication.throttled.rate="
+               f"{THROTTLE_BYTES_PER_S}}}",
+            "num.io.threads=8 sensitive=false synonyms={DEFAULT_CONFIG:num.io.threads=8}"),
+            timeout_s=10, what=f"broker {broker} back to its static configs", interval_s=0.2)
 
 
 def test_isr_shrinks_expands_and_min_insync(cluster: ClusterBrokers) -> None:

@@ -193,6 +193,17 @@ def config_value(e: Env, topic: str, key: str) -> str | None:
     return {c.name: c.value for c in r.configs}.get(key)
 
 
+def broker_defaults(e: Env) -> list[tuple[str, str | None, int, list[tuple[str, str | None, int]]]]:
+    """The cluster-wide dynamic broker defaults: (name, value, source, synonyms) each."""
+    resp = e.latest(DescribeConfigsRequest(include_synonyms=True, resources=[
+        DescribeConfigsRequest.DescribeConfigsResource(resource_type=4, resource_name="",
+                                                       configuration_keys=None)]))
+    (r,) = resp.results
+    assert r.error_code == 0, r
+    return [(c.name, c.value, c.config_source, [(s.name, s.value, s.source) for s in c.synonyms])
+            for c in r.configs]
+
+
 def join(e: Env, group: str, version: int | None = None, member_id: str = "") -> Any:
     """Join ``group`` as its only consumer; answers the JoinGroup response (v4+: after the
     MEMBER_ID_REQUIRED round trip, as Kafka's clients do)."""
@@ -723,6 +734,18 @@ def describe_configs_shows_override(e: Env, v: int) -> None:
         resource_type=2, resource_name=name + "-no", configuration_keys=None)]), v)
     assert (missing.results[0].error_code, missing.results[0].error_message) == (
         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ""), missing
+    # num.io.threads is a dynamic broker config (not read-only); the cluster-wide defaults
+    # (resource "") answer only what is set: nothing here.
+    broker = e.call(DescribeConfigsRequest(include_synonyms=v >= 1, resources=[
+        DescribeConfigsRequest.DescribeConfigsResource(
+            resource_type=4, resource_name=str(e.broker.broker_id),
+            configuration_keys=["num.io.threads"]),
+        DescribeConfigsRequest.DescribeConfigsResource(
+            resource_type=4, resource_name="", configuration_keys=None)]), v)
+    threads, defaults = broker.results
+    assert [(c.name, c.value, c.read_only, c.config_source, [(s.name, s.value, s.source) for s in c.synonyms])
+            for c in threads.configs] == [("num.io.threads", "8", False, 5, [("num.io.threads", "8", 5)])], threads
+    assert (defaults.error_code, defaults.resource_name, defaults.configs) == (0, "", []), defaults
 
 
 @case(AlterConfigsRequest)
@@ -753,6 +776,19 @@ def incremental_alter_configs_sets(e: Env, v: int) -> None:
     assert [(r.error_code, r.resource_name) for r in resp.responses] == [(0, name)], resp
     assert config_value(e, name, "segment.ms") == "600000"
     assert config_value(e, name, "retention.ms") == "604800000"  # back to the default
+    # A cluster-wide dynamic default (resource BROKER ""), applied by the broker when the
+    # change notification reaches it, then removed. Its value equals num.io.threads' own,
+    # so the broker's thread count stays as it is.
+    for op, shown in ((0, [("num.io.threads", "8", 3, [("num.io.threads", "8", 3)])]), (1, [])):
+        resp = e.call(_R(validate_only=False, resources=[_R.AlterConfigsResource(
+            resource_type=4, resource_name="", configs=[
+                _R.AlterableConfig("num.io.threads", op, "8" if op == 0 else None)])]), v)
+        assert [(r.error_code, r.resource_type, r.resource_name) for r in resp.responses] == [
+            (0, 4, "")], resp
+        deadline = time.monotonic() + 10
+        while (got := broker_defaults(e)) != shown:
+            assert time.monotonic() < deadline, got
+            time.sleep(0.05)
 
 
 @case(DescribeLogDirsRequest)

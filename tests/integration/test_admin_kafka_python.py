@@ -160,13 +160,17 @@ def test_incremental_alter_configs(admin: KafkaAdminClient) -> None:
 
 
 def test_broker_configs_are_static_and_read_only(admin: KafkaAdminClient) -> None:
+    """Every broker config is read-only but the dynamic ones (num.io.threads, as in Kafka,
+    and the replication throttle rates)."""
     result = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, "0")],
                                     config_filter="all")
     configs = result["broker"]["0"]
     assert configs["num.partitions"]["value"] == "1"
     assert configs["num.partitions"]["config_source"] == "DEFAULT_CONFIG"
     assert configs["log.dirs"]["config_source"] == "STATIC_BROKER_CONFIG"
-    assert all(c["read_only"] for c in configs.values())
+    assert {n for n, c in configs.items() if not c["read_only"]} == {
+        "num.io.threads", "leader.replication.throttled.rate",
+        "follower.replication.throttled.rate", "replica.alter.log.dirs.io.max.bytes.per.second"}
     refused = admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, "0", {
         "num.partitions": "3"})], incremental=True, raise_on_unknown=False)
     assert "InvalidConfigurationError" in refused["broker"]["0"]

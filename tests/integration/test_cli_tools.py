@@ -118,6 +118,62 @@ def test_configs_describe_and_alter(module_broker: Any) -> None:
     assert code == 1 and "not supported yet" in err
 
 
+def test_configs_cluster_wide_broker_defaults(module_broker: Any) -> None:
+    """kafka-configs --entity-default on a single node: stored in the log dir, applied, and
+    described with Kafka's precedence (this broker's dynamic value over the cluster
+    default over server.properties over Kafka's default)."""
+    bs = module_broker.bootstrap
+
+    def configs_cli(*args: str) -> str:
+        code, out, err = run(configs.main, "--bootstrap-server", bs, *args)
+        assert code == 0, err
+        return out
+
+    defaults = ("--entity-type", "brokers", "--entity-default")
+    assert configs_cli("--alter", *defaults, "--add-config",
+                       "num.io.threads=12,follower.replication.throttled.rate=5000") == (
+        "Completed updating default config for brokers in the cluster.\n")
+    assert configs_cli("--describe", *defaults).splitlines() == [
+        "Default configs for brokers in the cluster are:",
+        "  follower.replication.throttled.rate=5000 sensitive=false synonyms="
+        "{DYNAMIC_DEFAULT_BROKER_CONFIG:follower.replication.throttled.rate=5000}",
+        "  num.io.threads=12 sensitive=false synonyms="
+        "{DYNAMIC_DEFAULT_BROKER_CONFIG:num.io.threads=12}"]
+    broker = ("--entity-type", "brokers", "--entity-name", "0")
+    everything = configs_cli("--describe", "--all", *broker)
+    assert ("  num.io.threads=12 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:"
+            "num.io.threads=12, DEFAULT_CONFIG:num.io.threads=8}\n") in everything
+    configs_cli("--alter", *broker, "--add-config", "num.io.threads=16")
+    assert configs_cli("--describe", *broker).splitlines() == [
+        "Dynamic configs for broker 0 are:",
+        "  num.io.threads=16 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:num.io.threads=16, "
+        "DYNAMIC_DEFAULT_BROKER_CONFIG:num.io.threads=12, DEFAULT_CONFIG:num.io.threads=8}"]
+    # Kafka's DynamicThreadPool rule: within half and double of the value in force (16).
+    code, _, err = run(configs.main, "--bootstrap-server", bs, "--alter", *defaults,
+                       "--add-config", "num.io.threads=40")
+    assert code == 0  # the default does not apply here: this broker's own 16 wins
+    code, _, err = run(configs.main, "--bootstrap-server", bs, "--alter", *broker,
+                       "--add-config", "num.io.threads=33")
+    assert code == 1 and ("Dynamic thread count update validation failed for "
+                          "num.io.threads=33, value should not be greater than double the "
+                          "current value 16") in err
+    code, _, err = run(configs.main, "--bootstrap-server", bs, "--alter", *defaults,
+                       "--add-config", "log.retention.ms=1")
+    assert code == 1 and "Cannot update these configs dynamically: ['log.retention.ms']" in err
+    configs_cli("--alter", *defaults, "--delete-config", "num.io.threads")
+    configs_cli("--alter", *broker, "--delete-config", "num.io.threads")
+    assert "num.io.threads=8 sensitive=false synonyms={DEFAULT_CONFIG:num.io.threads=8}" in (
+        configs_cli("--describe", "--all", *broker))
+    configs_cli("--alter", *defaults, "--delete-config", "follower.replication.throttled.rate")
+    assert configs_cli("--describe", *defaults) == (
+        "Default configs for brokers in the cluster are:\n")
+    stored = json.loads((module_broker.log_dir / "minikafka-broker-configs.json").read_text())
+    assert stored == {"version": 1, "entities": {}}
+    text = module_broker.stderr_text()
+    assert ("cluster-wide default dynamic broker configs now {'follower.replication.throttled"
+            ".rate': '5000', 'num.io.threads': '12'}") in text
+
+
 def _fill(bs: str, topic: str, partitions: int) -> None:
     with SyncClient(bs) as c:
         c.create_topic(topic, partitions, 1)

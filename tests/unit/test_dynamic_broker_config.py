@@ -1,14 +1,22 @@
 """The pure parts of dynamic replica throttling: which values a broker accepts as dynamic
 configs (``broker.dynamic_broker_config.validate``) and which replicas
 ``minikafka reassign-partitions --throttle`` lists (Kafka's calculateLeaderThrottles /
-calculateFollowerThrottles). The whole path runs in tests/cluster/test_replication.py."""
+calculateFollowerThrottles), ``num.io.threads``' bounds, and the single node's store of
+dynamic broker configs. The whole path runs in tests/cluster/test_replication.py and
+tests/integration/test_cli_tools.py."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+from pathlib import Path
+
 import pytest
 
-from broker.dynamic_broker_config import DynamicConfigError, validate
+from broker.dynamic_broker_config import DynamicConfigError, thread_count_error, validate
 from cli.reassign_partitions import throttled_replicas
+from controller.local_broker_configs import STORE_FILE, LocalBrokerConfigStore
+from controller.local_store import TopicStoreLoadError
 from protocol.errors import ErrorCode
 from protocol.topic_partition import TopicPartition
 
@@ -42,3 +50,38 @@ def test_throttled_replicas_of_a_reassignment() -> None:
         "bar": ("10:4", "10:5"),
         "foo": ("0:1,0:2,1:1,1:2", "0:3,1:3,1:4"),
     }
+
+
+def test_num_io_threads_is_an_int_of_at_least_one_changed_by_at_most_double_or_half() -> None:
+    assert validate({"num.io.threads": "16"}) == {"num.io.threads": "16"}
+    with pytest.raises(DynamicConfigError, match="Value must be at least 1"):
+        validate({"num.io.threads": "0"})
+    with pytest.raises(DynamicConfigError, match="Not a number of type INT"):
+        validate({"num.io.threads": str(2**31)})
+    assert thread_count_error("num.io.threads", 16, 8) is None
+    assert thread_count_error("num.io.threads", 4, 8) is None
+    assert thread_count_error("num.io.threads", 17, 8) == (
+        "Dynamic thread count update validation failed for num.io.threads=17, value should not "
+        "be greater than double the current value 8")
+    assert thread_count_error("num.io.threads", 3, 8) == (
+        "Dynamic thread count update validation failed for num.io.threads=3, value should be "
+        "at least half the current value 8")
+
+
+async def test_local_broker_config_store_keeps_both_levels_across_a_restart(tmp_path: Path) -> None:
+    store = LocalBrokerConfigStore.load(tmp_path)
+    heard: list[str] = []
+    store.watch_broker_configs(heard.append)
+    await store.set_broker_configs("<default>", {"num.io.threads": "4"})
+    await store.set_broker_configs("0", {"leader.replication.throttled.rate": "10"})
+    await asyncio.sleep(0)  # callbacks run on the loop, after the write
+    assert heard == ["<default>", "0"]
+    again = LocalBrokerConfigStore.load(tmp_path)
+    assert await again.broker_configs("<default>") == {"num.io.threads": "4"}
+    assert await again.broker_configs("0") == {"leader.replication.throttled.rate": "10"}
+    await again.set_broker_configs("0", {})
+    assert json.loads((tmp_path / STORE_FILE).read_text()) == {
+        "version": 1, "entities": {"<default>": {"num.io.threads": "4"}}}
+    (tmp_path / STORE_FILE).write_text("{not json")
+    with pytest.raises(TopicStoreLoadError, match=STORE_FILE):
+        LocalBrokerConfigStore.load(tmp_path)
