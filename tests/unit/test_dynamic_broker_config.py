@@ -13,7 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from broker.dynamic_broker_config import DynamicConfigError, thread_count_error, validate
+from broker.config import BrokerConfig
+from broker.dynamic_broker_config import (
+    DynamicBrokerConfig,
+    DynamicConfigError,
+    thread_count_error,
+    validate,
+)
 from cli.reassign_partitions import throttled_replicas
 from controller.local_broker_configs import STORE_FILE, LocalBrokerConfigStore
 from controller.local_store import TopicStoreLoadError
@@ -85,3 +91,32 @@ async def test_local_broker_config_store_keeps_both_levels_across_a_restart(tmp_
     (tmp_path / STORE_FILE).write_text("{not json")
     with pytest.raises(TopicStoreLoadError, match=STORE_FILE):
         LocalBrokerConfigStore.load(tmp_path)
+
+
+async def test_a_broker_starts_with_both_stored_levels_in_kafkas_precedence(tmp_path: Path) -> None:
+    """Start-up reads this broker's dynamic configs and the cluster defaults: its own over
+    the default over server.properties; a later change of the default is applied when its
+    notification arrives, bounded by the thread count in force."""
+    written = LocalBrokerConfigStore.load(tmp_path)
+    await written.set_broker_configs("<default>", {"num.io.threads": "4",
+                                                   "leader.replication.throttled.rate": "7"})
+    await written.set_broker_configs("0", {"leader.replication.throttled.rate": "10"})
+    config = BrokerConfig.from_properties({"follower.replication.throttled.rate": "99",
+                                           "leader.replication.throttled.rate": "5"})
+    applied: list[dict[str, int]] = []
+    dynamic = DynamicBrokerConfig(config, LocalBrokerConfigStore.load(tmp_path),
+                                  lambda values: applied.append(dict(values)))
+    await dynamic.start()
+    assert applied == [{"num.io.threads": 4, "leader.replication.throttled.rate": 10,
+                        "follower.replication.throttled.rate": 99,
+                        "replica.alter.log.dirs.io.max.bytes.per.second": 2**63 - 1}]
+    with pytest.raises(DynamicConfigError, match="not be greater than double the current value 4"):
+        await dynamic.alter("", {"num.io.threads": "9"}, validate_only=True)
+    await dynamic.alter("", {"num.io.threads": "8"}, validate_only=False)
+    for _ in range(100):  # the store's notification, then the reload task
+        if len(applied) == 2:
+            break
+        await asyncio.sleep(0.01)
+    assert applied[-1]["num.io.threads"] == 8
+    assert applied[-1]["leader.replication.throttled.rate"] == 10  # its own value still
+    assert dynamic.defaults == {"num.io.threads": "8"}
