@@ -762,6 +762,11 @@ def alter_configs_sets(e: Env, v: int) -> None:
             AlterConfigsRequest.AlterableConfig("retention.ms", "soon")])]), v)
     assert bad.responses[0].error_code == ErrorCode.INVALID_CONFIG
     assert config_value(e, name, "retention.ms") == str(1000 + v)
+    missing = e.call(AlterConfigsRequest(resources=[AlterConfigsRequest.AlterConfigsResource(
+        resource_type=2, resource_name=name + "-no", configs=[
+            AlterConfigsRequest.AlterableConfig("retention.ms", "1000")])]), v).responses[0]
+    assert (missing.error_code, missing.error_message) == (
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}-no' does not exist."), missing
 
 
 @case(IncrementalAlterConfigsRequest)
@@ -776,6 +781,11 @@ def incremental_alter_configs_sets(e: Env, v: int) -> None:
     assert [(r.error_code, r.resource_name) for r in resp.responses] == [(0, name)], resp
     assert config_value(e, name, "segment.ms") == "600000"
     assert config_value(e, name, "retention.ms") == "604800000"  # back to the default
+    missing = e.call(_R(validate_only=False, resources=[_R.AlterConfigsResource(
+        resource_type=2, resource_name=name + "-no", configs=[
+            _R.AlterableConfig("segment.ms", 0, "600000")])]), v).responses[0]
+    assert (missing.error_code, missing.error_message) == (
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}-no' does not exist."), missing
     # A cluster-wide dynamic default (resource BROKER ""), applied by the broker when the
     # change notification reaches it, then removed. Its value equals num.io.threads' own,
     # so the broker's thread count stays as it is.
