@@ -23,6 +23,7 @@ from scramp import ScramClient
 from broker.security.acl import AclOperation as Op
 from broker.security.acl import AclPermissionType, PatternType
 from broker.security.acl import ResourceType as RT
+from client.sync import SyncClient
 from devcluster.apache_kafka import kafka_tool
 from protocol.errors import ErrorCode
 from protocol.messages.create_acls import CreateAclsRequest, CreateAclsResponse
@@ -35,6 +36,8 @@ from protocol.messages.describe_client_quotas import (
 from protocol.messages.metadata import MetadataRequest
 from protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from protocol.messages.sasl_handshake import SaslHandshakeRequest
+from protocol.records import NewRecord, build_batch
+from protocol.topic_partition import TopicPartition
 from tests.cluster.conftest import ClusterBrokers
 from tests.integration.broker_process import REPO_ROOT
 from tests.integration.data_path_client import create_topic
@@ -222,17 +225,27 @@ def _broker_ids(endpoint: str) -> set[int]:
     return {b.node_id for b in body.brokers}
 
 
-UPDATE_METADATA_REFUSED = "Received error CLUSTER_AUTHORIZATION_FAILED in UpdateMetadata response from broker 1"
-LEADER_AND_ISR_REFUSED = "Received error CLUSTER_AUTHORIZATION_FAILED in LeaderAndIsr response from broker 1"
+UPDATE_METADATA_REFUSED = "Received error CLUSTER_AUTHORIZATION_FAILED in UpdateMetadata response from broker"
+LEADER_AND_ISR_REFUSED = "Received error CLUSTER_AUTHORIZATION_FAILED in LeaderAndIsr response from broker"
+ALTER_PARTITION_REFUSED = "Broker is not authorized to send AlterPartition to controller"
 
 
-def create_topic_request(client: RawClient, name: str) -> None:
+def create_topic_request(client: RawClient, name: str, replicas: list[int] | None = None) -> None:
     """CreateTopics without waiting for the brokers to learn the topic: with timeout 0 the
     topic is written and answered REQUEST_TIMED_OUT at once, as Kafka answers it."""
-    _cid, body = client.request(19, 5, CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
-        name=name, num_partitions=1, replication_factor=1)], timeout_ms=0))
+    topic = (CreateTopicsRequest.CreatableTopic(name=name, num_partitions=1, replication_factor=1)
+             if replicas is None else CreateTopicsRequest.CreatableTopic(
+                 name=name, num_partitions=-1, replication_factor=-1, assignments=[
+                     CreateTopicsRequest.CreatableReplicaAssignment(partition_index=0,
+                                                                   broker_ids=replicas)]))
+    _cid, body = client.request(19, 5, CreateTopicsRequest(topics=[topic], timeout_ms=0))
     assert isinstance(body, CreateTopicsResponse), body
     assert body.topics[0].error_code == ErrorCode.REQUEST_TIMED_OUT, body
+
+
+def broker_count(client: RawClient) -> int:
+    _cid, body = client.request(3, 12, MetadataRequest(topics=[], allow_auto_topic_creation=False))
+    return len(body.brokers)
 
 
 def topic_leader(client: RawClient, topic: str) -> int | None:
@@ -252,33 +265,50 @@ def cluster_acls(client: RawClient) -> int:
     return sum(len(r.acls) for r in body.resources)
 
 
-def grant(client: RawClient, principal: str, operation: Op) -> None:
-    """An ALLOW ACL on the cluster resource; returns once the broker's authorizer has it."""
-    before = cluster_acls(client)
-    _cid, body = client.request(30, 3, CreateAclsRequest(creations=[CreateAclsRequest.AclCreation(
+def grant(clients: list[RawClient], principal: str, operation: Op) -> None:
+    """An ALLOW ACL on the cluster resource, created through the first client's broker;
+    returns once every client's broker has it in its authorizer."""
+    before = [cluster_acls(c) for c in clients]
+    _cid, body = clients[0].request(30, 3, CreateAclsRequest(creations=[CreateAclsRequest.AclCreation(
         resource_type=RT.CLUSTER, resource_name="kafka-cluster",
         resource_pattern_type=PatternType.LITERAL, principal=principal, host="*",
         operation=operation, permission_type=AclPermissionType.ALLOW)]))
     assert isinstance(body, CreateAclsResponse) and body.results[0].error_code == 0
-    eventually(lambda: cluster_acls(client) > before, "the broker's authorizer has the grant")
+    eventually(lambda: all(cluster_acls(c) > n for c, n in zip(clients, before, strict=True)),
+               "every broker's authorizer has the grant")
 
 
-@pytest.mark.broker_errors(re.escape(UPDATE_METADATA_REFUSED), re.escape(LEADER_AND_ISR_REFUSED))
+@pytest.mark.broker_errors(re.escape(UPDATE_METADATA_REFUSED), re.escape(LEADER_AND_ISR_REFUSED),
+                           re.escape(ALTER_PARTITION_REFUSED))
 def test_controller_answered_cluster_authorization_failed(
         cluster_brokers: Callable[..., ClusterBrokers]) -> None:
     """The brokers' principal (ANONYMOUS, on the PLAINTEXT inter-broker listener) is not a
     super user. While the cluster resource has no ACL it may act (allow.everyone.if.no.acl.
-    found); once the cluster has an ACL and none grants it CLUSTER_ACTION, the broker answers
-    the controller's LeaderAndIsr and UpdateMetadata CLUSTER_AUTHORIZATION_FAILED, and the
-    controller logs each answer at ERROR and does not resend it, as Kafka's does. Once
-    CLUSTER_ACTION is granted, the controller's next change reaches the broker."""
+    found); once the cluster has an ACL and none grants it CLUSTER_ACTION, as in Kafka:
+
+    - the brokers answer the controller's LeaderAndIsr and UpdateMetadata
+      CLUSTER_AUTHORIZATION_FAILED; the controller logs each answer at ERROR and does not
+      resend it; once CLUSTER_ACTION is granted, its next change reaches the brokers;
+    - a leader whose follower can no longer fetch shrinks its ISR: the controller answers
+      its AlterPartition CLUSTER_AUTHORIZATION_FAILED, which it logs at ERROR and retries
+      until the grant lets it through."""
     brokers = cluster_brokers(count=0)
     brokers.props.update({**SECURE_PROPS, "super.users": "User:alice",
-                          "allow.everyone.if.no.acl.found": "true"})
-    broker = brokers.start(1)
-    with alice(broker) as admin:
-        grant(admin, "User:alice", Op.DESCRIBE)  # the cluster now has an ACL
-        create_topic_request(admin, "refused")
+                          "allow.everyone.if.no.acl.found": "true",
+                          "replica.lag.time.max.ms": "1000"})
+    broker = brokers.start(1)  # the controller
+    with alice(broker) as admin, alice(brokers.start(2)) as admin2:
+        eventually(lambda: broker_count(admin) == 2, "broker 1 knows broker 2")
+        create_topic_request(admin, "replicated", [1, 2])
+        eventually(lambda: topic_leader(admin, "replicated") == 1, "broker 1 leads replicated")
+        grant([admin, admin2], "User:alice", Op.DESCRIBE)  # the cluster now has an ACL
+        with SyncClient(broker.endpoints["PLAINTEXT"], timeout_ms=10_000) as client:
+            # The topic has no ACL: anyone may write. Broker 2 cannot fetch the record.
+            client.produce(TopicPartition("replicated", 0),
+                           build_batch([NewRecord(b"k", b"v", (), None)]), acks=1)
+        eventually(lambda: ALTER_PARTITION_REFUSED in broker.stderr_text(),
+                   "the leader logs its refused AlterPartition (ISR shrink)")
+        create_topic_request(admin, "refused", [1])
         eventually(lambda: LEADER_AND_ISR_REFUSED in broker.stderr_text()
                    and UPDATE_METADATA_REFUSED in broker.stderr_text(),
                    "the controller logs the refused LeaderAndIsr and UpdateMetadata")
@@ -286,8 +316,10 @@ def test_controller_answered_cluster_authorization_failed(
         refusals = broker.stderr_text().count("Received error CLUSTER_AUTHORIZATION_FAILED")
         time.sleep(1.0)  # the controller sends nothing again on its own
         assert broker.stderr_text().count("Received error CLUSTER_AUTHORIZATION_FAILED") == refusals
-        grant(admin, "User:ANONYMOUS", Op.CLUSTER_ACTION)
-        create_topic_request(admin, "granted")
+        grant([admin, admin2], "User:ANONYMOUS", Op.CLUSTER_ACTION)
+        eventually(lambda: "replicated-0: ISR updated to" in broker.stderr_text(),
+                   "the retried AlterPartition goes through after the grant")
+        create_topic_request(admin, "granted", [1])
         eventually(lambda: topic_leader(admin, "granted") == 1,
                    "the broker leads the topic created after the grant")
     assert broker.stderr_text().count("Received error CLUSTER_AUTHORIZATION_FAILED") == refusals
