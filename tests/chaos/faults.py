@@ -143,7 +143,11 @@ def _hold(seconds: float) -> None:
 # -- the kinds ---------------------------------------------------------------------------
 
 
-def _kill(ctx: FaultContext, event: FaultEvent, broker: int, down_s: float) -> None:
+def _kill(ctx: FaultContext, f: ScheduledFault, target: tuple[int, str]) -> FaultEvent:
+    """SIGKILL the ``target`` broker (id, description) for 1-4 s, then start it again."""
+    broker, what = target
+    event = ctx.history.fault(f.kind, what)
+    down_s = _between(1, 4, f.c)
     node = ctx.cluster.brokers[broker]
     node.kill()
     event.details.append(f"SIGKILL broker {broker}; down {down_s:.1f} s")
@@ -151,27 +155,19 @@ def _kill(ctx: FaultContext, event: FaultEvent, broker: int, down_s: float) -> N
     event.t_healed = ctx.history.now()
     ctx.cluster.start_broker(broker)
     event.details.append(f"broker {broker} started again at {ctx.history.now():.1f} s")
+    return event
 
 
 def kill_leader(ctx: FaultContext, f: ScheduledFault) -> FaultEvent:
-    broker, what = ctx.leader(f.a)
-    event = ctx.history.fault(f.kind, what)
-    _kill(ctx, event, broker, _between(1, 4, f.c))
-    return event
+    return _kill(ctx, f, ctx.leader(f.a))
 
 
 def kill_follower(ctx: FaultContext, f: ScheduledFault) -> FaultEvent:
-    broker, what = ctx.follower(f.a, f.b)
-    event = ctx.history.fault(f.kind, what)
-    _kill(ctx, event, broker, _between(1, 4, f.c))
-    return event
+    return _kill(ctx, f, ctx.follower(f.a, f.b))
 
 
 def kill_controller(ctx: FaultContext, f: ScheduledFault) -> FaultEvent:
-    broker, what = ctx.controller(f.a)
-    event = ctx.history.fault(f.kind, what)
-    _kill(ctx, event, broker, _between(1, 4, f.c))
-    return event
+    return _kill(ctx, f, ctx.controller(f.a))
 
 
 def restart(ctx: FaultContext, f: ScheduledFault) -> FaultEvent:
@@ -188,7 +184,11 @@ def restart(ctx: FaultContext, f: ScheduledFault) -> FaultEvent:
     return event
 
 
-def _pause(ctx: FaultContext, event: FaultEvent, broker: int, f: ScheduledFault) -> None:
+def _pause(ctx: FaultContext, f: ScheduledFault, target: tuple[int, str]) -> FaultEvent:
+    """SIGSTOP the ``target`` broker (id, description) past its ZooKeeper session (2-6 s
+    without ZooKeeper), then SIGCONT."""
+    broker, what = target
+    event = ctx.history.fault(f.kind, what)
     if ctx.cluster.kazoo is not None:
         hold = _between(1.3, 2.0, f.c) * ctx.session_s
     else:
@@ -200,24 +200,23 @@ def _pause(ctx: FaultContext, event: FaultEvent, broker: int, f: ScheduledFault)
     node.resume()
     event.t_healed = ctx.history.now()
     event.details.append(f"SIGCONT broker {broker}")
+    return event
 
 
 def pause_leader(ctx: FaultContext, f: ScheduledFault) -> FaultEvent:
-    broker, what = ctx.leader(f.a)
-    event = ctx.history.fault(f.kind, what)
-    _pause(ctx, event, broker, f)
-    return event
+    return _pause(ctx, f, ctx.leader(f.a))
 
 
 def pause_controller(ctx: FaultContext, f: ScheduledFault) -> FaultEvent:
-    broker, what = ctx.controller(f.a)
+    return _pause(ctx, f, ctx.controller(f.a))
+
+
+def _cut(ctx: FaultContext, f: ScheduledFault, target: tuple[int, str], *, peers: bool,
+         zookeeper: bool, hold_s: float) -> FaultEvent:
+    """Cut the ``target`` broker (id, description) from its peers and/or ZooKeeper for
+    ``hold_s``, then heal the network."""
+    broker, what = target
     event = ctx.history.fault(f.kind, what)
-    _pause(ctx, event, broker, f)
-    return event
-
-
-def _cut(ctx: FaultContext, event: FaultEvent, broker: int, *, peers: bool, zookeeper: bool,
-         hold_s: float) -> None:
     network = ctx.cluster.network
     assert network is not None
     me = ctx.cluster.broker_hosts[broker].name
@@ -233,54 +232,37 @@ def _cut(ctx: FaultContext, event: FaultEvent, broker: int, *, peers: bool, zook
     network.heal()
     event.t_healed = ctx.history.now()
     event.details.append("healed")
+    return event
 
 
 def partition_peers(ctx: FaultContext, f: ScheduledFault) -> FaultEvent:
-    broker, what = ctx.leader(f.a)
-    event = ctx.history.fault(f.kind, what)
-    _cut(ctx, event, broker, peers=True, zookeeper=False,
-         hold_s=_between(1.2, 2.0, f.c) * ctx.lag_s)
-    return event
+    return _cut(ctx, f, ctx.leader(f.a), peers=True, zookeeper=False,
+                hold_s=_between(1.2, 2.0, f.c) * ctx.lag_s)
 
 
 def partition_zk(ctx: FaultContext, f: ScheduledFault) -> FaultEvent:
-    broker, what = ctx.leader(f.a)
-    event = ctx.history.fault(f.kind, what)
-    _cut(ctx, event, broker, peers=False, zookeeper=True,
-         hold_s=_between(0.3, 0.7, f.c) * ctx.session_s)
-    return event
+    return _cut(ctx, f, ctx.leader(f.a), peers=False, zookeeper=True,
+                hold_s=_between(0.3, 0.7, f.c) * ctx.session_s)
 
 
 def partition_zk_controller(ctx: FaultContext, f: ScheduledFault) -> FaultEvent:
-    broker, what = ctx.controller(f.a)
-    event = ctx.history.fault(f.kind, what)
-    _cut(ctx, event, broker, peers=False, zookeeper=True,
-         hold_s=_between(0.3, 0.7, f.c) * ctx.session_s)
-    return event
+    return _cut(ctx, f, ctx.controller(f.a), peers=False, zookeeper=True,
+                hold_s=_between(0.3, 0.7, f.c) * ctx.session_s)
 
 
 def isolate_leader(ctx: FaultContext, f: ScheduledFault) -> FaultEvent:
-    broker, what = ctx.leader(f.a)
-    event = ctx.history.fault(f.kind, what)
-    _cut(ctx, event, broker, peers=True, zookeeper=True,
-         hold_s=_between(1.5, 2.5, f.c) * ctx.session_s)
-    return event
+    return _cut(ctx, f, ctx.leader(f.a), peers=True, zookeeper=True,
+                hold_s=_between(1.5, 2.5, f.c) * ctx.session_s)
 
 
 def zk_expiry_broker(ctx: FaultContext, f: ScheduledFault) -> FaultEvent:
-    broker, what = ctx.follower(f.a, f.b)
-    event = ctx.history.fault(f.kind, what)
-    _cut(ctx, event, broker, peers=False, zookeeper=True,
-         hold_s=_between(1.5, 2.0, f.c) * ctx.session_s)
-    return event
+    return _cut(ctx, f, ctx.follower(f.a, f.b), peers=False, zookeeper=True,
+                hold_s=_between(1.5, 2.0, f.c) * ctx.session_s)
 
 
 def zk_expiry_controller(ctx: FaultContext, f: ScheduledFault) -> FaultEvent:
-    broker, what = ctx.controller(f.a)
-    event = ctx.history.fault(f.kind, what)
-    _cut(ctx, event, broker, peers=False, zookeeper=True,
-         hold_s=_between(1.5, 2.0, f.c) * ctx.session_s)
-    return event
+    return _cut(ctx, f, ctx.controller(f.a), peers=False, zookeeper=True,
+                hold_s=_between(1.5, 2.0, f.c) * ctx.session_s)
 
 
 def zk_node_loss(ctx: FaultContext, f: ScheduledFault) -> FaultEvent:
