@@ -140,23 +140,24 @@ class ControllerMovedError(ZkError):
     """A write conditioned on /controller_epoch's version found another controller's epoch."""
 
 
+# kazoo's exception -> ours and its message (the path is added): the first that matches.
+_TRANSLATIONS: tuple[tuple[type[Exception], type[ZkError], str], ...] = (
+    (kz.NoNodeError, ZkNoNode, "no znode"),
+    (kz.NodeExistsError, ZkNodeExists, "znode exists"),
+    (kz.BadVersionError, ZkBadVersion, "znode version changed"),
+    (kz.NotEmptyError, ZkNotEmpty, "znode has children"),
+    (kz.ConnectionClosedError, ZkClosed, "ZooKeeper client closed"),
+    (kz.SessionExpiredError, ZkSessionExpired, "ZooKeeper session expired"),
+    (kz.RolledBackError, ZkRolledBack, "rolled back (another operation of the transaction failed)"),
+)
+
+
 def _translate(exc: BaseException, path: str) -> BaseException:
     """kazoo's exception -> ours (kazoo stays behind this module)."""
     where = f" ({path})" if path else ""
-    if isinstance(exc, kz.NoNodeError):
-        return ZkNoNode(f"no znode{where}")
-    if isinstance(exc, kz.NodeExistsError):
-        return ZkNodeExists(f"znode exists{where}")
-    if isinstance(exc, kz.BadVersionError):
-        return ZkBadVersion(f"znode version changed{where}")
-    if isinstance(exc, kz.NotEmptyError):
-        return ZkNotEmpty(f"znode has children{where}")
-    if isinstance(exc, kz.ConnectionClosedError):
-        return ZkClosed(f"ZooKeeper client closed{where}")
-    if isinstance(exc, kz.SessionExpiredError):
-        return ZkSessionExpired(f"ZooKeeper session expired{where}")
-    if isinstance(exc, kz.RolledBackError):
-        return ZkRolledBack(f"rolled back (another operation of the transaction failed){where}")
+    for kazoo_type, ours, message in _TRANSLATIONS:
+        if isinstance(exc, kazoo_type):
+            return ours(f"{message}{where}")
     if isinstance(exc, kz.KazooException):
         return ZkError(f"{type(exc).__name__}{where}: {exc}")
     return exc
