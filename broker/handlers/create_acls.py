@@ -19,7 +19,7 @@ Version notes:
 
 from __future__ import annotations
 
-from broker.handlers.authz import authorize_cluster
+from broker.handlers.acl_changes import Refused, change_acls
 from broker.handlers.base import CloseConnection, HandlerResult, RequestContext, Respond, api
 from broker.security.acl import (
     AccessControlEntry,
@@ -31,8 +31,6 @@ from broker.security.acl import (
     ResourceType,
     from_code,
 )
-from broker.security.acl_store import AclStoreWriteError
-from protocol.errors import ErrorCode
 from protocol.messages.create_acls import CreateAclsRequest, CreateAclsResponse
 
 Result = CreateAclsResponse.AclCreationResult
@@ -60,20 +58,9 @@ async def handle_create_acls(ctx: RequestContext, request: CreateAclsRequest) ->
            or b.entry.operation == AclOperation.UNKNOWN or b.entry.permission == AclPermissionType.UNKNOWN
            for b in bindings):
         return CloseConnection("CreateAcls: creations contain unknown elements")
-    if not authorize_cluster(ctx, AclOperation.ALTER):
-        return _all(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.",
-                    len(bindings))
-    authorizer = ctx.broker.authorizer
-    if authorizer is None:
-        return _all(ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.", len(bindings))
-    async with authorizer.alter_lock:
-        errors, changes = authorizer.plan_create(bindings)
-        if changes:
-            try:
-                await authorizer.store_changes(changes)
-            except AclStoreWriteError as exc:
-                return _all(ErrorCode.UNKNOWN_SERVER_ERROR, f"cannot store the ACLs: {exc}",
-                            len(bindings))
+    errors = await change_acls(ctx, lambda authorizer: authorizer.plan_create(bindings))
+    if isinstance(errors, Refused):
+        return _all(errors.code, errors.message, len(bindings))
     return Respond(CreateAclsResponse(results=[
         Result(error_code=0, error_message="") if e is None
         else Result(error_code=e.code, error_message=e.message) for e in errors]))

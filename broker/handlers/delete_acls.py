@@ -16,12 +16,10 @@ Version notes:
 
 from __future__ import annotations
 
-from broker.handlers.authz import authorize_cluster
+from broker.handlers.acl_changes import Refused, change_acls
 from broker.handlers.base import CloseConnection, HandlerResult, RequestContext, Respond, api
 from broker.handlers.describe_acls import binding_filter
-from broker.security.acl import AclBindingFilter, AclOperation
-from broker.security.acl_store import AclStoreWriteError
-from protocol.errors import ErrorCode
+from broker.security.acl import AclBindingFilter
 from protocol.messages.delete_acls import DeleteAclsRequest, DeleteAclsResponse
 
 FilterResult = DeleteAclsResponse.DeleteAclsFilterResult
@@ -43,20 +41,9 @@ async def handle_delete_acls(ctx: RequestContext, request: DeleteAclsRequest) ->
         if isinstance(parsed, str):
             return CloseConnection(f"DeleteAcls: {parsed}")
         filters.append(parsed)
-    if not authorize_cluster(ctx, AclOperation.ALTER):
-        return _all(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.",
-                    len(filters))
-    authorizer = ctx.broker.authorizer
-    if authorizer is None:
-        return _all(ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.", len(filters))
-    async with authorizer.alter_lock:
-        deleted, changes = authorizer.plan_delete(filters)
-        if changes:
-            try:
-                await authorizer.store_changes(changes)
-            except AclStoreWriteError as exc:
-                return _all(ErrorCode.UNKNOWN_SERVER_ERROR, f"cannot store the ACLs: {exc}",
-                            len(filters))
+    deleted = await change_acls(ctx, lambda authorizer: authorizer.plan_delete(filters))
+    if isinstance(deleted, Refused):
+        return _all(deleted.code, deleted.message, len(filters))
     return Respond(DeleteAclsResponse(filter_results=[
         FilterResult(error_code=0, error_message=None, matching_acls=[
             Matching(error_code=0, error_message=None, resource_type=b.pattern.resource_type,
