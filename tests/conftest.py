@@ -121,6 +121,7 @@ def _skip_is_failure(report: pytest.TestReport | pytest.CollectReport) -> None:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
     rep = yield
+    setattr(item, f"rep_{rep.when}", rep)  # read by tests/outcome.py
     if in_ci() and rep.skipped and not hasattr(rep, "wasxfail"):
         _skip_is_failure(rep)
     return rep

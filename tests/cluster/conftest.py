@@ -28,23 +28,12 @@ import pytest
 from kazoo.client import KazooClient
 
 from devcluster.zookeeper import ZooKeeper
+from tests import outcome
 from tests.cluster.tcp_proxy import TcpProxy
 from tests.cluster.zk_support import kazoo_client
 from tests.integration.broker_process import BrokerProcess
 
 KazooFactory = Callable[..., KazooClient]
-
-
-@pytest.hookimpl(wrapper=True, tryfirst=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-    report = yield
-    setattr(item, f"rep_{report.when}", report)
-    return report
-
-
-def _failed(node: Any) -> bool:
-    return any(getattr(node, f"rep_{when}", None) is not None and getattr(node, f"rep_{when}").failed
-               for when in ("setup", "call"))
 
 
 def _print_logs(zk: ZooKeeper) -> None:
@@ -74,7 +63,7 @@ def zk_proxy(zookeeper: ZooKeeper) -> Iterator[TcpProxy]:
 def zk_chroot(zookeeper: ZooKeeper, request: pytest.FixtureRequest) -> Iterator[str]:
     chroot = f"/t-{uuid.uuid4().hex[:12]}"
     yield chroot
-    if _failed(request.node):
+    if outcome.failed(request.node):
         _print_logs(zookeeper)
     with contextlib.suppress(Exception):
         client = kazoo_client(zookeeper.connect_string)
@@ -103,7 +92,7 @@ def zk_ensemble(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeper]
 def healthy_ensemble(zk_ensemble: ZooKeeper, request: pytest.FixtureRequest) -> Iterator[ZooKeeper]:
     _heal(zk_ensemble)
     yield zk_ensemble
-    if _failed(request.node):
+    if outcome.failed(request.node):
         _print_logs(zk_ensemble)
     _heal(zk_ensemble)
 
@@ -186,7 +175,7 @@ def cluster_brokers(tmp_path: Path, zk_connect: str,
         return brokers
 
     yield make
-    failed = _failed(request.node)
+    failed = outcome.failed(request.node)
     # Torn down at once, by SIGKILL: stopping the brokers of a cluster one after another
     # leaves partitions without a live replica, which the controller rightly logs as errors.
     # (The tests of shutdown check SIGTERM's exit code and handover themselves.)

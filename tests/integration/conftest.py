@@ -22,21 +22,10 @@ from typing import Any
 
 import pytest
 
+from tests import outcome
 from tests.integration.broker_process import BrokerProcess
 
 BrokerFactory = Callable[..., BrokerProcess]
-
-
-@pytest.hookimpl(wrapper=True, tryfirst=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-    report = yield
-    setattr(item, f"rep_{report.when}", report)
-    return report
-
-
-def _failed(node: Any) -> bool:
-    return any(getattr(node, f"rep_{when}", None) is not None and getattr(node, f"rep_{when}").failed
-               for when in ("setup", "call"))
 
 
 def _props(overrides: dict[str, Any] | None, kwargs: dict[str, Any]) -> dict[str, str]:
@@ -66,7 +55,7 @@ def broker_factory(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[B
         return proc.start()
 
     yield make
-    _teardown(started, _failed(request.node))
+    _teardown(started, outcome.failed(request.node))
 
 
 @pytest.fixture
@@ -80,6 +69,6 @@ def module_broker(tmp_path_factory: pytest.TempPathFactory,
     proc = BrokerProcess(tmp_path_factory.mktemp("module-broker"), name="module-broker")
     proc.start()
     yield proc
-    failed = any(_failed(item) for item in request.session.items
+    failed = any(outcome.failed(item) for item in request.session.items
                  if getattr(item, "module", None) is request.module)
     _teardown([proc], failed)
