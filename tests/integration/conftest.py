@@ -16,6 +16,7 @@ declares the errors a test provokes on purpose).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -72,3 +73,18 @@ def module_broker(tmp_path_factory: pytest.TempPathFactory,
     failed = any(outcome.failed(item) for item in request.session.items
                  if getattr(item, "module", None) is request.module)
     _teardown([proc], failed)
+
+
+@pytest.fixture
+def sendfile_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """What each os.sendfile call of the test sent, in bytes (the real call runs)."""
+    calls: list[int] = []
+    real = os.sendfile
+
+    def counting(out_fd: int, in_fd: int, offset: int | None, count: int) -> int:
+        n = real(out_fd, in_fd, offset, count)
+        calls.append(n)
+        return n
+
+    monkeypatch.setattr(os, "sendfile", counting)
+    return calls

@@ -74,18 +74,10 @@ def parts_and_expected(f: BinaryIO, content: bytes) -> tuple[ResponseParts, byte
 
 @pytest.mark.parametrize("read_delay_s", [0.0, 0.3])
 async def test_sendfile_and_copy_are_byte_identical(data_file: tuple[BinaryIO, bytes],
-                                                    monkeypatch: pytest.MonkeyPatch,
+                                                    sendfile_calls: list[int],
                                                     read_delay_s: float) -> None:
     f, content = data_file
-    calls: list[int] = []
-    real_sendfile = os.sendfile
-
-    def counting_sendfile(out_fd: int, in_fd: int, offset: int | None, count: int) -> int:
-        n = real_sendfile(out_fd, in_fd, offset, count)
-        calls.append(n)
-        return n
-
-    monkeypatch.setattr(os, "sendfile", counting_sendfile)  # counts, then calls the real one
+    calls = sendfile_calls  # counts, then calls the real one
     parts, expected = parts_and_expected(f, content)
 
     zero_copy, err = await serve_once(lambda w: write_parts(w, parts, copy=False), read_delay_s)

@@ -60,17 +60,9 @@ async def run(parts: ResponseParts, total: int,
 
 
 async def test_small_response_goes_entirely_by_sendfile_at_once(
-        data_file: tuple[BinaryIO, bytes], monkeypatch: pytest.MonkeyPatch) -> None:
+        data_file: tuple[BinaryIO, bytes], sendfile_calls: list[int]) -> None:
     f, content = data_file
-    calls: list[int] = []
-    real = os.sendfile
-
-    def counting(out_fd: int, in_fd: int, offset: int | None, count: int) -> int:
-        n = real(out_fd, in_fd, offset, count)
-        calls.append(n)
-        return n
-
-    monkeypatch.setattr(os, "sendfile", counting)
+    calls = sendfile_calls
     parts: ResponseParts = [b"head", FileSlice(f, 10, 1000), FileSlice(f, 0, 0), b"mid",
                             FileSlice(f, 5000, 7), b"tail"]
     expected = b"head" + content[10:1010] + b"mid" + content[5000:5007] + b"tail"
@@ -81,17 +73,9 @@ async def test_small_response_goes_entirely_by_sendfile_at_once(
 
 
 async def test_big_response_hands_back_the_rest_and_write_parts_finishes(
-        data_file: tuple[BinaryIO, bytes], monkeypatch: pytest.MonkeyPatch) -> None:
+        data_file: tuple[BinaryIO, bytes], sendfile_calls: list[int]) -> None:
     f, content = data_file
-    calls: list[int] = []
-    real = os.sendfile
-
-    def counting(out_fd: int, in_fd: int, offset: int | None, count: int) -> int:
-        n = real(out_fd, in_fd, offset, count)
-        calls.append(n)
-        return n
-
-    monkeypatch.setattr(os, "sendfile", counting)
+    calls = sendfile_calls
     size = len(content) - 100
     parts: ResponseParts = [b"head", FileSlice(f, 100, size), b"tail", FileSlice(f, 0, 3)]
     expected = b"head" + content[100:] + b"tail" + content[:3]
