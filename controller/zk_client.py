@@ -407,16 +407,15 @@ class ZkClient:
                                 exist_ok: bool = False) -> bool:
         """Kafka's ``createRecursive``: parents created with no data; True if created."""
         try:
-            await self.create(path, data)
-            return True
-        except ZkNodeExists:
-            if exist_ok:
-                return False
-            raise
+            return await self._create_unless_exists(path, data, exist_ok)
         except ZkNoNode:
             parent = path.rsplit("/", 1)[0]
             if parent:
                 await self.create_persistent(parent, exist_ok=True)
+        return await self._create_unless_exists(path, data, exist_ok)
+
+    async def _create_unless_exists(self, path: str, data: bytes | None, exist_ok: bool) -> bool:
+        """True if created; False if it exists and ``exist_ok``, else ZkNodeExists."""
         try:
             await self.create(path, data)
             return True
