@@ -174,8 +174,14 @@ def parse_duration_ms(text: str) -> int:
 async def _partitions_in_scope(tool: Tool, args: argparse.Namespace, group_id: str) -> list[TopicPartition]:
     if args.all_topics:
         return sorted(await tool.groups.committed_offsets(group_id))
+    return await _named_partitions(tool, args.topic)
+
+
+async def _named_partitions(tool: Tool, specs: list[str]) -> list[TopicPartition]:
+    """The partitions ``--topic`` names, sorted: ``topic:0,2`` those partitions, ``topic``
+    all of its partitions (from the cluster's metadata)."""
     out: list[TopicPartition] = []
-    for spec in args.topic:
+    for spec in specs:
         name, _, parts = spec.partition(":")
         if parts:
             out.extend(TopicPartition(name, int(p)) for p in parts.split(",") if p.strip())
@@ -284,16 +290,9 @@ async def reset_offsets(tool: Tool, args: argparse.Namespace, group_ids: list[st
 
 
 async def delete_offsets(tool: Tool, args: argparse.Namespace, group_id: str, out: TextIO) -> int:
-    partitions: list[TopicPartition] = []
-    for spec in args.topic:
-        name, _, parts = spec.partition(":")
-        if parts:
-            partitions.extend(TopicPartition(name, int(p)) for p in parts.split(",") if p.strip())
-        else:
-            meta = await tool.admin.describe_topics([name])
-            partitions.extend(TopicPartition(name, p) for p in meta[0].partitions)
+    partitions = await _named_partitions(tool, args.topic)
     try:
-        results = await tool.groups.delete_offsets(group_id, sorted(set(partitions)))
+        results = await tool.groups.delete_offsets(group_id, partitions)
     except ClientError as exc:
         messages = {"GROUP_ID_NOT_FOUND": f"'{group_id}' does not exist.",
                     "INVALID_GROUP_ID": f"'{group_id}' is not valid.",
