@@ -161,6 +161,19 @@ class ClusterBrokers:
                         if i != exclude and p.is_running())
 
 
+def kill_together(procs: list[BrokerProcess]) -> None:
+    """SIGKILL every running one of ``procs`` (paused ones too), then reap them: stopping the
+    brokers of a cluster one after another leaves partitions without a live replica, which
+    the controller rightly logs as errors."""
+    running = [p for p in procs if p.is_running()]
+    for proc in running:
+        if proc.proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.proc.kill()
+    for proc in running:
+        proc.wait(cause="SIGKILL by the test")
+
+
 @pytest.fixture
 def cluster_brokers(tmp_path: Path, zk_connect: str,
                     request: pytest.FixtureRequest) -> Iterator[Callable[..., ClusterBrokers]]:
@@ -176,16 +189,9 @@ def cluster_brokers(tmp_path: Path, zk_connect: str,
 
     yield make
     failed = outcome.failed(request.node)
-    # Torn down at once, by SIGKILL: stopping the brokers of a cluster one after another
-    # leaves partitions without a live replica, which the controller rightly logs as errors.
-    # (The tests of shutdown check SIGTERM's exit code and handover themselves.)
-    running = [p for brokers in made for p in brokers.all if p.is_running()]
-    for proc in running:
-        if proc.proc is not None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.proc.kill()
-    for proc in running:
-        proc.wait(cause="SIGKILL by the test")
+    # Torn down at once (the tests of shutdown check SIGTERM's exit code and handover
+    # themselves).
+    kill_together([p for brokers in made for p in brokers.all])
     if failed:
         for proc in (p for brokers in made for p in brokers.all):
             print(f"\n----- {proc.name} stderr -----\n{proc.stderr_text()[-20000:]}")

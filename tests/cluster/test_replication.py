@@ -11,7 +11,6 @@ the failover tests start clusters of their own.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import io
 import json
 import signal
@@ -38,7 +37,7 @@ from devcluster.apache_kafka import kafka_tool
 from devcluster.zookeeper import ZooKeeper
 from protocol.errors import ErrorCode
 from protocol.messages.fetch import FetchRequest
-from tests.cluster.conftest import ClusterBrokers
+from tests.cluster.conftest import ClusterBrokers, kill_together
 from tests.cluster.replication_support import (
     alive_brokers,
     controller_id,
@@ -575,15 +574,8 @@ def _cluster(zookeeper: ZooKeeper, tmp: Path, **props: str) -> ClusterBrokers:
 
 
 def _stop_all(brokers: ClusterBrokers) -> None:
-    """Kill the brokers together (SIGKILL, paused ones too): stopping them one after another
-    leaves partitions without a live replica, which the controller rightly logs as errors."""
-    running = [p for p in brokers.all if p.is_running()]
-    for proc in running:
-        if proc.proc is not None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.proc.kill()
-    for proc in running:
-        proc.wait(cause="SIGKILL by the test")
+    """Kill the brokers together (``kill_together``)."""
+    kill_together(brokers.all)
 
 
 def _wait_gone(brokers: ClusterBrokers, broker_id: int, timeout_s: float = 30) -> None:
