@@ -17,7 +17,6 @@ SUBTRACT = 3; APPEND/SUBTRACT only for LIST configs (INVALID_CONFIG otherwise).
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -27,24 +26,16 @@ from broker.config import PROPERTIES, PropType
 from broker.dynamic_broker_config import DYNAMIC_PROPERTIES, DynamicConfigError
 from broker.topic_config import ConfigSource, ConfigType, Synonym
 from broker.topics import TopicError, validate_configs, validate_topic_name
+from protocol.config_codes import AlterConfigOpType, ConfigResourceType
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from broker.admin_manager import AdminManager
 
 
-class ResourceType(enum.IntEnum):
-    UNKNOWN = 0
-    TOPIC = 2
-    BROKER = 4
-    BROKER_LOGGER = 8
-
-
-class OpType(enum.IntEnum):
-    SET = 0
-    DELETE = 1
-    APPEND = 2
-    SUBTRACT = 3
+# Kafka's codes (protocol.config_codes) by the names this module and its handlers use.
+ResourceType = ConfigResourceType
+OpType = AlterConfigOpType
 
 
 @dataclass(frozen=True, slots=True)
