@@ -51,9 +51,17 @@ def retention_broker(broker_factory: Callable[..., BrokerProcess]) -> BrokerProc
 
 
 def segment_sizes(proc: BrokerProcess, topic: str) -> dict[int, int]:
-    """Base offset -> size of the segment files on disk (``*.deleted`` excluded), in order."""
-    files = sorted((proc.log_dir / f"{topic}-0").glob("*.log"))
-    return {int(f.name.split(".")[0]): f.stat().st_size for f in files}
+    """Base offset -> size of the segment files on disk (``*.deleted`` excluded), in order.
+
+    The broker renames segments to ``*.deleted`` while this runs: a file listed by the glob
+    and renamed before its ``stat`` is no longer a segment, so it is left out."""
+    sizes: dict[int, int] = {}
+    for f in sorted((proc.log_dir / f"{topic}-0").glob("*.log")):
+        try:
+            sizes[int(f.name.split(".")[0])] = f.stat().st_size
+        except FileNotFoundError:
+            continue
+    return sizes
 
 
 def fill(proc: BrokerProcess, topic: str, timestamp_ms: int) -> int:
