@@ -18,6 +18,8 @@ result on stdout (``{"ok": true, ...}`` or ``{"ok": false, "error": ...}``). Wor
 - ``small``: ``producers`` producers in threads, each sending one record per request
   (linger 0, ``batch.num.messages`` 1, one request in flight, wait for the ack before the
   next) for ``duration_s``; result: requests and latency percentiles.
+- ``fetch_drain``: partition 0 of ``topic`` read with bare Fetch requests, the records
+  discarded (``bench.fetch_drain``); result as ``consume``.
 - ``probe``: print ``ready`` once the producer exists, then produce one record, retrying
   until acknowledged or ``timeout_s`` passes; result: ``acked_monotonic_s``, the CLOCK_MONOTONIC time of the acknowledgement.
 
@@ -39,6 +41,7 @@ from typing import Any, Final
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 
+from bench.fetch_drain import DrainError, run_fetch_drain
 from bench.procs import self_cpu_s
 from bench.stats import percentiles
 
@@ -352,6 +355,7 @@ WORKLOADS: Final[dict[str, Callable[[Spec], Result]]] = {
     "latency_produce": run_latency_produce,
     "small": run_small,
     "probe": run_probe,
+    "fetch_drain": run_fetch_drain,
 }
 
 
@@ -363,7 +367,8 @@ def main(argv: list[str]) -> int:
     try:
         result = WORKLOADS[spec["workload"]](spec)
         result["ok"] = True
-    except (LoadError, KafkaException, BufferError, KeyError, ValueError) as exc:
+    except (LoadError, DrainError, KafkaException, BufferError, KeyError, ValueError,
+            OSError) as exc:
         result = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
     print(json.dumps(result), flush=True)
     return 0 if result["ok"] else 1

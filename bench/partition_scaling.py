@@ -95,6 +95,9 @@ class PartitionScaling(Scenario):
             fresh = broker.fresh(ctx.work_dir / f"p7-{broker.name}-{n}p-r{run}")
             try:
                 figures = _cycle(fresh, n, ctx, run)
+            except BenchError as exc:  # recorded; the other partition counts still run
+                ctx.soft_failures.append(f"{n:,} partitions: {exc}{_log_errors(fresh)}")
+                continue
             finally:
                 fresh.stop()
                 fresh.wipe()
@@ -108,6 +111,19 @@ class PartitionScaling(Scenario):
             ordered += [(GROUPS.index(group), n, f) for group, f in figures]
         ordered.sort(key=lambda item: (item[0], item[1]))
         return [f for _, _, f in ordered]
+
+
+def _log_errors(broker: BrokerUnderTest, limit: int = 3) -> str:
+    """The broker's last few error lines (minikafka's broker.log, Kafka's server.log)."""
+    found: list[str] = []
+    for name in ("broker.log", "server.log"):
+        try:
+            with (broker.log_dir.parent / name).open(errors="replace") as f:
+                found += [f"{name}: {line.strip()[:300]}" for line in f
+                          if " ERROR " in line or "Errno" in line]
+        except OSError:
+            continue
+    return "".join(f"\n  {line}" for line in found[-limit:])
 
 
 def _fig(row: str, metric: str, broker: BrokerUnderTest, run: int, value: float, *,
@@ -126,7 +142,8 @@ def _cycle(
     names = [f"{TOPIC_PREFIX}{i}" for i in range(topics)]
     cpu0, t0 = tree_cpu_s(broker.pid), time.monotonic()
     for name in names:
-        create_topic(broker.bootstrap, name, per_topic, timeout_s=CREATE_TIMEOUT_S)
+        create_topic(broker.bootstrap, name, per_topic, timeout_s=CREATE_TIMEOUT_S,
+                     alive=lambda: broker.pid != 0)
     create_s, create_cpu_s = time.monotonic() - t0, tree_cpu_s(broker.pid) - cpu0
     row = f"P7 create {n:,} partitions"
     out.append(("create", _fig(row, "s", broker, run, create_s, higher=False,

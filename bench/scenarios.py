@@ -6,9 +6,11 @@
   assign() from offset 0, no group): records/s and MiB/s (librdkafka; ConsumerPerformance,
   which needs the group APIs, as second opinion); plus the loopback sendfile limit of the
   same segment bytes.
-- P2L the same with 64 KiB records (1 partition): MiB/s, broker CPU-seconds per GB (10^9
-  bytes) consumed, the loopback sendfile limit of the same segment bytes measured after
-  each run, and each broker's MiB/s as a percentage of that limit.
+- P2L the same with 64 KiB records (1 partition), read by three consumers in turn:
+  librdkafka, a bare Fetch loop that discards the records (``bench.fetch_drain``: the
+  broker's pace, not a client's) and, with the Java tools, ConsumerPerformance: MiB/s,
+  broker CPU-seconds per GB (10^9 bytes) consumed, the loopback sendfile limit of the same
+  segment bytes measured after each run, and each MiB/s as a percentage of that limit.
 - P4 end-to-end latency at a fixed 10,000 records/s (producer linger.ms 0, acks=1; consumer
   with librdkafka's defaults, fetch.wait.max.ms 500): p50, p99, p99.9 in ms.
 - P5 small requests: 16 producers, linger 0, one record per request, one request in
@@ -226,10 +228,11 @@ class P2LargeRecords(Scenario):
     GOAL_OF_LIMIT_PCT: Final[float] = 50.0
 
     def __init__(self) -> None:
-        self._mib_per_s: dict[tuple[int, str], float] = {}  # (run, broker) -> consume MiB/s
+        # (run, broker, client) -> consume MiB/s, for the percentage of the loopback limit
+        self._mib_per_s: dict[tuple[int, str, str], float] = {}
 
-    def _row(self, ctx: RunContext) -> str:
-        return f"P2L consume 1p, {ctx.sizes.p2l_record_bytes >> 10} KiB records (librdkafka)"
+    def _row(self, ctx: RunContext, client: str = "librdkafka") -> str:
+        return f"P2L consume 1p, {ctx.sizes.p2l_record_bytes >> 10} KiB records ({client})"
 
     def prepare(self, broker: BrokerUnderTest, ctx: RunContext) -> list[Figure]:
         create_topic(broker.bootstrap, self.TOPIC, 1)
@@ -248,22 +251,51 @@ class P2LargeRecords(Scenario):
         spec = {"workload": "consume", "topic": self.TOPIC, "records": ctx.sizes.p2l_records}
         out = ctx.run_load(broker, spec, name="P2L")
         figures = _throughput_figures(self.key, self._row(ctx), broker.name, run, out)
-        self._mib_per_s[(run, broker.name)] = next(
+        self._mib_per_s[(run, broker.name, "librdkafka")] = next(
             f.value for f in figures if f.metric == "MiB/s"
         )
         gb = float(out.result["bytes"]) / 1e9
-        figures.append(
-            Figure(
-                scenario=self.key,
-                row=self._row(ctx),
-                metric="broker CPU-s/GB",
-                broker=broker.name,
-                run=run,
-                value=out.broker_cpu_s / gb if gb > 0 else float("nan"),
-                higher_is_better=False,
-            )
+        figures.append(self._cpu_per_gb(ctx, broker, run, "librdkafka", out.broker_cpu_s, gb))
+        drain = ctx.run_load(broker, {**spec, "workload": "fetch_drain"}, name="P2L drain")
+        client = "bare Fetch loop"
+        drained = _throughput_figures(self.key, self._row(ctx, client), broker.name, run, drain)
+        figures += drained
+        self._mib_per_s[(run, broker.name, client)] = next(
+            f.value for f in drained if f.metric == "MiB/s"
         )
+        gb = float(drain.result["bytes"]) / 1e9
+        figures.append(self._cpu_per_gb(ctx, broker, run, client, drain.broker_cpu_s, gb))
+        if ctx.sizes.java:
+            cpu0 = tree_cpu_s(broker.pid)
+            try:
+                res = java_perf.consumer_perf(
+                    broker.bootstrap, self.TOPIC, records=ctx.sizes.p2l_records,
+                    work_dir=ctx.work_dir,
+                )
+            except BenchError as exc:
+                ctx.soft_failures.append(f"ConsumerPerformance P2L: {exc}")
+                return figures
+            cpu_s = tree_cpu_s(broker.pid) - cpu0
+            client = "Java perf-test"
+            figures += _java_figures(self.key, self._row(ctx, client), broker.name, run, res,
+                                     cpu_s)
+            self._mib_per_s[(run, broker.name, client)] = res.mib_per_s
+            gb = ctx.sizes.p2l_records * ctx.sizes.p2l_record_bytes / 1e9
+            figures.append(self._cpu_per_gb(ctx, broker, run, client, cpu_s, gb))
         return figures
+
+    def _cpu_per_gb(self, ctx: RunContext, broker: BrokerUnderTest, run: int, client: str,
+                    cpu_s: float, gb: float) -> Figure:
+        """Broker CPU-seconds per GB (10^9 bytes) consumed (over the client's lifetime)."""
+        return Figure(
+            scenario=self.key,
+            row=self._row(ctx, client),
+            metric="broker CPU-s/GB",
+            broker=broker.name,
+            run=run,
+            value=cpu_s / gb if gb > 0 else float("nan"),
+            higher_is_better=False,
+        )
 
     def after_run(self, brokers: list[BrokerUnderTest], ctx: RunContext, run: int) -> list[Figure]:
         """The loopback limit of the same segment bytes, then each broker's consume MiB/s as
@@ -286,16 +318,15 @@ class P2LargeRecords(Scenario):
                 higher_is_better=True,
             )
         ]
-        for broker in brokers:
-            mib_per_s = self._mib_per_s.get((run, broker.name))
-            if mib_per_s is not None:
+        for (r, broker_name, client), mib_per_s in self._mib_per_s.items():
+            if r == run:
                 figures.append(
                     Figure(
                         scenario=self.key,
-                        row=f"P2L consume as % of the loopback limit "
+                        row=f"P2L consume ({client}) as % of the loopback limit "
                         f"(goal >= {self.GOAL_OF_LIMIT_PCT:.0f}%)",
                         metric="%",
-                        broker=broker.name,
+                        broker=broker_name,
                         run=run,
                         value=100.0 * mib_per_s / limit.mib_per_s,
                         higher_is_better=True,

@@ -30,7 +30,9 @@ QUICK_ROWS = {
 NAMED_QUICK_ROWS = [
     ("P2L consume 1p, 64 KiB records (librdkafka)", "MiB/s"),
     ("P2L loopback sendfile limit (16 MiB)", "MiB/s"),
-    ("P2L consume as % of the loopback limit (goal >= 50%)", "%"),
+    ("P2L consume 1p, 64 KiB records (bare Fetch loop)", "MiB/s"),
+    ("P2L consume (librdkafka) as % of the loopback limit (goal >= 50%)", "%"),
+    ("P2L consume (bare Fetch loop) as % of the loopback limit (goal >= 50%)", "%"),
     ("P7 create 100 partitions", "s"),
     ("P7 produce over 1 partitions (librdkafka)", "records/s"),
     ("P7 produce over 100 partitions (librdkafka)", "records/s"),
