@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import IO
 
 from pytest_minikafka.handle import (
@@ -29,9 +30,46 @@ from pytest_minikafka.handle import (
     pinned_listeners,
 )
 
-__all__ = ["SubprocessBroker"]
+__all__ = ["ReadyLine", "SubprocessBroker", "read_ready_line"]
 
 _READY = re.compile(r"minikafka: started broker (\d+) listening on (\S+)")
+
+
+@dataclass(frozen=True, slots=True)
+class ReadyLine:
+    """What a broker's ready line says: its id and its endpoints, listener name ->
+    ``host:port``, in the order of ``listeners``."""
+
+    broker_id: int
+    endpoints: dict[str, str]
+
+
+def read_ready_line(fd: int, timeout_s: float) -> ReadyLine | None:
+    """Read a starting broker's stdout (the pipe's descriptor ``fd``) up to its ready line;
+    None if the pipe closes first (the process exited); TimeoutError after ``timeout_s``.
+    Raw reads of the pipe: a buffered readline() could take the ready line along with an
+    earlier one (the metrics line) and leave select() waiting for bytes already read."""
+    deadline = time.monotonic() + timeout_s
+    pending = b""
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"no ready line in {timeout_s} s")
+            if not sel.select(remaining):
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return None
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                match = _READY.search(line.decode(errors="replace"))
+                if match is not None:
+                    return ReadyLine(int(match.group(1)), {
+                        e.split("://", 1)[0]: e.split("://", 1)[1]
+                        for e in match.group(2).split(",")})
 
 
 class SubprocessBroker(BrokerHandle):
@@ -76,45 +114,28 @@ class SubprocessBroker(BrokerHandle):
         # shadow the broker's packages (``python -m`` puts the cwd first on sys.path).
         self.proc = subprocess.Popen(self.command(), stdout=subprocess.PIPE, stderr=self._log,
                                      stdin=subprocess.DEVNULL, env=env, cwd=self.log_path.parent)
-        match = _READY.search(self._read_ready_line(timeout_s))
-        assert match is not None
-        self.broker_id = int(match.group(1))
-        self.endpoints = {e.split("://", 1)[0]: e.split("://", 1)[1]
-                          for e in match.group(2).split(",")}
+        ready = self._read_ready_line(timeout_s)
+        self.broker_id = ready.broker_id
+        self.endpoints = ready.endpoints
         self.host, port = next(iter(self.endpoints.values())).rsplit(":", 1)
         self.port = int(port)
         bound = {name: int(hp.rsplit(":", 1)[1]) for name, hp in self.endpoints.items()}
         self.properties["listeners"] = pinned_listeners(self.properties["listeners"], bound)
         return self
 
-    def _read_ready_line(self, timeout_s: float) -> str:
-        """Raw reads of the pipe: a buffered readline() could swallow the ready line along
-        with an earlier one and leave select() waiting for bytes already read."""
+    def _read_ready_line(self, timeout_s: float) -> ReadyLine:
         assert self.proc is not None and self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
-        deadline = time.monotonic() + timeout_s
-        pending = b""
-        with selectors.DefaultSelector() as sel:
-            sel.register(fd, selectors.EVENT_READ)
-            while True:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    self._end(signal.SIGKILL)
-                    raise BrokerError(f"{self.name} not ready after {timeout_s:.0f} s:\n"
-                                      f"{self.log_text()}")
-                if not sel.select(remaining):
-                    continue
-                chunk = os.read(fd, 65536)
-                if not chunk:
-                    code = self._wait(STOP_TIMEOUT_S)
-                    raise BrokerError(f"{self.name} exited with {code} before it was ready:\n"
-                                      f"{self.log_text()}")
-                pending += chunk
-                *lines, pending = pending.split(b"\n")
-                for line in lines:
-                    text = line.decode(errors="replace")
-                    if _READY.search(text):
-                        return text
+        try:
+            ready = read_ready_line(self.proc.stdout.fileno(), timeout_s)
+        except TimeoutError:
+            self._end(signal.SIGKILL)
+            raise BrokerError(f"{self.name} not ready after {timeout_s:.0f} s:\n"
+                              f"{self.log_text()}") from None
+        if ready is None:
+            code = self._wait(STOP_TIMEOUT_S)
+            raise BrokerError(f"{self.name} exited with {code} before it was ready:\n"
+                              f"{self.log_text()}")
+        return ready
 
     def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
         if not self.running:

@@ -21,16 +21,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
-import selectors
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, ClassVar
 
+from pytest_minikafka.subprocess_broker import ReadyLine, read_ready_line
 from tests.broker_checks import Expectations, unexpected_entries
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -38,7 +36,6 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 # 21-24 s to print its ready line (and some wrote no log line at all within 30 s).
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 40.0
-_READY = re.compile(r"minikafka: started broker (\d+) listening on (\S+)")
 
 
 class BrokerStartError(RuntimeError):
@@ -121,49 +118,27 @@ class BrokerProcess:
         self.proc = subprocess.Popen(self.command(), cwd=REPO_ROOT, stdout=subprocess.PIPE,
                                      stderr=self._stderr, stdin=subprocess.DEVNULL, env=env,
                                      text=True)
-        line = self._read_ready_line(timeout_s)
-        match = _READY.search(line)
-        if match is None:
-            self._kill("killed: not ready in time")
-            raise BrokerStartError(f"broker did not start: {line!r}\n{self.stderr_text()}")
-        self.broker_id = int(match.group(1))
-        self.endpoints = {e.split("://", 1)[0]: e.split("://", 1)[1]
-                          for e in match.group(2).split(",")}
-        endpoint = match.group(2).split(",")[0]
-        hostport = endpoint.split("://", 1)[1]
-        self.host, port = hostport.rsplit(":", 1)
+        ready = self._read_ready_line(timeout_s)
+        self.broker_id = ready.broker_id
+        self.endpoints = ready.endpoints
+        self.host, port = next(iter(self.endpoints.values())).rsplit(":", 1)
         self.port = int(port)
         return self
 
-    def _read_ready_line(self, timeout_s: float) -> str:
-        """Read stdout until the ready line. Raw reads of the pipe's descriptor: a buffered
-        readline() could take two lines at once (the metrics line, then the ready line) and
-        leave select() waiting for bytes already read."""
+    def _read_ready_line(self, timeout_s: float) -> ReadyLine:
         assert self.proc is not None and self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
-        deadline = time.monotonic() + timeout_s
-        pending = b""
-        with selectors.DefaultSelector() as sel:
-            sel.register(fd, selectors.EVENT_READ)
-            while True:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    self._kill("killed: not ready in time")
-                    raise BrokerStartError(f"broker not ready after {timeout_s} s\n{self.stderr_text()}")
-                if not sel.select(remaining):
-                    continue
-                chunk = os.read(fd, 65536)
-                if not chunk:  # EOF: the process exited
-                    code = self.proc.wait(timeout=STOP_TIMEOUT_S)
-                    self._reap(code, "start-up")
-                    raise BrokerStartError(f"broker exited with {code} before it was ready\n"
-                                           f"{self.stderr_text()}")
-                pending += chunk
-                *lines, pending = pending.split(b"\n")
-                for line in lines:
-                    text = line.decode(errors="replace")
-                    if _READY.search(text):
-                        return text
+        try:
+            ready = read_ready_line(self.proc.stdout.fileno(), timeout_s)
+        except TimeoutError:
+            self._kill("killed: not ready in time")
+            raise BrokerStartError(f"broker not ready after {timeout_s} s\n"
+                                   f"{self.stderr_text()}") from None
+        if ready is None:  # EOF: the process exited
+            code = self.proc.wait(timeout=STOP_TIMEOUT_S)
+            self._reap(code, "start-up")
+            raise BrokerStartError(f"broker exited with {code} before it was ready\n"
+                                   f"{self.stderr_text()}")
+        return ready
 
     def signal(self, signum: int) -> None:
         assert self.proc is not None
