@@ -9,9 +9,9 @@ at any depth.
 exactly the fields that can lead to an ``error_code`` (nested structs and lists of structs,
 found from the generated dataclasses' annotations) and adds one per code to ``counts``,
 indexed by the code (``counts[-1]`` is ``UNKNOWN_SERVER_ERROR``: the list has
-``ERROR_SLOTS`` slots, more than Kafka's highest code). Branches without an ``error_code`` below them are never
-visited, and the common shapes (a list of topics of partitions, as Produce answers) are
-walked by one function with nested loops instead of a call per level.
+``ERROR_SLOTS`` slots, more than Kafka's highest code). Branches without an ``error_code``
+below them are never visited, and the walk is one generated function per response class
+with the field names written out (nested loops and attribute reads, no call per level).
 """
 
 from __future__ import annotations
@@ -61,16 +61,6 @@ class _Plan:
     def empty(self) -> bool:
         return not (self.has_code or self.lists or self.structs)
 
-    @property
-    def leaf(self) -> bool:
-        return self.has_code and not self.lists and not self.structs
-
-    def only_list(self) -> tuple[str, _Plan] | None:
-        """The one list field, when that is all there is."""
-        if self.has_code or self.structs or len(self.lists) != 1:
-            return None
-        return self.lists[0]
-
 
 def _plan(cls: type, seen: frozenset[type]) -> _Plan:
     if cls in seen:  # generated schemas do not recurse; guard anyway
@@ -101,51 +91,38 @@ def error_counter(cls: type, counts: list[int]) -> Counter:
     """A function ``(message)`` adding 1 to ``counts[code]`` for every error code in
     ``message`` (an instance of the generated class ``cls``); IndexError for a code outside
     ``counts`` (the counts before it stay counted)."""
-    return _compile(_plan(cls, frozenset()), counts)
+    plan = _plan(cls, frozenset())
+    if plan.empty:
+        return _noop
+    return _compile(plan, counts)
 
 
 def _compile(plan: _Plan, counts: list[int]) -> Counter:
-    # The shapes of the busiest responses get one function without inner calls:
-    # a leaf (a partition), a list of leaves, a list of lists of leaves (Produce).
-    if plan.empty:
-        return _noop
-    if plan.leaf:
-        def count_leaf(obj: Any) -> None:
-            counts[obj.error_code] += 1
+    """The counting function of ``plan`` as Python source with the field names written out
+    (plain attribute reads and nested loops, no ``getattr`` call or inner function call per
+    level: about a third cheaper per response than walking the plan), compiled once per
+    response class. Field names come from the generated message classes (identifiers)."""
+    lines = ["def count(message):"]
+    _emit(plan, "message", 1, lines)
+    namespace: dict[str, Any] = {"counts": counts}
+    exec(compile("\n".join(lines), f"<error counter {id(plan):x}>", "exec"), namespace)
+    counter: Counter = namespace["count"]
+    return counter
 
-        return count_leaf
-    outer = plan.only_list()
-    if outer is not None:
-        outer_name, inner = outer
-        if inner.leaf:
-            def count_list(obj: Any) -> None:
-                for item in getattr(obj, outer_name):
-                    counts[item.error_code] += 1
 
-            return count_list
-        nested = inner.only_list()
-        if nested is not None and nested[1].leaf:
-            inner_name = nested[0]
-
-            def count_list_of_lists(obj: Any) -> None:
-                for item in getattr(obj, outer_name):
-                    for leaf in getattr(item, inner_name):
-                        counts[leaf.error_code] += 1
-
-            return count_list_of_lists
-    has_code = plan.has_code
-    lists = [(name, _compile(sub, counts)) for name, sub in plan.lists]
-    structs = [(name, _compile(sub, counts)) for name, sub in plan.structs]
-
-    def count(obj: Any) -> None:
-        if has_code:
-            counts[obj.error_code] += 1
-        for name, sub in lists:
-            for item in getattr(obj, name):
-                sub(item)
-        for name, sub in structs:
-            value = getattr(obj, name)
-            if value is not None:
-                sub(value)
-
-    return count
+def _emit(plan: _Plan, var: str, depth: int, lines: list[str]) -> None:
+    pad = "    " * depth
+    if plan.has_code:
+        lines.append(f"{pad}counts[{var}.error_code] += 1")
+    item = f"v{depth}"
+    for name, sub in plan.lists:
+        if not name.isidentifier():
+            raise ValueError(f"not a field name: {name!r}")
+        lines.append(f"{pad}for {item} in {var}.{name}:")
+        _emit(sub, item, depth + 1, lines)
+    for name, sub in plan.structs:
+        if not name.isidentifier():
+            raise ValueError(f"not a field name: {name!r}")
+        lines.append(f"{pad}{item} = {var}.{name}")
+        lines.append(f"{pad}if {item} is not None:")
+        _emit(sub, item, depth + 1, lines)
