@@ -67,6 +67,9 @@ _EXPECTED_FETCH_ERRORS: Final = frozenset({
     ErrorCode.UNKNOWN_TOPIC_ID,
 })
 
+# Read once per partition append/read: a module constant, not an attribute of the Enum class.
+_NO_ERROR: Final = ErrorCode.NO_ERROR
+
 # (field, Kafka meter name without PerSec, help)
 _TOPIC_METERS: Final = (
     ("bytes_in", "BytesIn", "Bytes appended from produce requests"),
@@ -121,20 +124,19 @@ class BrokerTopicStats:
     def on_append(self, partition: Partition, size_bytes: int, result: AppendResult) -> None:
         stats = partition.topic_stats or self._attach(partition)
         stats.total_produce += 1
-        error = result.error
-        if error is ErrorCode.NO_ERROR:
+        if result.error is _NO_ERROR:
             stats.bytes_in += size_bytes
             stats.messages_in += result.last_offset - result.base_offset + 1
-        elif error in _REJECTED_ERRORS:
+        elif result.error in _REJECTED_ERRORS:
             stats.bytes_rejected += size_bytes
-        elif error not in _EXPECTED_PRODUCE_ERRORS:
+        elif result.error not in _EXPECTED_PRODUCE_ERRORS:
             stats.failed_produce += 1
 
     def on_read(self, partition: Partition, result: ReadResult, *, follower: bool) -> None:
         stats = partition.topic_stats or self._attach(partition)
         stats.total_fetch += 1
         error = result.error
-        if error is ErrorCode.NO_ERROR:
+        if error is _NO_ERROR:
             if follower:
                 self._broker.replication_bytes_out += result.size_bytes
             else:
