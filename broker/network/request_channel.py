@@ -227,8 +227,10 @@ class RequestChannel:
             request.finish(CloseConnection(
                 f"malformed {spec.request.__name__} v{header.api_version} body: {exc}"))
             return
-        if self.metrics is not None:
-            request.stats = self.metrics.stats_for(header.api_key, body)
+        metrics = self.metrics
+        if metrics is not None:
+            request.stats = (metrics.by_key[header.api_key]
+                             or metrics.stats_for(header.api_key, body))
         if self._faults is not None and self._inject(request, body):
             return
         ctx = RequestContext(
