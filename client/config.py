@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from client.errors import ClientError
@@ -58,7 +58,8 @@ from client.security import (
 
 INVALID_CONFIG: Final = "INVALID_CONFIG"
 
-# property name -> dataclass field
+# property name -> dataclass field ("ssl.<field>", "sasl.<field>": of the TlsSettings or
+# SaslSettings in that field)
 _PROPERTIES: Final = {
     "client.id": "client_id",
     "request.timeout.ms": "request_timeout_ms",
@@ -71,18 +72,18 @@ _PROPERTIES: Final = {
     "metadata.max.age.ms": "metadata_max_age_ms",
     "max.in.flight.requests.per.connection": "max_in_flight_requests_per_connection",
     "security.protocol": "security_protocol",
-    "ssl.truststore.type": "ssl_truststore_type",
-    "ssl.truststore.location": "ssl_truststore_location",
-    "ssl.truststore.certificates": "ssl_truststore_certificates",
-    "ssl.keystore.type": "ssl_keystore_type",
-    "ssl.keystore.location": "ssl_keystore_location",
-    "ssl.keystore.key": "ssl_keystore_key",
-    "ssl.keystore.certificate.chain": "ssl_keystore_certificate_chain",
-    "ssl.key.password": "ssl_key_password",
-    "ssl.endpoint.identification.algorithm": "ssl_endpoint_identification_algorithm",
-    "ssl.enabled.protocols": "ssl_enabled_protocols",
-    "sasl.mechanism": "sasl_mechanism",
-    "sasl.jaas.config": "sasl_jaas_config",
+    "ssl.truststore.type": "ssl.truststore_type",
+    "ssl.truststore.location": "ssl.truststore_location",
+    "ssl.truststore.certificates": "ssl.truststore_certificates",
+    "ssl.keystore.type": "ssl.keystore_type",
+    "ssl.keystore.location": "ssl.keystore_location",
+    "ssl.keystore.key": "ssl.keystore_key",
+    "ssl.keystore.certificate.chain": "ssl.keystore_certificate_chain",
+    "ssl.key.password": "ssl.key_password",
+    "ssl.endpoint.identification.algorithm": "ssl.endpoint_identification",
+    "ssl.enabled.protocols": "ssl.enabled_protocols",
+    "sasl.mechanism": "sasl.mechanism",
+    "sasl.jaas.config": "sasl.jaas_config",
 }
 SUPPORTED_SECURITY_PROTOCOLS: Final = SECURITY_PROTOCOLS
 
@@ -100,18 +101,9 @@ class ClientConfig:
     metadata_max_age_ms: int = 300_000
     max_in_flight_requests_per_connection: int = 5
     security_protocol: str = "PLAINTEXT"
-    ssl_truststore_type: str = "JKS"
-    ssl_truststore_location: str | None = None
-    ssl_truststore_certificates: str | None = None
-    ssl_keystore_type: str = "JKS"
-    ssl_keystore_location: str | None = None
-    ssl_keystore_key: str | None = None
-    ssl_keystore_certificate_chain: str | None = None
-    ssl_key_password: str | None = None
-    ssl_endpoint_identification_algorithm: str = "https"
-    ssl_enabled_protocols: str = "TLSv1.2,TLSv1.3"
-    sasl_mechanism: str = "GSSAPI"
-    sasl_jaas_config: str | None = None
+    # The ssl.* and sasl.* properties, used when security.protocol has TLS or SASL.
+    ssl: TlsSettings = field(default_factory=TlsSettings)
+    sasl: SaslSettings = field(default_factory=SaslSettings)
     max_response_bytes: int = 256 * 1024 * 1024
 
     def __post_init__(self) -> None:
@@ -131,31 +123,24 @@ class ClientConfig:
     @property
     def tls(self) -> TlsSettings | None:
         """The TLS settings (None: a plain TCP connection)."""
-        if not uses_tls(self.security_protocol):
-            return None
-        return TlsSettings(
-            self.ssl_truststore_type, self.ssl_truststore_location,
-            self.ssl_truststore_certificates, self.ssl_keystore_type, self.ssl_keystore_location,
-            self.ssl_keystore_key, self.ssl_keystore_certificate_chain,
-            self.ssl_key_password, self.ssl_endpoint_identification_algorithm,
-            self.ssl_enabled_protocols)
-
-    @property
-    def sasl(self) -> SaslSettings:
-        return SaslSettings(self.sasl_mechanism, self.sasl_jaas_config)
+        return self.ssl if uses_tls(self.security_protocol) else None
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str], base: ClientConfig | None = None) -> ClientConfig:
         """Settings from Kafka client properties; keys this client does not use are ignored
         (see ``unused_properties``)."""
         changes: dict[str, object] = {}
+        nested: dict[str, dict[str, str]] = {}  # "ssl" / "sasl" -> their fields' changes
         defaults = base or cls()
         for key, raw in props.items():
             name = _PROPERTIES.get(key.strip())
             if name is None:
                 continue
             value = raw.strip()
-            if isinstance(getattr(defaults, name), int):
+            group, _, field_name = name.partition(".")
+            if field_name:
+                nested.setdefault(group, {})[field_name] = value
+            elif isinstance(getattr(defaults, name), int):
                 try:
                     changes[name] = int(value)
                 except ValueError:
@@ -164,6 +149,8 @@ class ClientConfig:
                                       "Not a number of type INT") from None
             else:
                 changes[name] = value
+        for group, values in nested.items():
+            changes[group] = dataclasses.replace(getattr(defaults, group), **values)
         return dataclasses.replace(defaults, **changes)  # type: ignore[arg-type]
 
 
