@@ -31,6 +31,7 @@ from tests.broker_checks import (
     report,
 )
 from tests.integration.broker_process import BrokerProcess
+from tests.tls_certs import Pki, make_pki
 
 _HANDLER = pytest.StashKey[ProjectErrorHandler]()
 
@@ -51,6 +52,13 @@ def pytest_configure(config: pytest.Config) -> None:
     handler = ProjectErrorHandler()
     logging.getLogger().addHandler(handler)
     config.stash[_HANDLER] = handler
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    """A CA, a broker's key and certificate signed by it, and clients' (tests.tls_certs),
+    made once per test module."""
+    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
 # -- broker health -------------------------------------------------------------------------

@@ -25,6 +25,12 @@ class Pki:
     server_key: Path
     server_cert: Path
 
+    def broker_ssl_props(self) -> dict[str, str]:
+        """A broker's key store (its key and certificate) and trust store (the CA), as PEM
+        files in Kafka's ``ssl.*`` properties."""
+        return {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(self.server_keystore),
+                "ssl.truststore.type": "PEM", "ssl.truststore.location": str(self.ca_cert)}
+
     def client(self, name: str) -> ClientCert:
         return ClientCert(self.ca_cert.parent / f"{name}.key", self.ca_cert.parent / f"{name}.crt",
                           self.ca_cert.parent / f"{name}.keystore.pem")

@@ -34,14 +34,14 @@ from protocol.messages.describe_client_quotas import (
     DescribeClientQuotasResponse,
 )
 from protocol.messages.metadata import MetadataRequest
-from protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
+from protocol.messages.sasl_authenticate import SaslAuthenticateRequest
 from protocol.messages.sasl_handshake import SaslHandshakeRequest
 from protocol.records import NewRecord, build_batch
 from protocol.topic_partition import TopicPartition
 from tests.cluster.conftest import ClusterBrokers
 from tests.integration.broker_process import REPO_ROOT
 from tests.integration.data_path_client import create_topic
-from tests.integration.netclient import RawClient
+from tests.integration.netclient import RawClient, sasl_plain_login
 from tests.tls_certs import make_pki
 
 pytestmark = pytest.mark.timeout(240)
@@ -74,11 +74,7 @@ def secure_cluster(cluster_brokers: Callable[..., ClusterBrokers]) -> ClusterBro
 
 def alice(broker: Any) -> RawClient:
     """A connection to ``broker``'s SASL listener, authenticated as alice (PLAIN)."""
-    client = RawClient(broker.endpoints["SASL_PLAINTEXT"])
-    client.request(17, 1, SaslHandshakeRequest(mechanism="PLAIN"))
-    _cid, body = client.request(36, 2, SaslAuthenticateRequest(auth_bytes=b"\0alice\0alice-secret"))
-    assert isinstance(body, SaslAuthenticateResponse) and body.error_code == 0
-    return client
+    return sasl_plain_login(RawClient(broker.endpoints["SASL_PLAINTEXT"]), "alice", "alice-secret")
 
 
 def metadata_error(client: RawClient, topic: str = TOPIC) -> int:
@@ -204,8 +200,7 @@ def test_brokers_talk_to_each_other_over_sasl_ssl(
         "listener.name.internal.plain.sasl.jaas.config":
             'org.apache.kafka.common.security.plain.PlainLoginModule required '
             'username="broker" password="broker-secret" user_broker="broker-secret";',
-        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki.server_keystore),
-        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca_cert),
+        **pki.broker_ssl_props(),
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
         "super.users": "User:broker;User:ANONYMOUS",
     })

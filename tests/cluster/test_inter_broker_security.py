@@ -55,8 +55,7 @@ def secured_props(pki: Pki, password: str = BROKER_PASSWORD) -> dict[str, str]:
         "sasl.mechanism.inter.broker.protocol": MECHANISM,
         "listener.name.internal.scram-sha-512.sasl.jaas.config":
             f'{SCRAM_JAAS} username="broker" password="{password}";',
-        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki.server_keystore),
-        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca_cert),
+        **pki.broker_ssl_props(),
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
         "super.users": "User:broker;User:admin",
         "connections.max.reauth.ms": str(REAUTH_MS),

@@ -3,7 +3,8 @@
 - ``broker``: a fresh broker for one test (``.bootstrap``, ``.log_dir``, ``.restart()``,
   ``.kill9_and_restart()``, ``.stop()``, ``.pid``, ``.stderr_text()``);
 - ``module_broker``: one broker shared by a test module (faster; tests must not depend on
-  each other's state);
+  each other's state); ``module_broker_factory(name, props)`` starts such brokers with
+  properties set (Kafka's names);
 - ``broker_factory(overrides=None, **props)``: start brokers with properties set; keyword
   names use ``_`` for ``.`` (``auto_create_topics_enable="false"``), or pass a dict with
   Kafka's names. ``env=`` sets environment variables for the process.
@@ -27,6 +28,7 @@ from tests import outcome
 from tests.integration.broker_process import BrokerProcess
 
 BrokerFactory = Callable[..., BrokerProcess]
+ModuleBrokerFactory = Callable[..., BrokerProcess]
 
 
 def _props(overrides: dict[str, Any] | None, kwargs: dict[str, Any]) -> dict[str, str]:
@@ -65,14 +67,27 @@ def broker(broker_factory: BrokerFactory) -> BrokerProcess:
 
 
 @pytest.fixture(scope="module")
-def module_broker(tmp_path_factory: pytest.TempPathFactory,
-                  request: pytest.FixtureRequest) -> Iterator[BrokerProcess]:
-    proc = BrokerProcess(tmp_path_factory.mktemp("module-broker"), name="module-broker")
-    proc.start()
-    yield proc
+def module_broker_factory(tmp_path_factory: pytest.TempPathFactory,
+                          request: pytest.FixtureRequest) -> Iterator[ModuleBrokerFactory]:
+    """``make(name, props)``: a started broker shared by the test module (its data under a
+    directory of its own, named ``name``), stopped after the module; its log is printed
+    when a test of the module failed."""
+    started: list[BrokerProcess] = []
+
+    def make(name: str, props: dict[str, str] | None = None) -> BrokerProcess:
+        proc = BrokerProcess(tmp_path_factory.mktemp(name), props, name=name)
+        started.append(proc)
+        return proc.start()
+
+    yield make
     failed = any(outcome.failed(item) for item in request.session.items
                  if getattr(item, "module", None) is request.module)
-    _teardown([proc], failed)
+    _teardown(started, failed)
+
+
+@pytest.fixture(scope="module")
+def module_broker(module_broker_factory: ModuleBrokerFactory) -> BrokerProcess:
+    return module_broker_factory("module-broker")
 
 
 @pytest.fixture

@@ -12,6 +12,8 @@ import struct
 from typing import Any
 
 from protocol.frames import RequestHeader, decode_response, encode_request
+from protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
+from protocol.messages.sasl_handshake import SaslHandshakeRequest
 
 DEFAULT_TIMEOUT_S = 10.0
 
@@ -87,3 +89,12 @@ class RawClient:
         except TimeoutError:
             return False
         return data == b""
+
+
+def sasl_plain_login(client: RawClient, user: str, password: str) -> RawClient:
+    """Log ``client``'s connection in with SASL PLAIN (SaslHandshake v1, SaslAuthenticate
+    v2) as ``user``; the broker must accept. Returns ``client``."""
+    client.request(17, 1, SaslHandshakeRequest(mechanism="PLAIN"))
+    _cid, body = client.request(36, 2, SaslAuthenticateRequest(auth_bytes=f"\0{user}\0{password}".encode()))
+    assert isinstance(body, SaslAuthenticateResponse) and body.error_code == 0
+    return client

@@ -8,7 +8,7 @@ with exactly the ACLs of the row (expecting NO_ERROR); the row's ACLs are remove
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,14 +43,13 @@ from protocol.messages.offset_delete import OffsetDeleteRequest
 from protocol.messages.offset_fetch import OffsetFetchRequest
 from protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest
 from protocol.messages.produce import ProduceRequest
-from protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
-from protocol.messages.sasl_handshake import SaslHandshakeRequest
 from protocol.messages.stop_replica import StopReplicaRequest
 from protocol.messages.update_metadata import UpdateMetadataRequest
 from protocol.records import NewRecord, build_batch
 from tests.integration.broker_process import BrokerProcess
+from tests.integration.conftest import ModuleBrokerFactory
 from tests.integration.data_path_client import create_topic
-from tests.integration.netclient import RawClient
+from tests.integration.netclient import RawClient, sasl_plain_login
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -66,8 +65,8 @@ PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required 
 
 
 @pytest.fixture(scope="module")
-def matrix_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    proc = BrokerProcess(tmp_path_factory.mktemp("matrix-broker"), {
+def matrix_broker(module_broker_factory: ModuleBrokerFactory) -> BrokerProcess:
+    proc = module_broker_factory("matrix-broker", {
         "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
         "sasl.enabled.mechanisms": "PLAIN",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
@@ -75,19 +74,13 @@ def matrix_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPr
         "super.users": "User:ANONYMOUS;User:admin",
         "auto.create.topics.enable": "false",
         "group.initial.rebalance.delay.ms": "0",
-    }, name="matrix-broker")
-    proc.start()
+    })
     create_topic(proc.endpoints["PLAINTEXT"], TOPIC)
-    yield proc
-    proc.stop()
+    return proc
 
 
 def login(bootstrap: str, user: str = "alice") -> RawClient:
-    client = RawClient(bootstrap)
-    client.request(17, 1, SaslHandshakeRequest(mechanism="PLAIN"))
-    _cid, body = client.request(36, 2, SaslAuthenticateRequest(auth_bytes=f"\0{user}\0{user}-secret".encode()))
-    assert isinstance(body, SaslAuthenticateResponse) and body.error_code == 0
-    return client
+    return sasl_plain_login(RawClient(bootstrap), user, f"{user}-secret")
 
 
 def grant(admin: RawClient, acls: list[tuple[ResourceType, str, Op]]) -> None:

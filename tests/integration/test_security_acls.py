@@ -5,7 +5,6 @@ on a SASL listener, SECURITY_DISABLED without an authorizer); ACLs survive a res
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,10 +18,9 @@ from protocol.messages.describe_user_scram_credentials import (
     DescribeUserScramCredentialsRequest,
     DescribeUserScramCredentialsResponse,
 )
-from protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
-from protocol.messages.sasl_handshake import SaslHandshakeRequest
 from tests.integration.broker_process import BrokerProcess
-from tests.integration.netclient import RawClient
+from tests.integration.conftest import ModuleBrokerFactory
+from tests.integration.netclient import RawClient, sasl_plain_login
 from tests.integration.secure_clients import java
 
 pytestmark = pytest.mark.timeout(180)
@@ -39,11 +37,8 @@ ACL_PROPS = {
 
 
 @pytest.fixture(scope="module")
-def acl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    proc = BrokerProcess(tmp_path_factory.mktemp("acl-broker"), dict(ACL_PROPS), name="acl-broker")
-    proc.start()
-    yield proc
-    proc.stop()
+def acl_broker(module_broker_factory: ModuleBrokerFactory) -> BrokerProcess:
+    return module_broker_factory("acl-broker", dict(ACL_PROPS))
 
 
 def kafka_acls(bootstrap: str, *args: str) -> str:
@@ -99,18 +94,12 @@ def test_kafka_acls_cli_adds_lists_and_removes(acl_broker: BrokerProcess) -> Non
     assert {b[1] for b in left} == {"logs-", "kafka-cluster"}
 
 
-def _plain_login(client: RawClient, user: str, password: str) -> None:
-    client.request(17, 1, SaslHandshakeRequest(mechanism="PLAIN"))
-    _cid, body = client.request(36, 2, SaslAuthenticateRequest(auth_bytes=f"\0{user}\0{password}".encode()))
-    assert isinstance(body, SaslAuthenticateResponse) and body.error_code == 0
-
-
 def test_acl_apis_need_cluster_permissions(acl_broker: BrokerProcess) -> None:
     creation = CreateAclsRequest.AclCreation(
         resource_type=ResourceType.TOPIC, resource_name="x", resource_pattern_type=PatternType.LITERAL,
         principal="User:alice", host="*", operation=AclOperation.READ, permission_type=AclPermissionType.ALLOW)
     with RawClient(acl_broker.endpoints["SASL_PLAINTEXT"]) as client:
-        _plain_login(client, "alice", "alice-secret")
+        sasl_plain_login(client, "alice", "alice-secret")
         assert describe_all(client).error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         _cid, created = client.request(30, 3, CreateAclsRequest(creations=[creation]))
         assert isinstance(created, CreateAclsResponse)
@@ -127,7 +116,7 @@ def test_acl_apis_need_cluster_permissions(acl_broker: BrokerProcess) -> None:
     assert "Principal = User:alice is Denied Operation = Describe from host = 127.0.0.1 on " \
            "resource = Cluster:LITERAL:kafka-cluster for request = DescribeAcls" in acl_broker.stderr_text()
     with RawClient(acl_broker.endpoints["SASL_PLAINTEXT"]) as client:
-        _plain_login(client, "admin", "admin-secret")  # a super user
+        sasl_plain_login(client, "admin", "admin-secret")  # a super user
         _cid, created = client.request(30, 3, CreateAclsRequest(creations=[
             creation, CreateAclsRequest.AclCreation(
                 resource_type=ResourceType.CLUSTER, resource_name="other", resource_pattern_type=PatternType.LITERAL,
@@ -171,8 +160,7 @@ def test_mtls_principal_from_mapping_rules_is_what_acls_see(tmp_path: Any) -> No
     pki = make_pki(tmp_path / "pki")
     proc = BrokerProcess(tmp_path, {
         "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
-        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki.server_keystore),
-        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca_cert),
+        **pki.broker_ssl_props(),
         "ssl.client.auth": "required",
         "ssl.principal.mapping.rules": "RULE:^CN=(.*?),OU=clients,.*$/$1/U,DEFAULT",
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",

@@ -6,7 +6,6 @@ kafka-acls'."""
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
 
 import pytest
 import scramp
@@ -17,6 +16,7 @@ from cli.configs import parse_config_list
 from protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 from tests.integration.broker_process import BrokerProcess
+from tests.integration.conftest import ModuleBrokerFactory
 from tests.integration.netclient import RawClient
 
 pytestmark = pytest.mark.timeout(120)
@@ -25,18 +25,15 @@ SCRAM_JAAS = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
 
 
 @pytest.fixture(scope="module")
-def cli_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    proc = BrokerProcess(tmp_path_factory.mktemp("cli-broker"), {
+def cli_broker(module_broker_factory: ModuleBrokerFactory) -> BrokerProcess:
+    return module_broker_factory("cli-broker", {
         "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
         "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
         "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": SCRAM_JAAS,
         "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": SCRAM_JAAS,
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
         "super.users": "User:ANONYMOUS",
-    }, name="cli-broker")
-    proc.start()
-    yield proc
-    proc.stop()
+    })
 
 
 def run(main: object, *args: str) -> tuple[int, str]:

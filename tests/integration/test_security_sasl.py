@@ -14,7 +14,7 @@ import io
 import os
 import struct
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ from protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshake
 from protocol.records import NewRecord, build_batch, iter_batches
 from protocol.topic_partition import TopicPartition
 from tests.integration.broker_process import BrokerProcess
+from tests.integration.conftest import ModuleBrokerFactory
 from tests.integration.data_path_client import create_topic
 from tests.integration.netclient import ConnectionClosed, RawClient
 from tests.integration.secure_clients import (
@@ -53,7 +54,7 @@ from tests.integration.secure_clients import (
     kafka_python_round_trip,
     values,
 )
-from tests.tls_certs import Pki, make_pki
+from tests.tls_certs import Pki
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -68,12 +69,7 @@ PASSWORDS = {"PLAIN": ("alice", "alice-secret"), "SCRAM-SHA-256": ("bob", "bob-s
 
 
 @pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    return make_pki(tmp_path_factory.mktemp("pki"))
-
-
-@pytest.fixture(scope="module")
-def sasl_broker(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[BrokerProcess]:
+def sasl_broker(module_broker_factory: ModuleBrokerFactory, pki: Pki) -> BrokerProcess:
     props = {
         "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,"
                      "SASL_SSL://127.0.0.1:0,REAUTH://127.0.0.1:0",
@@ -87,11 +83,9 @@ def sasl_broker(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[
         for mechanism in MECHANISMS:
             props[f"listener.name.{listener}.{mechanism.lower()}.sasl.jaas.config"] = (
                 PLAIN_JAAS if mechanism == "PLAIN" else SCRAM_JAAS)
-    proc = BrokerProcess(tmp_path_factory.mktemp("sasl-broker"), props, name="sasl-broker")
-    proc.start()
+    proc = module_broker_factory("sasl-broker", props)
     _create_scram_users(proc.endpoints["PLAINTEXT"])
-    yield proc
-    proc.stop()
+    return proc
 
 
 def _create_scram_users(bootstrap: str) -> None:

@@ -10,7 +10,7 @@ import socket
 import ssl
 import struct
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from client.config import ClientConfig
 from client.errors import ClientError
 from client.sync import SyncClient
 from tests.integration.broker_process import BrokerProcess
+from tests.integration.conftest import ModuleBrokerFactory
 from tests.integration.data_path_client import create_topic
 from tests.integration.secure_clients import (
     ClientSecurity,
@@ -38,23 +39,14 @@ API_VERSIONS_V0 = struct.pack(">ihhih", 10 + 1, 18, 0, 7, 1) + b"t"
 
 
 @pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    return make_pki(tmp_path_factory.mktemp("pki"))
-
-
-@pytest.fixture(scope="module")
-def tls_broker(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[BrokerProcess]:
-    proc = BrokerProcess(tmp_path_factory.mktemp("tls-broker"), {
+def tls_broker(module_broker_factory: ModuleBrokerFactory, pki: Pki) -> BrokerProcess:
+    return module_broker_factory("tls-broker", {
         "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,MTLS://127.0.0.1:0",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL",
-        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki.server_keystore),
-        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca_cert),
+        **pki.broker_ssl_props(),
         "ssl.client.auth": "requested",
         "listener.name.mtls.ssl.client.auth": "required",
-    }, name="tls-broker")
-    proc.start()
-    yield proc
-    proc.stop()
+    })
 
 
 def ssl_client(pki: Pki, cert: str | None = None) -> ClientSecurity:

@@ -23,15 +23,9 @@ from client.security import ssl_context as client_ssl_context
 from tests.tls_certs import Pki, make_pki
 
 
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    return make_pki(tmp_path_factory.mktemp("pki"))
-
-
 def props(pki: Pki, **extra: Any) -> dict[str, Any]:
     values: dict[str, Any] = {
-        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki.server_keystore),
-        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca_cert),
+        **pki.broker_ssl_props(),
         "ssl.client.auth": "none", "ssl.enabled.protocols": ["TLSv1.2", "TLSv1.3"],
         "ssl.cipher.suites": [],
     }
