@@ -5,30 +5,59 @@ Kafka splits a request's time into stages (``RequestChannel.Request``): queue, *
 rebalance, a group write), response queue, send. A handler here is one asyncio task, so
 the split point is marked from where it parks: ``Purgatory.try_complete_else_watch`` when
 the operation is watched, and the group handlers' ``CallbackFuture.wait_bounded`` when the
-answer is not there yet. They call ``waiting_on_others()``, which stamps the request being
-handled in the current task (a ``ContextVar`` set by the request channel at the start of
-the handler's task; each task has its own copy, so nothing is reset).
+answer is not there yet. They call ``waiting_on_others()``, which stamps the request
+handled by the current task: a request channel that times its requests registers here
+(``watch``), and is asked for the request of ``asyncio.current_task()`` (its map of
+handler tasks, kept anyway to drain and stop them). Nothing is done per request for
+this: only a handler that parks pays for the lookup. Work a handler hands to a task of
+its own (a group write) does not stamp it; the handler stamps when it waits for that work.
 
-When metrics are off nothing is set and the call is one ``ContextVar.get``.
+With no timing request channel registered the call is one list test.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
-from contextvars import ContextVar
-from typing import Protocol
+import weakref
+from typing import Any, Protocol
 
 
 class Timed(Protocol):
+    start_ns: int
     local_done_ns: int
 
 
-CURRENT_REQUEST: ContextVar[Timed | None] = ContextVar("minikafka_current_request", default=None)
+class HandlerTasks(Protocol):
+    def request_of(self, task: asyncio.Task[Any]) -> Timed | None:
+        """The request ``task`` handles, if it is one of this channel's handler tasks."""
+        ...
+
+
+_CHANNELS: list[weakref.ref[HandlerTasks]] = []
+
+
+def watch(channel: HandlerTasks) -> None:
+    """``channel`` times its requests: look for the parking request there from now on."""
+    _CHANNELS[:] = [ref for ref in _CHANNELS if ref() is not None]
+    _CHANNELS.append(weakref.ref(channel))
 
 
 def waiting_on_others() -> None:
     """The current request's handler now waits on others: its local time ends here
     (only the first call counts)."""
-    request = CURRENT_REQUEST.get()
-    if request is not None and not request.local_done_ns:
-        request.local_done_ns = time.monotonic_ns()
+    if not _CHANNELS:
+        return
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # no running loop
+        return
+    if task is None:
+        return
+    for ref in _CHANNELS:
+        channel = ref()
+        request = channel.request_of(task) if channel is not None else None
+        if request is not None:
+            if request.start_ns and not request.local_done_ns:
+                request.local_done_ns = time.monotonic_ns()
+            return

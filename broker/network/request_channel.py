@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from broker.faults import Delay, Drop, Fail, FaultInjector
 from broker.handlers.base import REGISTRY, ApiSpec, CloseConnection, RequestContext, Respond
-from broker.metrics.stages import CURRENT_REQUEST
+from broker.metrics import stages
 from broker.quota.manager import NANOS_TO_PERCENTAGE, ClientQuotaManager
 from broker.quota.throttling import REQUEST_QUOTA_EXEMPT, client_throttles
 from broker.security.principal import ANONYMOUS, KafkaPrincipal
@@ -118,7 +118,11 @@ class RequestChannel:
         self.queue: asyncio.Queue[Request] = asyncio.Queue(maxsize=queued_max_requests)
         self._num_workers = num_workers
         self._workers: list[asyncio.Task[None]] = []
-        self._handler_tasks: set[asyncio.Task[None]] = set()
+        # Handler tasks running, with their requests (broker.metrics.stages asks for the
+        # request of a task that parks).
+        self._handler_tasks: dict[asyncio.Task[None], Request] = {}
+        if metrics is not None:
+            stages.watch(self)
         # Connections waiting to put a request on a full queue (each connection has one).
         self._put_tasks: dict[asyncio.Task[None], Request] = {}
 
@@ -141,6 +145,10 @@ class RequestChannel:
     @property
     def worker_count(self) -> int:
         return len(self._workers)
+
+    def request_of(self, task: asyncio.Task[Any]) -> Request | None:
+        """The request ``task`` handles (``broker.metrics.stages``), if it is a handler here."""
+        return self._handler_tasks.get(task)
 
     def submit(self, request: Request) -> None:
         """Dispatch ``request`` now if nothing is queued ahead of it, else queue it (waiting,
@@ -244,8 +252,8 @@ class RequestChannel:
         # The loop's own create_task: asyncio.create_task adds a Python-level call that only
         # names the task (no name here).
         task = asyncio.get_running_loop().create_task(self._run_handler(spec, ctx, body, request))
-        self._handler_tasks.add(task)
-        task.add_done_callback(self._handler_tasks.discard)
+        self._handler_tasks[task] = request
+        task.add_done_callback(self._handler_tasks.pop)
 
     def _inject(self, request: Request, body: object) -> bool:
         """Apply an armed fault (broker.faults); True when the request is answered by it."""
@@ -271,8 +279,6 @@ class RequestChannel:
 
     async def _run_handler(self, spec: ApiSpec, ctx: RequestContext, body: object,
                            request: Request) -> None:
-        if request.start_ns:
-            CURRENT_REQUEST.set(request)  # this task's own context: never reset
         quotas = self._request_quotas
         measure = (quotas is not None and quotas.enabled
                    and ctx.api_key not in REQUEST_QUOTA_EXEMPT)

@@ -329,3 +329,36 @@ def test_log_flushes_are_timed(metrics_broker: tuple[BrokerProcess, str]) -> Non
     while scrape(url).value(name) == before:
         assert time.monotonic() < deadline, "no flush was timed"
         time.sleep(0.05)
+
+
+def test_a_parked_fetch_waits_in_remote_time(metrics_broker: tuple[BrokerProcess, str]) -> None:
+    """A long-poll Fetch with nothing to return parks in the fetch purgatory: its wait is
+    RemoteTimeMs (the handler's task is found when it parks), not LocalTimeMs."""
+    from client.sync import SyncClient
+    from protocol.messages.fetch import FetchRequest
+
+    broker, url = metrics_broker
+    topic = "metrics-parked"
+    create_topic(broker.bootstrap, topic)
+    wait_ms = 400
+    fetch = FetchRequest(
+        replica_id=-1, max_wait_ms=wait_ms, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+        session_id=0, session_epoch=-1,
+        topics=[FetchRequest.FetchTopic(topic=topic, partitions=[FetchRequest.FetchPartition(
+            partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])])
+    with SyncClient(broker.bootstrap, timeout_ms=10_000) as client:
+        version = min(client.version_for(FetchRequest), 12)  # v12: topics by name
+        before = scrape(url)
+        started = time.monotonic()
+        response = client.send(fetch, version)
+        waited_s = time.monotonic() - started
+        assert response.responses[0].partitions[0].error_code == 0
+        assert waited_s >= wait_ms / 1000 * 0.9
+        after = scrape(url)
+
+    def moved(name: str) -> float:
+        return after.value(name, request="FetchConsumer") - before.value(name, request="FetchConsumer")
+
+    assert moved("kafka_network_requestmetrics_totaltimems_count") == 1
+    assert moved("kafka_network_requestmetrics_remotetimems_sum") >= wait_ms * 0.9
+    assert moved("kafka_network_requestmetrics_localtimems_sum") < wait_ms / 4
