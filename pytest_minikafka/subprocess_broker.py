@@ -30,9 +30,17 @@ from pytest_minikafka.handle import (
     pinned_listeners,
 )
 
-__all__ = ["ReadyLine", "SubprocessBroker", "read_ready_line"]
+__all__ = ["ReadyLine", "SubprocessBroker", "broker_command", "read_ready_line"]
 
 _READY = re.compile(r"minikafka: started broker (\d+) listening on (\S+)")
+
+
+def broker_command(properties: Mapping[str, str]) -> list[str]:
+    """The command line of a broker process with these properties (``--override k=v``)."""
+    cmd = [sys.executable, "-m", "cli", "broker"]
+    for key, value in properties.items():
+        cmd += ["--override", f"{key}={value}"]
+    return cmd
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,10 +107,7 @@ class SubprocessBroker(BrokerHandle):
             return ""
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "cli", "broker"]
-        for key, value in self.properties.items():
-            cmd += ["--override", f"{key}={value}"]
-        return cmd
+        return broker_command(self.properties)
 
     def start(self, timeout_s: float = START_TIMEOUT_S) -> SubprocessBroker:
         if self.running:

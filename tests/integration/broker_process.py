@@ -23,12 +23,11 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, ClassVar
 
-from pytest_minikafka.subprocess_broker import ReadyLine, read_ready_line
+from pytest_minikafka.subprocess_broker import ReadyLine, broker_command, read_ready_line
 from tests.broker_checks import Expectations, unexpected_entries
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -98,10 +97,7 @@ class BrokerProcess:
         return self.proc.pid
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "cli", "broker"]
-        for key, value in self.overrides.items():
-            cmd += ["--override", f"{key}={value}"]
-        return cmd
+        return broker_command(self.overrides)
 
     # -- life cycle --------------------------------------------------------------------
 
