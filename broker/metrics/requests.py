@@ -29,10 +29,12 @@ Hot path cost (``record``, once per request): a table lookup by bit length per s
 (``broker.metrics.histogram``) and a few increments in one flat list per request name,
 chosen at dispatch (``stats_for``: a list index); stages that are 0 (not queued, not
 parked: most requests) skip the lookup; no ``prometheus_client`` call, no lock, no dict
-or label lookup. Measured with valgrind: metrics on add ~20,000 user-space instructions to
-a ~344,000-instruction P5 produce request, ~4.4% of the broker's CPU once its kernel time
-is counted (bench/results/metrics-cost/README.md). Everything runs on the
-event loop. ``collect`` turns the counts into metric families at scrape time.
+or label lookup. Measured with valgrind under P5's load (``bench.metrics_p5_instructions``):
+metrics on add ~13,800 user-space instructions to a ~330,000-instruction P5 produce
+request (+4.2%), of which this function is about 8,000 (each list increment is ~400:
+the interpreter's bytecodes, not the int allocation); bench/results/metrics-cost/README.md.
+Everything runs on the event loop. ``collect`` turns the counts into metric families at
+scrape time.
 
 Request log: when ``kafka.request.logger`` is enabled for DEBUG, each completed request
 logs one line ``Completed request:{json}`` with Kafka's field names (requestHeader,
