@@ -1,8 +1,9 @@
 """Cluster metrics of real broker processes on a real ZooKeeper, read from their Prometheus
 endpoints (``metrics.prometheus.listener``) and parsed by ``prometheus_client``: the
 controller's (``KafkaController``, ``ControllerStats``) through failover, the replica
-manager's through a follower's death and return, offline partitions and unclean elections,
-and ``/ready`` against the broker's ZooKeeper registration.
+manager's through a follower's death and return, MaxLag while a follower catches up,
+offline partitions and unclean elections, and ``/ready`` against the broker's ZooKeeper
+registration.
 """
 
 from __future__ import annotations
@@ -260,3 +261,51 @@ def _status(base: str, path: str) -> int:
         return get(f"{base}{path}", timeout_s=5)[0]
     except OSError:
         return 0
+
+
+def test_max_lag_while_a_follower_catches_up(
+        cluster_brokers: Callable[..., ClusterBrokers]) -> None:
+    """A follower that comes back behind the leader shows its lag in ReplicaFetcherManager
+    MaxLag while it copies (throttled to 100 kB/s: seconds of it), and 0 once caught up."""
+    from confluent_kafka import Producer
+    from kafka.admin import NewTopic
+
+    from tests.cluster.test_cluster_brokers import admin
+
+    brokers = cluster_brokers(2, **METRICS, follower_replication_throttled_rate="100000",
+                              replication_quota_window_num="2",
+                              replica_fetch_max_bytes="65536")
+    client = admin(brokers.bootstrap())
+    try:
+        client.create_topics([NewTopic("lag", replica_assignments={0: [1, 2]}, topic_configs={
+            "follower.replication.throttled.replicas": "*"})], timeout_ms=60_000)
+    finally:
+        client.close()
+    wait_until(lambda: describe(brokers.bootstrap(), "lag")[0] == (1, [1, 2], [1, 2]),
+               timeout_s=30, what="the ISR of both")
+    follower = brokers.brokers[2]
+    assert follower.stop() == 0  # ordered: out of the ISR and of ZooKeeper at once
+    leader = brokers.brokers[1]
+    producer = Producer({"bootstrap.servers": leader.bootstrap, "acks": 1,
+                         "batch.size": 16384, "linger.ms": 5})
+    for i in range(600):
+        producer.produce("lag", value=bytes([i % 256]) * 1000, partition=0)
+    assert producer.flush(30) == 0
+    wait_until(lambda: 2 not in alive_brokers(leader.bootstrap), timeout_s=30,
+               what="broker 2 to leave the cluster", interval_s=0.2)
+    brokers.start(2)
+    seen: list[float] = []
+
+    def lagging() -> bool:
+        s = metrics(follower)
+        seen.append(s.value("kafka_server_replicafetchermanager_maxlag", clientId="Replica"))
+        return seen[-1] > 0
+
+    wait_until(lagging, timeout_s=30, what="the returning follower to report its lag",
+               interval_s=0.1)
+    assert 0 < seen[-1] <= 600
+    wait_until(lambda: gauge(leader, "kafka_server_replicamanager_underreplicatedpartitions")
+               == 0, timeout_s=60, what="the follower to be in sync again")
+    wait_until(lambda: gauge(follower, "kafka_server_replicafetchermanager_maxlag",
+                             clientId="Replica") == 0, timeout_s=10,
+               what="MaxLag 0 once caught up")
