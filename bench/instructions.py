@@ -19,7 +19,10 @@ Requests, each to one partition of one topic on one connection, like P5's:
 - ``metadata``: Metadata for the one topic.
 
 The broker is stopped with SIGTERM at the end; callgrind's per-function profile of the
-whole run is left in ``--out-dir`` (``callgrind_annotate``).
+whole run is left in ``--out-dir`` (``callgrind_annotate``). With ``--profile``, one more
+batch of ``--long`` requests of each kind is profiled alone (counters zeroed before it,
+dumped after it: ``callgrind.<tag>.<pid>.<n>``), so that profile holds the request path
+only, not the start-up.
 """
 
 from __future__ import annotations
@@ -86,9 +89,14 @@ def instructions(pid: int) -> int:
     return sum(int(c.replace(",", "")) for c in counts)
 
 
+def callgrind_control(pid: int, *args: str) -> None:
+    subprocess.run(["callgrind_control", *args, str(pid)], capture_output=True, timeout=120,
+                   check=True)
+
+
 def measure(kinds: list[str], *, short: int, long: int, rounds: int, out_dir: Path,
             record_bytes: int, version: int | None, tag: str,
-            tree: Path | None = None) -> dict[str, list[float]]:
+            tree: Path | None = None, profile: bool = False) -> dict[str, list[float]]:
     """Instructions per request of each kind, one figure per round; the broker runs from
     ``tree`` (a checkout, e.g. a ``git worktree`` of another commit; default: this one)."""
     work = Path(tempfile.mkdtemp(prefix="instructions-", dir=out_dir))
@@ -129,6 +137,11 @@ def measure(kinds: list[str], *, short: int, long: int, rounds: int, out_dir: Pa
                     each = ((counts[2] - counts[1]) - (counts[1] - counts[0])) / (long - short)
                     figures[kind].append(each)
                     print(f"{kind}: {each:,.0f} instructions per request", flush=True)
+                if profile:
+                    callgrind_control(proc.pid, "--zero")
+                    for _ in range(long):
+                        send()
+                    callgrind_control(proc.pid, f"--dump={kind} x{long}")
     finally:
         stop(proc, grace_s=STOP_TIMEOUT_S, sig=signal.SIGTERM)
     return figures
@@ -149,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tag", default=time.strftime("%Y%m%d-%H%M%S"))
     parser.add_argument("--tree", type=Path, default=None,
                         help="run the broker from this checkout (default: this one)")
+    parser.add_argument("--profile", action="store_true",
+                        help="also dump a profile of one --long batch of each kind alone")
     args = parser.parse_args(argv)
     kinds = args.requests.split(",")
     if unknown := set(kinds) - set(KINDS):
@@ -156,7 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out_dir.mkdir(parents=True, exist_ok=True)
     figures = measure(kinds, short=args.short, long=args.long, rounds=args.rounds,
                       out_dir=args.out_dir, record_bytes=args.record_bytes,
-                      version=args.produce_version, tag=args.tag, tree=args.tree)
+                      version=args.produce_version, tag=args.tag, tree=args.tree,
+                      profile=args.profile)
     for kind, each in figures.items():
         print(f"{kind}: median {statistics.median(each):,.0f} "
               f"[{min(each):,.0f}-{max(each):,.0f}] instructions per request, "
