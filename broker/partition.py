@@ -498,9 +498,10 @@ class Partition:
                                  required_acks: int) -> AppendResult:
         """Validate and append a client's records; never raises for bad input.
 
-        The batch is checked (record_validation) and against the producer state before the
-        log sees it; the log copies the request's bytes once into a writable buffer and
-        patches the offsets and leader epoch there (storage.log.Log.append).
+        The batch is checked (record_validation, which reads its header once) and against
+        the producer state before the log sees it; the log verifies the CRC, copies the
+        request's bytes once into a writable buffer and patches the offsets and leader
+        epoch there (storage.log.Log.append_client_batch).
         """
         if not self.is_leader:
             return AppendResult(ErrorCode.NOT_LEADER_OR_FOLLOWER,
@@ -522,22 +523,24 @@ class Partition:
             # batch always gets CORRUPT_MESSAGE first, as in Kafka.
             batch = validate_client_batch(records, produce_version, self.validation, now_ms,
                                           verify_crc=False)
+            head = batch.head
             try:
-                duplicate = self.producer_state.check_append(batch)
+                duplicate = self.producer_state.check_append(head)
             except ProducerStateError:
                 check_crc(batch)
                 raise
             if duplicate is not None:
                 check_crc(batch)
                 log.info("%s-%d: duplicate batch of producer %d (seq %d-%d) at offsets %d-%d",
-                         self.topic, self.partition, batch.producer_id, duplicate.first_seq,
+                         self.topic, self.partition, head.producer_id, duplicate.first_seq,
                          duplicate.last_seq, duplicate.first_offset, duplicate.last_offset)
                 # Kafka answers a duplicate with the retained batch's offsets and, as its
                 # log append time, that batch's max timestamp (whatever the timestamp type)
                 return AppendResult(ErrorCode.NO_ERROR, duplicate.first_offset,
                                     duplicate.last_offset, duplicate.timestamp_ms, start)
             active_base = self.log.active_segment.base_offset
-            info = self.log.append(batch.buffer, self.leader_epoch, now_ms=now_ms)
+            info = self.log.append_client_batch(batch.buffer, head, self.leader_epoch,
+                                                now_ms=now_ms)
         except RecordValidationError as exc:
             log.info("%s-%d: produce refused (%s): %s", self.topic, self.partition,
                      exc.error_code.name, exc.message)
@@ -554,11 +557,11 @@ class Partition:
                 log.warning("%s-%d: append failed (%s): %s", self.topic, self.partition,
                             exc.error_code.name, exc)
             return AppendResult(exc.error_code, log_start_offset=start, error_message=str(exc))
-        if batch.producer_id >= 0:
-            first_seq = batch.base_sequence
+        if head.producer_id >= 0:
+            first_seq = head.base_sequence
             self.producer_state.update(
-                batch.producer_id, batch.producer_epoch, first_seq,
-                increment_sequence(first_seq, batch.last_offset_delta),
+                head.producer_id, head.producer_epoch, first_seq,
+                increment_sequence(first_seq, head.last_offset_delta),
                 info.first_offset, info.last_offset, info.max_timestamp)
         if info.needs_flush:
             self.needs_flush = True

@@ -57,7 +57,7 @@ from pathlib import Path
 import crc32c
 
 from protocol.errors import ErrorCode
-from protocol.records import RecordBatch
+from protocol.records import BatchHeader, RecordBatch
 from storage.checkpoints import atomic_write_bytes
 
 log = logging.getLogger(__name__)
@@ -233,8 +233,8 @@ class ProducerStateManager:
 
     # ------------------------------------------------------------ client appends
 
-    def check_append(self, batch: RecordBatch) -> BatchMetadata | None:
-        """Validate a client batch before it is appended.
+    def check_append(self, batch: RecordBatch | BatchHeader) -> BatchMetadata | None:
+        """Validate a client batch (or its header, already read) before it is appended.
 
         Returns the retained metadata of the original batch when ``batch`` is a duplicate
         (the caller answers with its offsets and appends nothing), None when the batch may

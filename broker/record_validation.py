@@ -32,6 +32,7 @@ whole batch is dropped, as in Kafka (KIP-467).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple, NoReturn
 
 from protocol.compression import CompressionType, CorruptRecordError
 from protocol.errors import ErrorCode, ProtocolError
@@ -39,10 +40,13 @@ from protocol.records import (
     ATTR_CONTROL,
     ATTR_TRANSACTIONAL,
     LOG_OVERHEAD_BYTES,
+    BatchHeader,
     RecordBatch,
     StopReason,
     TimestampType,
-    read_header,
+    batch_crc,
+    compression_of,
+    read_single_batch,
     scan_batches,
 )
 
@@ -71,6 +75,13 @@ class ValidationConfig:
     timestamp_after_max_ms: int = LONG_MAX
 
 
+class ValidBatch(NamedTuple):
+    """A client's batch that passed the checks: its bytes and its header (read once)."""
+
+    buffer: memoryview
+    head: BatchHeader
+
+
 def validate_client_batch(
     records: memoryview | bytes | bytearray | None,
     produce_version: int,
@@ -78,8 +89,13 @@ def validate_client_batch(
     now_ms: int,
     *,
     verify_crc: bool = True,
-) -> RecordBatch:
+) -> ValidBatch:
     """The single batch of a client's partition data, checked; raises RecordValidationError.
+
+    The bytes are walked once: one header check and one ``struct`` call for the common case
+    of exactly one whole batch (``read_single_batch``); anything else is scanned again only
+    to say what is wrong. The header read here travels on to the log
+    (``Log.append_client_batch``), which reads it no more.
 
     ``verify_crc=False`` leaves the CRC to the caller (the partition: the log verifies it
     on append, so the normal path computes it once; see ``check_crc``). Per-record checks
@@ -90,23 +106,11 @@ def validate_client_batch(
             ErrorCode.INVALID_RECORD,
             f"Produce requests with version {produce_version} must have at least one record batch",
         )
-    scan = scan_batches(records, verify_crc=False)
-    if scan.stop_reason is StopReason.UNSUPPORTED_MAGIC:
-        raise RecordValidationError(
-            ErrorCode.INVALID_RECORD,
-            f"Produce requests with version {produce_version} are only allowed to contain "
-            f"record batches with magic version 2 ({scan.message})",
-        )
-    if scan.stop_reason is not None:
-        raise RecordValidationError(ErrorCode.CORRUPT_MESSAGE, scan.message)
-    if len(scan.batches) != 1:
-        raise RecordValidationError(
-            ErrorCode.INVALID_RECORD,
-            f"Produce requests with version {produce_version} are only allowed to contain "
-            f"exactly one record batch, got {len(scan.batches)}",
-        )
-    batch = scan.batches[0]
-    head = read_header(batch.buffer, 0)  # one struct call for every header field below
+    single = read_single_batch(records)
+    if single is None:
+        _refuse(records, produce_version)
+    view, head = single
+    batch = ValidBatch(view, head)
     size = head.batch_length + LOG_OVERHEAD_BYTES
     if size > config.max_message_bytes:
         raise RecordValidationError(
@@ -120,7 +124,7 @@ def validate_client_batch(
     if verify_crc or per_record:
         check_crc(batch)
     try:
-        codec = batch.compression
+        codec = compression_of(head.attributes)
     except ProtocolError as exc:
         raise RecordValidationError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
     if codec is CompressionType.ZSTD and produce_version < ZSTD_MIN_PRODUCE_VERSION:
@@ -150,17 +154,38 @@ def validate_client_batch(
             "Transactional produce is not supported by this broker",
         )
     if per_record:
-        _validate_records(batch, config, now_ms)
+        _validate_records(RecordBatch(view), config, now_ms)
     return batch
 
 
-def check_crc(batch: RecordBatch) -> None:
+def _refuse(records: memoryview | bytes | bytearray, produce_version: int) -> NoReturn:
+    """Raise the error for records that are not exactly one whole batch (a full scan says
+    which: legacy magic, a cut or garbled batch, or several batches)."""
+    scan = scan_batches(records, verify_crc=False)
+    if scan.stop_reason is StopReason.UNSUPPORTED_MAGIC:
+        raise RecordValidationError(
+            ErrorCode.INVALID_RECORD,
+            f"Produce requests with version {produce_version} are only allowed to contain "
+            f"record batches with magic version 2 ({scan.message})",
+        )
+    if scan.stop_reason is not None:
+        raise RecordValidationError(ErrorCode.CORRUPT_MESSAGE, scan.message)
+    if len(scan.batches) != 1:
+        raise RecordValidationError(
+            ErrorCode.INVALID_RECORD,
+            f"Produce requests with version {produce_version} are only allowed to contain "
+            f"exactly one record batch, got {len(scan.batches)}",
+        )
+    raise RecordValidationError(ErrorCode.CORRUPT_MESSAGE, "not one whole record batch")
+
+
+def check_crc(batch: ValidBatch) -> None:
     """CORRUPT_MESSAGE unless the stored CRC32C matches (computed in C)."""
-    actual_crc = batch.compute_crc()
-    if actual_crc != batch.crc:
+    actual_crc = batch_crc(batch.buffer)
+    if actual_crc != batch.head.crc:
         raise RecordValidationError(
             ErrorCode.CORRUPT_MESSAGE,
-            f"Record batch is corrupt (stored crc = {batch.crc}, computed crc = {actual_crc})",
+            f"Record batch is corrupt (stored crc = {batch.head.crc}, computed crc = {actual_crc})",
         )
 
 

@@ -103,11 +103,14 @@ __all__ = [
     "TruncatedBatchError",
     "UnsupportedCompressionError",
     "UnsupportedMagicError",
+    "batch_crc",
     "build_batch",
     "build_control_batch",
+    "compression_of",
     "decode_control_key",
     "iter_batches",
     "read_header",
+    "read_single_batch",
     "scan_batches",
 ]
 
@@ -281,11 +284,7 @@ class RecordBatch:
     @property
     def compression(self) -> CompressionType:
         """The codec; raises ``UnsupportedCompressionError`` for ids 5-7."""
-        codec = self.attributes & ATTR_COMPRESSION_MASK
-        known = _CODECS.get(codec)  # not CompressionType(codec): an Enum call runs Python code
-        if known is None:
-            raise UnsupportedCompressionError(f"unknown compression type {codec} at byte 21")
-        return known
+        return compression_of(self.attributes)
 
     @property
     def timestamp_type(self) -> TimestampType:
@@ -306,7 +305,7 @@ class RecordBatch:
     # CRC and patching
     def compute_crc(self) -> int:
         """CRC32C of bytes 21..end, computed in C."""
-        return int(crc32c.crc32c(self._buf[_CRC_START:]))
+        return batch_crc(self._buf)
 
     def verify_crc(self) -> bool:
         return self.compute_crc() == self.crc
@@ -367,6 +366,20 @@ class RecordBatch:
 
 
 # ---------------------------------------------------------------- walking buffers
+
+
+def compression_of(attributes: int) -> CompressionType:
+    """The codec of a batch with these attributes; ``UnsupportedCompressionError`` for 5-7."""
+    codec = attributes & ATTR_COMPRESSION_MASK
+    known = _CODECS.get(codec)  # not CompressionType(codec): an Enum call runs Python code
+    if known is None:
+        raise UnsupportedCompressionError(f"unknown compression type {codec} at byte 21")
+    return known
+
+
+def batch_crc(batch: memoryview) -> int:
+    """CRC32C of bytes 21..end of the one batch ``batch`` holds (computed in C)."""
+    return int(crc32c.crc32c(batch[_CRC_START:]))
 
 
 class _Stop(NamedTuple):
@@ -436,6 +449,17 @@ def iter_batches(
             raise _error_for(size.reason, size.message)
         yield RecordBatch._checked(view[pos : pos + size])
         pos += size
+
+
+def read_single_batch(buf: bytes | bytearray | memoryview) -> tuple[memoryview, BatchHeader] | None:
+    """``buf`` as a byte view and its header when it holds exactly one whole magic-2 batch
+    (its CRC not checked): one header check and one ``struct`` call. None for anything else
+    (no batch, a bad one, more than one): ``scan_batches`` then tells what is there."""
+    view = _as_bytes_view(buf)
+    size = _check_at(view, 0, None)
+    if isinstance(size, _Stop) or size != len(view):
+        return None
+    return view, read_header(view, 0)
 
 
 @dataclass(slots=True)

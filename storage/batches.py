@@ -1,6 +1,6 @@
 """Produce-path checks on incoming batches, and what an append reports.
 
-``validate_batches`` is the only gate between a request's bytes and the log: it runs
+``validate_batches`` is the gate between a request's bytes and the log: it runs
 ``protocol.records.scan_batches`` (whole batches, magic 2, CRC32C computed in C) and then
 reads each 61-byte header once (``protocol.records.read_header``: one ``struct`` call) to
 check Kafka's per-batch rules without touching records:
@@ -11,6 +11,9 @@ check Kafka's per-batch rules without touching records:
 - legacy magic 0/1: UNSUPPORTED_FOR_MESSAGE_FORMAT; anything else malformed:
   CORRUPT_MESSAGE.
 
+A client's produce batch arrives already walked by ``broker.record_validation`` (the same
+rules, Kafka's client-facing codes); for it ``verify_crc`` is the only check left here.
+
 Compressed batches are not decompressed (no per-record work on the produce path), so
 inner records are trusted as Kafka's clients wrote them.
 """
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import struct
 import time
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import crc32c
@@ -29,6 +33,7 @@ from protocol.records import (
     BatchHeader,
     RecordBatch,
     StopReason,
+    batch_crc,
     read_header,
     scan_batches,
 )
@@ -115,7 +120,7 @@ def validate_batches(
 
 
 def check_timestamps(
-    heads: list[BatchHeader], now: int, *, before_max_ms: int, after_max_ms: int,
+    heads: Sequence[BatchHeader], now: int, *, before_max_ms: int, after_max_ms: int,
     where: TopicPartition,
 ) -> None:
     """``message.timestamp.before.max.ms`` / ``after.max.ms`` (CreateTime topics), checked
@@ -131,10 +136,22 @@ def check_timestamps(
                 )
 
 
-def stamp_log_append_time(batch: RecordBatch, timestamp_ms: int) -> None:
-    """Kafka's ``setMaxTimestamp(LOG_APPEND_TIME, now)``: timestamp type bit, maxTimestamp,
-    new CRC (attributes @21, maxTimestamp @35, crc @17 over bytes 21..end)."""
-    buf = batch.buffer
-    _ATTRIBUTES.pack_into(buf, 21, batch.attributes | ATTR_TIMESTAMP_TYPE)
-    _INT64.pack_into(buf, 35, timestamp_ms)
-    _UINT32.pack_into(buf, 17, crc32c.crc32c(buf[21:]))
+def verify_crc(batch: memoryview, head: BatchHeader, *, where: TopicPartition) -> None:
+    """The CRC32C check ``scan_batches`` makes, for one batch whose header the caller has
+    already checked: CORRUPT_MESSAGE (``InvalidRecordError``) with the scan's words."""
+    actual = batch_crc(batch)
+    if actual != head.crc:
+        raise InvalidRecordError(f"{where}: batch at byte {head.position}: stored CRC "
+                                 f"{head.crc:#010x}, computed {actual:#010x}")
+
+
+def stamp_log_append_time(buf: bytearray | memoryview, head: BatchHeader,
+                          timestamp_ms: int) -> None:
+    """Kafka's ``setMaxTimestamp(LOG_APPEND_TIME, now)`` on the batch ``head`` describes in
+    ``buf``: timestamp type bit, maxTimestamp, new CRC (attributes @21, maxTimestamp @35,
+    crc @17 over bytes 21..end, from the batch's start)."""
+    pos = head.position
+    _ATTRIBUTES.pack_into(buf, pos + 21, head.attributes | ATTR_TIMESTAMP_TYPE)
+    _INT64.pack_into(buf, pos + 35, timestamp_ms)
+    with memoryview(buf) as view:
+        _UINT32.pack_into(buf, pos + 17, crc32c.crc32c(view[pos + 21:pos + head.size_bytes]))

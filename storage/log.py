@@ -6,7 +6,8 @@ passes it in as ``upper_bound``). ``recovery_point`` is the offset below which e
 is fsynced; recovery after an unclean stop starts from the segment that holds it.
 
 Append (leader): ``append(records, leader_epoch)`` validates the request's bytes with
-``scan_batches`` (CRC32C in C, sizes, magic), assigns offsets by patching each batch's
+``scan_batches`` (CRC32C in C, sizes, magic; ``append_client_batch`` takes one batch whose
+header the broker has already checked and verifies only its CRC), assigns offsets by patching each batch's
 baseOffset and partitionLeaderEpoch in place (no per-record work, compressed or not),
 writes all bytes with one ``pwrite`` loop, and indexes every ``index.interval.bytes``.
 Buffer contract: a writable buffer (``bytearray`` / writable ``memoryview``) is patched
@@ -43,18 +44,19 @@ import os
 import struct
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
 from protocol.fileslice import FileSlice
-from protocol.records import ATTR_CONTROL
+from protocol.records import ATTR_CONTROL, BatchHeader
 from storage.batches import (
     AppendInfo,
     check_timestamps,
     now_ms,
     stamp_log_append_time,
     validate_batches,
+    verify_crc,
     writable_buffer,
 )
 from storage.checkpoints import fsync_dir
@@ -283,9 +285,24 @@ class Log:
         bad input; nothing is written then. ``allow_control`` admits transaction markers
         (the coordinator's writes), which clients may not send."""
         buf = writable_buffer(records)
-        batches, heads = validate_batches(
+        _, heads = validate_batches(
             buf, max_message_bytes=self.config.max_message_bytes, where=self.topic_partition
         )
+        return self._append_as_leader(buf, heads, leader_epoch, allow_control, now_ms)
+
+    def append_client_batch(self, batch: memoryview, head: BatchHeader, leader_epoch: int, *,
+                            now_ms: int | None = None) -> AppendInfo:
+        """``append`` of one client batch the broker has already walked (its header read
+        and checked, as ``validate_batches`` checks it: magic 2, whole, within
+        ``max.message.bytes``, recordsCount = lastOffsetDelta + 1): only its CRC32C is
+        verified here (CORRUPT_MESSAGE), so the bytes are scanned once per produce."""
+        verify_crc(batch, head, where=self.topic_partition)
+        return self._append_as_leader(writable_buffer(batch), (head,), leader_epoch, False,
+                                      now_ms)
+
+    def _append_as_leader(self, buf: bytearray | memoryview, heads: Sequence[BatchHeader],
+                          leader_epoch: int, allow_control: bool,
+                          now_ms: int | None) -> AppendInfo:
         now = self._clock_ms() if now_ms is None else now_ms
         config = self.config
         append_time = config.message_timestamp_type == "LogAppendTime"
@@ -320,13 +337,13 @@ class Log:
             offset = first
             metas: list[BatchMeta] = []
             max_ts, offset_of_max = -1, first
-            for i, head in enumerate(heads):
+            for head in heads:
                 pos = head.position
                 _INT64.pack_into(buf, pos, offset)
                 _INT32.pack_into(buf, pos + 12, leader_epoch)
                 ts = head.max_timestamp
                 if append_time:
-                    stamp_log_append_time(batches[i], now)
+                    stamp_log_append_time(buf, head, now)
                     ts = now
                 last = offset + head.last_offset_delta
                 if ts > max_ts:

@@ -8,7 +8,7 @@ import pytest
 
 from broker.record_validation import RecordValidationError, ValidationConfig, validate_client_batch
 from protocol.errors import ErrorCode
-from protocol.records import CompressionType, NewRecord, build_batch
+from protocol.records import CompressionType, NewRecord, RecordBatch, build_batch
 
 pytestmark = pytest.mark.timeout(10)
 NOW_MS = int(time.time() * 1000)
@@ -29,7 +29,8 @@ def code_of(data: bytes | None, version: int = 9, cfg: ValidationConfig = CFG) -
 def test_good_batch_passes_every_codec() -> None:
     for codec in CompressionType:
         batch = validate_client_batch(good(compression=codec), 9, CFG, NOW_MS)
-        assert batch.records_count == 2
+        assert batch.head.records_count == 2
+        assert RecordBatch(batch.buffer).compression is codec
 
 
 def test_empty_and_null() -> None:
@@ -100,7 +101,7 @@ def test_crc_left_to_the_caller_unless_records_are_read() -> None:
     data = bytearray(good())
     data[-1] ^= 0x55
     batch = validate_client_batch(bytes(data), 9, CFG, NOW_MS, verify_crc=False)
-    assert not batch.verify_crc()
+    assert not RecordBatch(batch.buffer).verify_crc()
     with pytest.raises(RecordValidationError) as exc:  # compacted: records are read, CRC first
         validate_client_batch(bytes(data), 9, ValidationConfig(compacted=True), NOW_MS,
                               verify_crc=False)
