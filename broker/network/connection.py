@@ -17,12 +17,15 @@ Frame handling, in order, for each request::
 
 The connection is **muted** while a request is in flight: the next frame is taken from the
 buffer only after the response to the previous one is written (or dropped for acks=0), so
-responses go out strictly in request order, as in Kafka. A response of bytes only is one
-``transport.write`` (parts joined); one with record data (``FileSlice``) goes out at once
-with ``os.sendfile`` on a duplicate of the socket's descriptor kept for the connection
-(``sendfile.write_parts_now``), and whatever the socket does not take then is finished by
-``sendfile.write_parts`` in a task. After a write, the next request waits while the
-transport's buffer is over its high-water mark (``pause_writing`` / ``resume_writing``),
+responses go out strictly in request order, as in Kafka. A request whose handler does not
+wait is answered within the callback that read it; the next frame already buffered is then
+taken at the loop's next turn (one request per connection per turn, like a Kafka processor),
+so a client pipelining thousands of requests does not hold the loop. A response of bytes
+only is one ``transport.write`` (parts joined); one with record data (``FileSlice``) goes
+out at once with ``os.sendfile`` on a duplicate of the socket's descriptor kept for the
+connection (``sendfile.write_parts_now``), and whatever the socket does not take then is
+finished by ``sendfile.write_parts`` in a task. After a write, the next request waits while
+the transport's buffer is over its high-water mark (``pause_writing`` / ``resume_writing``),
 as ``StreamWriter.drain`` would. While muted, reading from the socket stops once the buffer
 holds ``2 x read_limit_bytes``, so a client that pipelines many requests costs at most that
 much memory (plus one frame being read, at most ``socket.request.max.bytes``).
@@ -117,6 +120,7 @@ class Connection(asyncio.Protocol):
         self._reserved_bytes = 0  # pool bytes held for the frame being read or in flight
         self.in_flight = False  # a request is being handled: muted
         self._processing = False  # inside _process (outcomes arriving then do not recurse)
+        self._process_scheduled = False  # _process runs at the loop's next turn
         self._reading_paused = False
         self._writing_paused = False
         self._drain_waiter: asyncio.Future[None] | None = None
@@ -286,7 +290,17 @@ class Connection(asyncio.Protocol):
             self._processing = False
 
     def _process_frames(self) -> None:
+        started = False
         while not (self.in_flight or self._stopping or self._writing_paused or self._closing):
+            if started:
+                # The request just started was answered at once (its handler did not
+                # wait). A next one already buffered waits for the loop's next turn, so
+                # that a client pipelining many requests gets one served per turn, as a
+                # Kafka processor serves a connection, and other connections, timers and
+                # signals come in between. (Nothing buffered: the next read calls _process.)
+                if self._buf or self._eof:
+                    self._process_next_turn()
+                break
             buf = self._buf
             if self._frame_size < 0:
                 if len(buf) < 4:
@@ -326,10 +340,21 @@ class Connection(asyncio.Protocol):
                 del buf[:4 + size]
             self._frame_size = -1
             self._start_request(frame)
+            started = True
         if self.in_flight and len(self._buf) >= self._pause_at_bytes:
             self._pause_reading()
         elif not self.in_flight and self._frame_size != -2 and not self._stopping:
             self._resume_reading()
+
+    def _process_next_turn(self) -> None:
+        if not self._process_scheduled:
+            self._process_scheduled = True
+            asyncio.get_running_loop().call_soon(self._process_scheduled_turn)
+
+    def _process_scheduled_turn(self) -> None:
+        self._process_scheduled = False
+        if not self.in_flight:
+            self._process()
 
     async def _reserve(self, size: int) -> None:
         await self._pool.reserve(size)

@@ -12,9 +12,13 @@ broker config: ``resize_workers``).
 
 Each handler runs as its own task so that a handler parked in the purgatory (a long-poll
 fetch, acks=all) does not hold a worker: that is Kafka's model too (a handler thread hands
-a delayed operation to the purgatory and moves on). Handler tasks are bounded by the number
-of connections (``max.connections``): a connection is muted while its request is in
-flight, so it has at most one.
+a delayed operation to the purgatory and moves on). Produce, Fetch and ApiVersions
+(``FIRST_STEP_INLINE``) run their first step at once instead, in the caller's turn of the
+loop: produce with acks 0 or 1 and a fetch with data never wait and are done there, their
+outcome delivered, with no task made for them; one that waits goes on as a task from that
+point. Handler tasks are bounded by the number of connections (``max.connections``): a
+connection is muted while its request is in flight, so it has at most one, and responses
+leave in request order either way.
 
 The outcome of every request is one of a closed set (``Outcome``): frame parts to write,
 nothing (acks=0), or close the connection; it is handed, exactly once, to the request's
@@ -30,12 +34,13 @@ records it once its response is written (``broker.metrics.requests``).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 import types
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from broker.faults import Delay, Drop, Fail, FaultInjector
 from broker.handlers.base import REGISTRY, ApiSpec, CloseConnection, RequestContext, Respond
@@ -53,6 +58,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+
+# Handlers whose first step runs inline, outside any task (RequestChannel._start_inline):
+# Produce, Fetch and ApiVersions, the per-request hot path. Their paths only await futures
+# and events (the purgatory), none of the asyncio APIs that need a current task
+# (asyncio.timeout, TaskGroup: the ZooKeeper calls of the admin handlers use them).
+FIRST_STEP_INLINE: Final = frozenset({0, 1, API_VERSIONS_KEY})
 
 # spent_ns of a request whose handler time is not measured (never written).
 _NOT_MEASURED: list[int] = [0]
@@ -121,6 +132,7 @@ class RequestChannel:
         # Handler tasks running, with their requests (broker.metrics.stages asks for the
         # request of a task that parks).
         self._handler_tasks: dict[asyncio.Task[None], Request] = {}
+        self._first_step: Request | None = None  # its handler's first step is running
         if metrics is not None:
             stages.watch(self)
         # Connections waiting to put a request on a full queue (each connection has one).
@@ -146,9 +158,13 @@ class RequestChannel:
     def worker_count(self) -> int:
         return len(self._workers)
 
-    def request_of(self, task: asyncio.Task[Any]) -> Request | None:
-        """The request ``task`` handles (``broker.metrics.stages``), if it is a handler here."""
-        return self._handler_tasks.get(task)
+    def request_of(self, task: asyncio.Task[Any] | None) -> Request | None:
+        """The request being handled (``broker.metrics.stages``): the one whose handler
+        runs its first step now (no task yet), else the one ``task`` handles, if it is a
+        handler task here."""
+        if self._first_step is not None:
+            return self._first_step
+        return self._handler_tasks.get(task) if task is not None else None
 
     def submit(self, request: Request) -> None:
         """Dispatch ``request`` now if nothing is queued ahead of it, else queue it (waiting,
@@ -249,9 +265,34 @@ class RequestChannel:
             listener_name=request.listener_name, security_protocol=request.security_protocol,
             request_size_bytes=len(request.frame) + 4,
         )
+        run = self._run_handler(spec, ctx, body, request)
+        if header.api_key in FIRST_STEP_INLINE:
+            self._start_inline(run, request)
+            return
         # The loop's own create_task: asyncio.create_task adds a Python-level call that only
         # names the task (no name here).
-        task = asyncio.get_running_loop().create_task(self._run_handler(spec, ctx, body, request))
+        task = asyncio.get_running_loop().create_task(run)
+        self._handler_tasks[task] = request
+        task.add_done_callback(self._handler_tasks.pop)
+
+    def _start_inline(self, run: Coroutine[Any, Any, None], request: Request) -> None:
+        """Run a handler at once, up to its first wait: produce with acks 0/1, a fetch with
+        data and ApiVersions never wait and finish here, with no task made, scheduled and
+        stepped for them. One that waits goes on as a task from that point. Either way it
+        runs in a context of its own, as a task's step would."""
+        context = contextvars.copy_context()
+        outer, self._first_step = self._first_step, request  # nested: an outcome started one
+        try:
+            awaited = context.run(run.send, None)
+        except StopIteration:
+            return
+        except asyncio.CancelledError:  # raised by the handler itself: _run_handler closed
+            return
+        finally:
+            self._first_step = outer
+        # The loop's own create_task: asyncio.create_task adds a Python-level call that only
+        # names the task (no name here).
+        task = asyncio.get_running_loop().create_task(_Resumed(run, awaited), context=context)
         self._handler_tasks[task] = request
         task.add_done_callback(self._handler_tasks.pop)
 
@@ -341,6 +382,43 @@ def timed(awaitable: Awaitable[Any], spent_ns: list[int]) -> Generator[Any, Any,
             to_send, to_throw = (yield awaited), None
         except BaseException as exc:  # delivered into the coroutine (cancellation included)
             to_send, to_throw = None, exc
+
+
+class _Resumed(Coroutine[Any, Any, None]):
+    """The rest of ``run``, whose first step has already run and yielded ``awaited`` (what
+    it waits on), for a task to drive: the task's first step gets ``awaited``, every later
+    one goes to ``run``. A cancellation, even before that first step, is thrown into
+    ``run``, so its handler always sees it (and closes the connection)."""
+
+    __slots__ = ("_awaited", "_run", "_started")
+
+    def __init__(self, run: Coroutine[Any, Any, None], awaited: Any) -> None:
+        self._run = run
+        self._awaited = awaited
+        self._started = False
+
+    def send(self, value: Any) -> Any:
+        if not self._started:
+            self._started = True
+            awaited, self._awaited = self._awaited, None
+            return awaited
+        return self._run.send(value)
+
+    def __next__(self) -> Any:  # what a task calls to send None
+        return self.send(None)
+
+    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
+        self._started = True
+        self._awaited = None
+        if val is None and tb is None:
+            return self._run.throw(typ)
+        return self._run.throw(typ, val, tb)
+
+    def close(self) -> None:
+        self._run.close()
+
+    def __await__(self) -> Generator[Any, None, None]:
+        raise TypeError("driven by a task only")
 
 
 def _encode(correlation_id: int, api_key: int, api_version: int, body: object) -> Outcome:
