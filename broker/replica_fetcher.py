@@ -5,7 +5,8 @@ asyncio tasks).
 The replica manager adds fetchers for the partitions a LeaderAndIsr makes follower (with
 where to start: ``InitialFetchState``) and removes them for partitions that become leader
 or are stopped, before it changes their state, exactly where Kafka does. ``NoFetchers``
-stands in on a single node (it never has followers).
+(``broker.fetchers``, with ``InitialFetchState`` and the ``FetcherManager`` interface)
+stands in on a single node (it never has followers), which does not load this module.
 
 ``ReplicaFetcherManager``: one ``ReplicaFetcher`` per (source broker, fetcher id), the id
 being ``hash(topic, partition) % num.replica.fetchers``; a fetcher left without
@@ -57,6 +58,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Protocol
 
+from broker.fetchers import InitialFetchState
 from client.config import ClientConfig
 from client.connection import BrokerConnection
 from client.errors import ClientError
@@ -90,44 +92,6 @@ _BACK_OFF: Final = frozenset({
     ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.KAFKA_STORAGE_ERROR,
     ErrorCode.REPLICA_NOT_AVAILABLE, ErrorCode.LEADER_NOT_AVAILABLE,
 })
-
-
-@dataclass(frozen=True, slots=True)
-class InitialFetchState:
-    """Where a follower starts fetching (Kafka's ``InitialFetchState``)."""
-
-    topic_id: uuid.UUID
-    leader_id: int
-    leader_epoch: int
-    fetch_offset: int
-
-
-class FetcherManager(Protocol):
-    """Replica fetchers (Kafka's ``ReplicaFetcherManager``): added for followers, removed
-    for leaders and stopped replicas."""
-
-    def add_fetchers(self, partitions: Mapping[TopicPartition, InitialFetchState]) -> None: ...
-    def remove_fetchers(self, partitions: Iterable[TopicPartition]) -> None: ...
-    def max_lag(self) -> int: ...
-    async def shutdown(self) -> None: ...
-
-
-class NoFetchers:
-    """A single node: followers never exist, so nothing fetches."""
-
-    def add_fetchers(self, partitions: Mapping[TopicPartition, InitialFetchState]) -> None:
-        for tp, state in partitions.items():
-            log.warning("%s: follower of broker %d, but this broker has no replica fetchers",
-                        tp, state.leader_id)
-
-    def remove_fetchers(self, partitions: Iterable[TopicPartition]) -> None:
-        pass
-
-    def max_lag(self) -> int:
-        return 0
-
-    async def shutdown(self) -> None:
-        pass
 
 
 @dataclass(frozen=True, slots=True)

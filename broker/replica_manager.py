@@ -62,7 +62,6 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from broker.alter_partition import AlterPartitionManager
 from broker.delayed_ops import (
     DelayedFetch,
     DelayedProduce,
@@ -71,6 +70,7 @@ from broker.delayed_ops import (
     ProducePartitionStatus,
 )
 from broker.fetch_session import DEFAULT_MAX_SLOTS, FetchSessionCache
+from broker.fetchers import FetcherManager, InitialFetchState, NoFetchers
 from broker.metadata_cache import MetadataCache
 from broker.partition import (
     NO_EPOCH,
@@ -80,7 +80,6 @@ from broker.partition import (
     ReadResult,
 )
 from broker.purgatory import Purgatory
-from broker.replica_fetcher import FetcherManager, InitialFetchState, NoFetchers
 from broker.replication_quota import ReplicationQuota, apply_topic_configs
 from broker.topics import INTERNAL_TOPICS
 from controller.leader_and_isr import EPOCH_DURING_DELETE
@@ -95,6 +94,7 @@ from storage.manager import LogManager
 from storage.naming import TopicPartition as StorageTopicPartition
 
 if TYPE_CHECKING:
+    from broker.alter_partition import AlterPartitionManager
     from broker.metrics.topics import BrokerTopicStats
 
 log = logging.getLogger(__name__)

@@ -8,14 +8,14 @@ broker-to-broker client does (``broker.security.inter_broker``: TLS, SASL)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 from broker.alter_partition import AlterPartitionManager
 from broker.config import BrokerConfig, ConfigError
 from broker.metadata_cache import MetadataCache
 from broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager
-from broker.replication_quota import FOLLOWER_RATE, LEADER_RATE
+from broker.replication_quota import FOLLOWER_RATE, LEADER_RATE, apply_throttle_rates
 from broker.security.inter_broker import inter_broker_client_properties
 
 
@@ -33,7 +33,6 @@ def fetcher_settings(config: BrokerConfig) -> FetcherSettings:
         client_properties=inter_broker_client_properties(config))
 
 
-LONG_MAX = 2**63 - 1
 RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 LEADER_SELECTOR = "org.apache.kafka.common.replica.LeaderSelector"
 
@@ -63,15 +62,3 @@ def start(config: BrokerConfig, replica_manager: ReplicaManager, cache: Metadata
     apply_throttle_rates(config, replica_manager, {
         LEADER_RATE: config.get_int(LEADER_RATE), FOLLOWER_RATE: config.get_int(FOLLOWER_RATE)})
     replica_manager.start_isr_expiration(config.get_int("replica.lag.time.max.ms"))
-
-
-def apply_throttle_rates(config: BrokerConfig, replica_manager: ReplicaManager,
-                         rates: Mapping[str, int]) -> None:
-    """The replication quotas' bounds (bytes/s; Long.MAX_VALUE: none): at start-up, and
-    whenever the broker's dynamic configs change."""
-    for quota, name in ((replica_manager.leader_quota, LEADER_RATE),
-                        (replica_manager.follower_quota, FOLLOWER_RATE)):
-        rate = rates[name]
-        quota.configure(None if rate >= LONG_MAX else rate,
-                        samples=config.get_int("replication.quota.window.num"),
-                        window_s=float(config.get_int("replication.quota.window.size.seconds")))

@@ -22,10 +22,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import Final
+from typing import TYPE_CHECKING, Final, Protocol
 
 from protocol.topic_partition import TopicPartition
 
+if TYPE_CHECKING:
+    from broker.config import BrokerConfig
+
+_LONG_MAX: Final = 2**63 - 1
 LEADER_RATE: Final = "leader.replication.throttled.rate"
 FOLLOWER_RATE: Final = "follower.replication.throttled.rate"
 LEADER_REPLICAS: Final = "leader.replication.throttled.replicas"
@@ -116,3 +120,22 @@ def apply_topic_configs(leader: ReplicationQuota, follower: ReplicationQuota, to
                                                       broker_id))
     follower.mark_throttled(topic, throttled_partitions(configs.get(FOLLOWER_REPLICAS, ""),
                                                         broker_id))
+
+
+class _Quotas(Protocol):
+    @property
+    def leader_quota(self) -> ReplicationQuota: ...
+    @property
+    def follower_quota(self) -> ReplicationQuota: ...
+
+
+def apply_throttle_rates(config: BrokerConfig, replica_manager: _Quotas,
+                         rates: Mapping[str, int]) -> None:
+    """The replication quotas' bounds (bytes/s; Long.MAX_VALUE: none): at start-up, and
+    whenever the broker's dynamic configs change (a single node's too)."""
+    for quota, name in ((replica_manager.leader_quota, LEADER_RATE),
+                        (replica_manager.follower_quota, FOLLOWER_RATE)):
+        rate = rates[name]
+        quota.configure(None if rate >= _LONG_MAX else rate,
+                        samples=config.get_int("replication.quota.window.num"),
+                        window_s=float(config.get_int("replication.quota.window.size.seconds")))

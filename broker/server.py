@@ -58,7 +58,6 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import IO, TYPE_CHECKING
 
-from broker import replication
 from broker.admin_manager import AdminManager
 from broker.cluster_ops import ClusterOps, LocalClusterOps
 from broker.config import BrokerConfig, ConfigError, Endpoint
@@ -78,6 +77,7 @@ from broker.network.socket_server import SocketServer
 from broker.producer_ids import BLOCK_FILE_NAME, BlockSource, ProducerIdManager
 from broker.quota.manager import ClientQuotas
 from broker.replica_manager import ReplicaManager
+from broker.replication_quota import apply_throttle_rates
 from broker.security.acl_store import STORE_FILE as ACL_FILE
 from broker.security.acl_store import AclStore
 from broker.security.authorizer import AclAuthorizer, parse_super_users
@@ -325,7 +325,7 @@ class BrokerServer:
         offsets_topic = (await store.topics([GROUP_METADATA_TOPIC])).get(GROUP_METADATA_TOPIC)
         cluster: ClusterOps
         if zk is not None:
-            from broker import cluster_mode
+            from broker import cluster_mode, replication
             from controller.zk_client import ZkError
             # The broker epoch is the registration's czxid (a new one after a session
             # expiry); the controller then tells this broker its partitions and the cluster.
@@ -416,7 +416,7 @@ class BrokerServer:
     def _apply_dynamic_configs(self, replica_manager: ReplicaManager,
                                values: Mapping[str, int]) -> None:
         """The dynamic broker configs in force now (broker.dynamic_broker_config)."""
-        replication.apply_throttle_rates(self.config, replica_manager, values)
+        apply_throttle_rates(self.config, replica_manager, values)
         self.network.resize_io_workers(values[NUM_IO_THREADS])
 
     def _log_dir_failed(self, failure: LogDirFailure) -> None:

@@ -70,7 +70,7 @@ The broker's side
   (STALE_CONTROLLER_EPOCH) and on the leader epoch (an older or equal leader epoch in
   LeaderAndIsr is ignored with STALE_CONTROLLER_EPOCH, an older one in StopReplica is
   FENCED_LEADER_EPOCH, as Kafka answers). Replica fetchers attach where followers are made
-  (``broker.replica_fetcher.FetcherManager``: added for new followers, removed for new
+  (``broker.fetchers.FetcherManager``: added for new followers, removed for new
   leaders and stopped replicas).
 - ``broker.control_requests.ControlRequestHandler``: the three APIs' handler, for the
   network handlers and the in-process channel alike (broker epoch check:
