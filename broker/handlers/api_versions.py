@@ -35,9 +35,8 @@ _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
 def advertised_api_keys() -> list[ApiVersionsResponse.ApiVersion]:
-    return [ApiVersionsResponse.ApiVersion(api_key=spec.api_key, min_version=spec.min_version,
-                                           max_version=spec.max_version)
-            for spec in sorted(REGISTRY.values(), key=lambda s: s.api_key)]
+    return [ApiVersionsResponse.ApiVersion(api_key=key, min_version=lo, max_version=hi)
+            for key, lo, hi in REGISTRY.ranges()]
 
 
 def unsupported_version_response() -> ApiVersionsResponse:

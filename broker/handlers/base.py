@@ -17,14 +17,21 @@ A handler whose answer must wait (acks=all, long-poll fetch, join) awaits a dela
 operation in the purgatory; the connection stays muted meanwhile, so each connection's
 responses go out strictly in request order. ApiVersions is built from ``REGISTRY``, so
 what is advertised is exactly what is implemented.
+
+Handler modules are imported on first use: ``broker.handlers.index`` says which module
+handles each key and its versions (checked against the module's ``@api`` when it loads),
+so start-up imports only what its first requests need.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import importlib
+import threading
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
+from broker.handlers.index import HANDLER_INDEX
 from broker.security.principal import ANONYMOUS, KafkaPrincipal
 
 if TYPE_CHECKING:
@@ -116,21 +123,101 @@ class ApiSpec:
     handler: Handler
 
 
-# API key -> its spec. Filled by the @api decorator when broker.handlers imports the modules.
-REGISTRY: dict[int, ApiSpec] = {}
+# API key -> spec of every handler module loaded so far. A module in the index registers
+# into _PENDING while it executes, and its spec moves here once its import is complete, so
+# that a broker on another thread never finds a handler whose module is half executed.
+LOADED_SPECS: dict[int, ApiSpec] = {}
+_PENDING: dict[int, ApiSpec] = {}
+_LOAD_LOCK = threading.Lock()
+
+
+def _load(api_key: int) -> ApiSpec | None:
+    """Import the module that handles ``api_key`` (it registers itself); None if none does."""
+    entry = HANDLER_INDEX.get(api_key)
+    if entry is None:
+        return None
+    with _LOAD_LOCK:
+        spec = LOADED_SPECS.get(api_key)
+        if spec is None:
+            importlib.import_module(f"broker.handlers.{entry.module}")
+            spec = _PENDING.pop(api_key, None)
+            if spec is None:
+                raise RuntimeError(
+                    f"broker.handlers.{entry.module} did not register API key {api_key}")
+            LOADED_SPECS[api_key] = spec
+    return spec
+
+
+def find_spec(api_key: int) -> ApiSpec | None:
+    """The spec of ``api_key``, its module imported on first use; None: no handler."""
+    spec = LOADED_SPECS.get(api_key)
+    return spec if spec is not None else _load(api_key)
+
+
+class HandlerRegistry(Mapping[int, ApiSpec]):
+    """API key -> spec, for every key with a handler: the indexed modules (loaded when a
+    key is looked up, all of them when the mapping is walked) and any registered outside
+    the index (tests). The request path calls ``find_spec``; ApiVersions reads ``ranges``,
+    which loads nothing."""
+
+    def __getitem__(self, api_key: int) -> ApiSpec:
+        spec = find_spec(api_key)
+        if spec is None:
+            raise KeyError(api_key)
+        return spec
+
+    def __contains__(self, api_key: object) -> bool:
+        return api_key in LOADED_SPECS or api_key in HANDLER_INDEX
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(sorted(HANDLER_INDEX.keys() | LOADED_SPECS.keys()))
+
+    def __len__(self) -> int:
+        return len(HANDLER_INDEX.keys() | LOADED_SPECS.keys())
+
+    def ranges(self) -> list[tuple[int, int, int]]:
+        """(api key, min version, max version) of every key, sorted, without loading."""
+        found = {key: (e.min_version, e.max_version) for key, e in HANDLER_INDEX.items()}
+        for key, spec in LOADED_SPECS.items():
+            found[key] = (spec.min_version, spec.max_version)
+        return [(key, lo, hi) for key, (lo, hi) in sorted(found.items())]
+
+    def names(self) -> dict[int, str]:
+        """API key -> Kafka's name of the API, without loading."""
+        found = {key: e.name for key, e in HANDLER_INDEX.items()}
+        for key, spec in LOADED_SPECS.items():
+            found[key] = spec.request.__name__.removesuffix("Request")
+        return found
+
+    def pop(self, api_key: int, default: ApiSpec | None = None) -> ApiSpec | None:
+        """Unregister (tests that registered their own handlers)."""
+        _PENDING.pop(api_key, None)
+        return LOADED_SPECS.pop(api_key, default)
+
+
+REGISTRY: Final = HandlerRegistry()
 
 
 def api(
     api_key: int, *, min_version: int, max_version: int, request: type[Any]
 ) -> Callable[[Handler], Handler]:
-    """Register ``handler`` for ``api_key`` over ``[min_version, max_version]``."""
+    """Register ``handler`` for ``api_key`` over ``[min_version, max_version]``, which must
+    be the range ``HANDLER_INDEX`` lists for it (keys outside the index: tests)."""
 
     def register(handler: Handler) -> Handler:
-        if api_key in REGISTRY:
+        entry = HANDLER_INDEX.get(api_key)
+        if entry is not None and (entry.min_version, entry.max_version) != (min_version,
+                                                                            max_version):
+            raise RuntimeError(
+                f"API key {api_key}: {handler.__module__} registers versions {min_version}-"
+                f"{max_version}, broker.handlers.index lists {entry.min_version}-"
+                f"{entry.max_version}")
+        if api_key in LOADED_SPECS or api_key in _PENDING:
             raise RuntimeError(f"API key {api_key} registered twice")
         if not 0 <= min_version <= max_version:
             raise RuntimeError(f"API key {api_key}: bad version range {min_version}-{max_version}")
-        REGISTRY[api_key] = ApiSpec(api_key, min_version, max_version, request, handler)
+        spec = ApiSpec(api_key, min_version, max_version, request, handler)
+        (LOADED_SPECS if entry is None else _PENDING)[api_key] = spec
         return handler
 
     return register

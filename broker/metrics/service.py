@@ -32,7 +32,7 @@ def kafka_api_names() -> dict[int, str]:
     """API key -> Kafka's name for it (``ApiKeys.name``), for every registered handler."""
     from broker.handlers import REGISTRY
 
-    return {key: spec.request.__name__.removesuffix("Request") for key, spec in REGISTRY.items()}
+    return REGISTRY.names()
 
 
 class BrokerMetrics:

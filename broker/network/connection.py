@@ -63,7 +63,7 @@ import os
 import time
 from typing import TYPE_CHECKING, cast
 
-from broker.handlers.base import REGISTRY, CloseConnection
+from broker.handlers.base import LOADED_SPECS, CloseConnection, find_spec
 from broker.network.memory_pool import MemoryPool
 from broker.network.request_channel import NoOp, Outcome, Request, SendResponse
 from broker.network.sendfile import (
@@ -388,7 +388,7 @@ class Connection(asyncio.Protocol):
                 self.close()
                 return
         header, body_offset = decode_request_header(frame)
-        spec = REGISTRY.get(header.api_key)
+        spec = LOADED_SPECS.get(header.api_key) or find_spec(header.api_key)
         if spec is None:
             raise ProtocolError(f"unknown api key {header.api_key} "
                                 f"(correlation id {header.correlation_id}, client {header.client_id!r})")

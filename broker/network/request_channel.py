@@ -43,7 +43,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from broker.faults import Delay, Drop, Fail, FaultInjector
-from broker.handlers.base import REGISTRY, ApiSpec, CloseConnection, RequestContext, Respond
+from broker.handlers.base import (
+    LOADED_SPECS,
+    ApiSpec,
+    CloseConnection,
+    RequestContext,
+    Respond,
+    find_spec,
+)
 from broker.metrics import stages
 from broker.quota.manager import NANOS_TO_PERCENTAGE, ClientQuotaManager
 from broker.quota.throttling import REQUEST_QUOTA_EXEMPT, client_throttles
@@ -232,7 +239,7 @@ class RequestChannel:
 
     def _dispatch(self, request: Request) -> None:
         header = request.header
-        spec = REGISTRY.get(header.api_key)
+        spec = LOADED_SPECS.get(header.api_key) or find_spec(header.api_key)
         if spec is None:  # the connection checks this first; kept for safety
             request.finish(CloseConnection(f"unknown api key {header.api_key}"))
             return
