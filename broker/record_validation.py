@@ -51,6 +51,7 @@ from protocol.records import (
 )
 
 LONG_MAX = 2**63 - 1
+_new_tuple = tuple.__new__
 ZSTD_MIN_PRODUCE_VERSION = 7
 
 
@@ -109,8 +110,8 @@ def validate_client_batch(
     single = read_single_batch(records)
     if single is None:
         _refuse(records, produce_version)
+    batch = _new_tuple(ValidBatch, single)  # NamedTuple's own __new__ is Python code
     view, head = single
-    batch = ValidBatch(view, head)
     size = head.batch_length + LOG_OVERHEAD_BYTES
     if size > config.max_message_bytes:
         raise RecordValidationError(

@@ -86,6 +86,9 @@ log = logging.getLogger(__name__)
 
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
+# NamedTuples built once per produce request: their own __new__ is Python code,
+# tuple.__new__ builds the same object in C.
+_new_tuple = tuple.__new__
 MAX_PENDING_DELETES = 100_000
 MAX_CORRUPT_REPORTS = 1000  # corrupt spots logged per log (each once)
 
@@ -348,7 +351,7 @@ class Log:
                 last = offset + head.last_offset_delta
                 if ts > max_ts:
                     max_ts, offset_of_max = ts, last
-                metas.append(BatchMeta(head.batch_length + 12, last, ts))
+                metas.append(_new_tuple(BatchMeta, (head.batch_length + 12, last, ts)))
                 offset = last + 1
             self._append_to(segment, buf, metas)
             self._epoch_cache.assign(leader_epoch, first)
@@ -418,10 +421,10 @@ class Log:
         valid_bytes: int, batch_count: int, records: int, rolled: bool,
     ) -> AppendInfo:
         needs_flush = rolled or self._leo - self._recovery_point >= self.config.flush_messages
-        return AppendInfo(  # positional: this runs once per produce request
+        return _new_tuple(AppendInfo, (  # this runs once per produce request
             Offset(first), Offset(next_offset - 1), max_ts, Offset(offset_of_max), append_time,
             Offset(self._log_start_offset), valid_bytes, batch_count, records, needs_flush,
-        )
+        ))
 
     # ------------------------------------------------------------------ rolling
     def _maybe_roll(

@@ -44,6 +44,9 @@ from storage.naming import DELETED_SUFFIX, index_file, log_file, time_index_file
 from storage.offsets import INT32_MAX, NO_TIMESTAMP, Offset
 
 log = logging.getLogger(__name__)
+# A NamedTuple's own __new__ is Python code; tuple.__new__ builds the same object in C
+# (index_batch runs once per appended batch).
+_new_tuple = tuple.__new__
 
 # baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
 # baseTimestamp, maxTimestamp: the first 43 bytes of a batch header (protocol.batch_header).
@@ -353,7 +356,7 @@ class LogSegment:
         if current is None:
             current = self.max_timestamp_so_far
         if max_timestamp > current.timestamp:
-            self._max_ts_and_offset = TimestampOffset(max_timestamp, Offset(last_offset))
+            self._max_ts_and_offset = _new_tuple(TimestampOffset, (max_timestamp, last_offset))
         if self._bytes_since_last_index_entry > self.index_interval_bytes:
             self.offset_index.append(last_offset, position)
             mts = self.max_timestamp_so_far

@@ -55,6 +55,7 @@ from protocol.topic_partition import TopicPartition
 log = logging.getLogger(__name__)
 
 _Resp = ProduceResponse
+_new_tuple = tuple.__new__  # a NamedTuple's own __new__ is Python code; this is C
 
 
 @api(ProduceRequest.API_KEY, min_version=3, max_version=11, request=ProduceRequest)
@@ -65,7 +66,7 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Handle
             records = part.records
             if records is not None and not isinstance(records, memoryview | bytes):
                 records = memoryview(records) if isinstance(records, bytearray) else None
-            entries[TopicPartition(topic.name, part.index)] = records
+            entries[_new_tuple(TopicPartition, (topic.name, part.index))] = records
     denied: list[TopicPartition] = []
     if ctx.broker.authorizer is not None:  # without one every topic is allowed
         allowed = filter_authorized(ctx, Op.WRITE, RT.TOPIC, {tp.topic for tp in entries})
