@@ -148,8 +148,8 @@ class ControllerCore:
     # ------------------------------------------------------------ events
 
     async def _process_timed(self, event: object) -> None:
-        """``process`` with the controller state set while it runs (Kafka's
-        ControllerEventManager); broker changes are timed (LeaderElectionRateAndTimeMs)."""
+        """``process`` with the controller state set while it runs, and timed per state
+        (Kafka's ControllerEventManager and its rate-and-time timers)."""
         stats = self.stats
         state = self.state_of(event)
         stats.state = state
@@ -158,8 +158,7 @@ class ControllerCore:
             await self.process(event)
         finally:
             stats.state = ControllerState.IDLE
-            if state is ControllerState.BROKER_CHANGE:
-                stats.record_leader_election(time.monotonic_ns() - start)
+            stats.record_state(state, time.monotonic_ns() - start)
 
     def state_of(self, event: object) -> ControllerState:
         """Kafka's ControllerState of processing ``event``."""

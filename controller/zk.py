@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
@@ -288,10 +289,13 @@ class ZkController:
     async def _on_elected(self, epoch: ControllerEpoch) -> None:
         """Kafka's onControllerFailover."""
         self.stats.state = ControllerState.CONTROLLER_CHANGE
+        start = time.monotonic_ns()
         try:
             await self._failover(epoch)
         finally:
             self.stats.state = ControllerState.IDLE
+            self.stats.record_state(ControllerState.CONTROLLER_CHANGE,
+                                    time.monotonic_ns() - start)
 
     async def _failover(self, epoch: ControllerEpoch) -> None:
         store = self.store

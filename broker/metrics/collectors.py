@@ -24,8 +24,10 @@ and need no locks. Nothing here is updated on the request path.
   ``OfflinePartitionsCount``, ``PreferredReplicaImbalanceCount``, ``GlobalTopicCount``,
   ``GlobalPartitionCount``, from the controller's own view of the cluster
   (``ControllerView``; the counts are 0 on a broker whose controller is not active, as
-  Kafka's); ``ControllerStats``: ``LeaderElectionRateAndTimeMs`` (a histogram) and
-  ``UncleanLeaderElectionsPerSec``, counted since start-up over every tenure;
+  Kafka's); ``ControllerStats``: ``LeaderElectionRateAndTimeMs`` (a histogram), the
+  other states' rate-and-time timers (``TopicChangeRateAndTimeMs``, ..., histograms, for
+  the states processed at least once) and ``UncleanLeaderElectionsPerSec``, counted since
+  start-up over every tenure;
 - groups (``GroupMetadataManager``): ``NumGroups``, ``NumGroups<State>``, ``NumOffsets``;
   consumer lag per group and partition (``kafka_consumergroup_lag``, the name
   kafka_exporter gives it: Kafka has no broker-side lag metric).
@@ -51,7 +53,7 @@ from prometheus_client.metrics_core import (
 
 from broker.group.state import GroupState
 from broker.metrics.histogram import add_histogram, le_labels
-from controller.stats import LEADER_ELECTION_BOUNDS_NS
+from controller.stats import LEADER_ELECTION_BOUNDS_NS, RATE_AND_TIME_NAMES
 from storage.flush_stats import BOUNDS_NS as FLUSH_BOUNDS_NS
 from storage.flush_stats import LOG_FLUSH_STATS
 
@@ -345,6 +347,14 @@ def collect_controller(view: BrokerView) -> Iterator[Metric]:
     add_histogram(elections, [], _ELECTION_LE, stats.leader_election_counts,
                   stats.leader_election_sum_ns / 1_000_000)
     yield elections
+    for state, timer in sorted(stats.state_times.items()):
+        name = RATE_AND_TIME_NAMES[state]
+        family = HistogramMetricFamily(
+            f"kafka_controller_controllerstats_{name.lower()}",
+            f"Time the controller spent in state {state.name}, ms (Kafka: ControllerStats "
+            f"{name})", labels=[])
+        add_histogram(family, [], _ELECTION_LE, timer.counts, timer.sum_ns / 1_000_000)
+        yield family
     yield CounterMetricFamily("kafka_controller_controllerstats_uncleanleaderelections",
                               "Leaders elected from outside the ISR (Kafka: ControllerStats "
                               "UncleanLeaderElectionsPerSec)",

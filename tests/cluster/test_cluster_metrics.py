@@ -97,6 +97,12 @@ def test_controller_metrics_follow_failover(cluster_brokers: Callable[..., Clust
     assert s.value("kafka_controller_kafkacontroller_preferredreplicaimbalancecount") == 0
     assert s.has("kafka_controller_kafkacontroller_controllerstate")
     assert s.value("kafka_controller_kafkacontroller_controllerstate") == 0  # Idle
+    # Its election and the topic's creation were processed and timed per state (Kafka's
+    # ControllerStats rate-and-time timers); the other brokers were never controller.
+    assert s.value("kafka_controller_controllerstats_controllerchangerateandtimems_count") == 1
+    assert s.value("kafka_controller_controllerstats_topicchangerateandtimems_count") >= 1
+    assert not metrics(brokers.brokers[others[0]]).has(
+        "kafka_controller_controllerstats_controllerchangerateandtimems_count")
 
     brokers.brokers[first].kill9()
     second = controller_id(brokers, not_=first)
@@ -116,6 +122,7 @@ def test_controller_metrics_follow_failover(cluster_brokers: Callable[..., Clust
                timeout_s=30, what="the broker change to be timed")
     s = metrics(new)
     assert s.value("kafka_controller_controllerstats_leaderelectionrateandtimems_sum") > 0
+    assert s.value("kafka_controller_controllerstats_controllerchangerateandtimems_count") == 1
     assert s.value("kafka_controller_kafkacontroller_activecontrollercount") == 1
     assert gauge(brokers.brokers[first], ACTIVE) == 0
     assert gauge(brokers.brokers[first],
