@@ -113,17 +113,21 @@ class PartitionScaling(Scenario):
         return [f for _, _, f in ordered]
 
 
-def _log_errors(broker: BrokerUnderTest, limit: int = 3) -> str:
-    """The broker's last few error lines (minikafka's broker.log, Kafka's server.log)."""
-    found: list[str] = []
+def _log_errors(broker: BrokerUnderTest) -> str:
+    """The broker's last OS error and last ERROR line (minikafka's broker.log, Kafka's
+    server.log), on one line: reports show a failure's first line."""
+    errno_line = error_line = ""
     for name in ("broker.log", "server.log"):
         try:
             with (broker.log_dir.parent / name).open(errors="replace") as f:
-                found += [f"{name}: {line.strip()[:300]}" for line in f
-                          if " ERROR " in line or "Errno" in line]
+                for line in f:
+                    if "Errno" in line:
+                        errno_line = line.strip()[:200]
+                    elif " ERROR " in line:
+                        error_line = line.strip()[:200]
         except OSError:
             continue
-    return "".join(f"\n  {line}" for line in found[-limit:])
+    return "".join(f" | {line}" for line in (errno_line, error_line) if line)
 
 
 def _fig(row: str, metric: str, broker: BrokerUnderTest, run: int, value: float, *,
