@@ -32,7 +32,8 @@ def kafka_dump(files: list[Path]) -> str:
     compaction leaves ("Non-consecutive offsets ... N is followed by M", which it prints
     for any compacted log)."""
     proc = subprocess.run(
-        ["java", "-Xmx256m", "-cp", str(JARS / "*"), "kafka.tools.DumpLogSegments",
+        ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", str(JARS / "*"),
+         "kafka.tools.DumpLogSegments",
          "--files", ",".join(str(f) for f in files), "--print-data-log"],
         capture_output=True, text=True, timeout=150,
     )

@@ -101,7 +101,8 @@ def build_logs(root: Path) -> list[Path]:
 
 def kafka_dump(files: list[Path]) -> str:
     proc = subprocess.run(
-        ["java", "-Xmx256m", "-cp", str(JARS / "*"), "kafka.tools.DumpLogSegments",
+        ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", str(JARS / "*"),
+         "kafka.tools.DumpLogSegments",
          "--files", ",".join(str(f) for f in files), "--print-data-log"],
         capture_output=True, text=True, timeout=150,
     )

@@ -121,7 +121,7 @@ def test_kafka_java_reads_and_rewrites_our_bytes_exactly(tmp_path: Path) -> None
     source = tmp_path / "CrossCheck.java"
     source.write_text(JAVA_SOURCE)
     result = subprocess.run(
-        ["java", "-Xmx512m", "-cp", f"{LIBS}/*", str(source)],
+        ["java", "-Xmx512m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", f"{LIBS}/*", str(source)],
         input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=200,
     )
     assert result.returncode == 0, result.stderr[-2000:]

@@ -65,7 +65,8 @@ def test_java_reads_our_batches_and_we_read_javas(tmp_path: Path) -> None:
         )
         files[codec] = path
     proc = subprocess.run(
-        ["java", "-cp", f"{LIBS}/*", str(PROGRAM), *map(str, files.values())],
+        ["java", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", f"{LIBS}/*", str(PROGRAM),
+         *map(str, files.values())],
         capture_output=True, text=True, timeout=100, check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
