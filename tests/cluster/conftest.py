@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +144,21 @@ class ClusterBrokers:
         self.all: list[BrokerProcess] = []
 
     def start(self, broker_id: int, **props: str) -> BrokerProcess:
+        return self._process(broker_id, props).start()
+
+    def start_together(self, broker_ids: Iterable[int]) -> None:
+        """Start several brokers at once (each process launched, then each awaited)."""
+        for proc in [self._process(broker_id, {}).launch() for broker_id in broker_ids]:
+            proc.wait_ready()
+
+    def start_cluster(self, count: int) -> None:
+        """Brokers 1..count: broker 1 alone first, so that it is the controller, as when
+        they were started one after another; the others together."""
+        if count >= 1:
+            self.start(1)
+        self.start_together(range(2, count + 1))
+
+    def _process(self, broker_id: int, props: dict[str, str]) -> BrokerProcess:
         overrides = {"broker.id": str(broker_id), "zookeeper.connect": self.zk_connect,
                      **CLUSTER_TEST_PROPS, **self.props,
                      **{k.replace("_", "."): v for k, v in props.items()}}
@@ -154,7 +169,7 @@ class ClusterBrokers:
             self.all.append(proc)
         else:
             proc.overrides.update(overrides)
-        return proc.start()
+        return proc
 
     def bootstrap(self, *, exclude: int | None = None) -> str:
         return ",".join(p.bootstrap for i, p in sorted(self.brokers.items())
@@ -183,8 +198,7 @@ def cluster_brokers(tmp_path: Path, zk_connect: str,
         brokers = ClusterBrokers(tmp_path, connect or zk_connect,
                                  {k.replace("_", "."): v for k, v in props.items()})
         made.append(brokers)
-        for broker_id in range(1, count + 1):
-            brokers.start(broker_id)
+        brokers.start_cluster(count)
         return brokers
 
     yield make

@@ -566,8 +566,7 @@ def _cluster(zookeeper: ZooKeeper, tmp: Path, **props: str) -> ClusterBrokers:
         "replica.lag.time.max.ms": str(LAG_MS),
         "offsets.topic.replication.factor": "1",
         **props})
-    for broker_id in (1, 2, 3):
-        brokers.start(broker_id)
+    brokers.start_cluster(3)
     wait_until(lambda: alive_brokers(brokers.bootstrap()) == {1, 2, 3}, timeout_s=30,
                what="three live brokers", interval_s=0.2)
     return brokers

@@ -102,6 +102,11 @@ class BrokerProcess:
     # -- life cycle --------------------------------------------------------------------
 
     def start(self, timeout_s: float = START_TIMEOUT_S) -> BrokerProcess:
+        return self.launch().wait_ready(timeout_s)
+
+    def launch(self) -> BrokerProcess:
+        """Start the process without waiting for it to be ready (``wait_ready``): several
+        brokers start at once."""
         if self.proc is not None and self.proc.poll() is None:
             raise BrokerStartError("already running")
         self.tmp_dir.mkdir(parents=True, exist_ok=True)
@@ -114,6 +119,10 @@ class BrokerProcess:
         self.proc = subprocess.Popen(self.command(), cwd=REPO_ROOT, stdout=subprocess.PIPE,
                                      stderr=self._stderr, stdin=subprocess.DEVNULL, env=env,
                                      text=True)
+        return self
+
+    def wait_ready(self, timeout_s: float = START_TIMEOUT_S) -> BrokerProcess:
+        """Wait for the ready line of the process ``launch`` started; learn its address."""
         ready = self._read_ready_line(timeout_s)
         self.broker_id = ready.broker_id
         self.endpoints = ready.endpoints
