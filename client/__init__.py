@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from client.config import ClientConfig, parse_bootstrap
     from client.connection import BrokerConnection, Request
     from client.errors import ClientError, error_name
-    from client.fetch import FetchedPartition, fetch
+    from client.fetch import FetchedPartition
     from client.fetch_session import FetchPosition, FetchSession, response_partitions
     from client.groups import Groups
     from client.kafka_client import KafkaClient
@@ -35,7 +35,15 @@ if TYPE_CHECKING:
         ListedOffset,
         list_offsets,
     )
-    from client.produce import ProducedBatch, produce
+    from client.produce import ProducedBatch
+
+# ``fetch`` and ``produce`` are also the names of submodules: importing ``client.fetch``
+# (as ``client.fetch_session`` and ``client.sync`` do) binds the package attribute ``fetch``
+# to the module, and ``__getattr__`` is never asked again, so ``from client import fetch``
+# would give the module or the function depending on what was imported first. These two are
+# bound here, after their submodules, so the package attribute is always the function.
+from client.fetch import fetch
+from client.produce import produce
 
 _MODULE_OF = {
     **dict.fromkeys(("Admin", "AlterOp", "ConfigSource", "ResourceType"), "client.admin"),
