@@ -29,6 +29,7 @@ class StoredRecord:
     seq: int
     leader_epoch: int
     producer_id: int
+    producer_epoch: int = 0
 
 
 @dataclass(slots=True)
@@ -80,7 +81,7 @@ def read_replica(broker_id: int, directory: Path, topic: str, partition: int,
                 value = parse_value(record.value)
                 replica.records.append(StoredRecord(
                     record.offset, value[0] if value else None, value[1] if value else -1,
-                    batch.partition_leader_epoch, batch.producer_id))
+                    batch.partition_leader_epoch, batch.producer_id, batch.producer_epoch))
         if not scan.batches and base > replica.log_end_offset:
             replica.log_end_offset = base
     return replica

@@ -26,6 +26,7 @@ from tests.chaos.replicas import ReplicaLog, StoredRecord, read_broker
 T = "chaos-all"
 STRICT = WriterSpec("kp-all", -1, True)
 ACKS1 = WriterSpec("ck-acks1", 1, False)
+CK_STRICT = WriterSpec("ck-all", -1, True)
 
 
 def _send(history: History, writer: str, seq: int, *, partition: int = 0, offset: int | None,
@@ -116,6 +117,29 @@ def test_duplicates_fail_an_idempotent_writer_and_are_only_reported_for_acks1() 
     assert result.writers["kp-all"].duplicates == 1
     assert result.writers["ck-acks1"].duplicates == 1
     assert result.failed
+
+
+def test_copies_under_two_producer_epochs_are_reported_not_failed() -> None:
+    """A client that bumped its producer epoch and resent a record it was not told about
+    writes a second copy no broker can recognise: reported, not held against the broker;
+    two copies under one epoch still fail."""
+    h = History()
+    _send(h, "ck-all", 757, offset=254, t=1.0)
+    _send(h, "kp-all", 3, offset=256, t=1.0)
+    replica = _replica(1, [], 257)
+    replica.records = [StoredRecord(253, "ck-all", 757, 1, 1000, 1),
+                       StoredRecord(254, "ck-all", 757, 2, 1000, 2),
+                       StoredRecord(255, "kp-all", 3, 2, 7, 0),
+                       StoredRecord(256, "kp-all", 3, 2, 7, 0)]
+    replica.log_end_offset = 257
+    result = _check(h, [replica], writers=(STRICT, CK_STRICT))
+    dups = [(f.fails, f.message) for f in result.findings if f.kind == "duplicate"]
+    assert dups == [
+        (False, "chaos-all-0: ck-all:757 at offsets [253, 254] under producer epochs [1, 2]: "
+                "resent by the client after an epoch bump"),
+        (True, "chaos-all-0: kp-all:3 at offsets [255, 256]")]
+    assert result.writers["ck-all"].duplicates == 0
+    assert result.writers["kp-all"].duplicates == 1
 
 
 def test_acknowledged_records_out_of_send_order_are_an_order_violation() -> None:
