@@ -40,6 +40,13 @@ from bench.procs import BenchError, tree_cpu_s
 MIB: Final[int] = 1 << 20
 
 
+def _produce_spec(topic: str, records: int, record_bytes: int) -> dict[str, Any]:
+    """A librdkafka produce load of ``records`` records of ``record_bytes`` each, batched as
+    every produce scenario batches them (5 ms linger, 1 MiB batches)."""
+    return {"workload": "produce", "topic": topic, "records": records,
+            "record_bytes": record_bytes, "linger_ms": 5, "batch_bytes": MIB}
+
+
 def _rate_figures(
     scenario: str, row: str, broker: str, run: int, *, records_per_s: float, mib_per_s: float,
     broker_cpu_pct: float | None, client_cpu_pct: float | None,
@@ -122,14 +129,7 @@ class P1Produce(Scenario):
         for partitions in self.PARTITIONS:
             topic = f"p1-{partitions}p-r{run}"
             create_topic(broker.bootstrap, topic, partitions)
-            spec = {
-                "workload": "produce",
-                "topic": topic,
-                "records": sizes.p1_records,
-                "record_bytes": sizes.record_bytes,
-                "linger_ms": 5,
-                "batch_bytes": MIB,
-            }
+            spec = _produce_spec(topic, sizes.p1_records, sizes.record_bytes)
             out = ctx.run_load(broker, spec, name=f"P1 {partitions}p")
             row = f"P1 produce {partitions}p (librdkafka)"
             figures += _throughput_figures(self.key, row, broker.name, run, out)
@@ -160,14 +160,7 @@ class P2Consume(Scenario):
         for partitions in self.PARTITIONS:
             topic = f"p2-{partitions}p"
             create_topic(broker.bootstrap, topic, partitions)
-            spec = {
-                "workload": "produce",
-                "topic": topic,
-                "records": ctx.sizes.p2_records,
-                "record_bytes": ctx.sizes.record_bytes,
-                "linger_ms": 5,
-                "batch_bytes": MIB,
-            }
+            spec = _produce_spec(topic, ctx.sizes.p2_records, ctx.sizes.record_bytes)
             ctx.run_load(broker, spec, name=f"P2 fill {partitions}p")
         return []
 
@@ -236,14 +229,7 @@ class P2LargeRecords(Scenario):
 
     def prepare(self, broker: BrokerUnderTest, ctx: RunContext) -> list[Figure]:
         create_topic(broker.bootstrap, self.TOPIC, 1)
-        spec = {
-            "workload": "produce",
-            "topic": self.TOPIC,
-            "records": ctx.sizes.p2l_records,
-            "record_bytes": ctx.sizes.p2l_record_bytes,
-            "linger_ms": 5,
-            "batch_bytes": MIB,
-        }
+        spec = _produce_spec(self.TOPIC, ctx.sizes.p2l_records, ctx.sizes.p2l_record_bytes)
         ctx.run_load(broker, spec, name="P2L fill")
         return []
 
@@ -440,15 +426,8 @@ class P6Restart(Scenario):
     def prepare(self, broker: BrokerUnderTest, ctx: RunContext) -> list[Figure]:
         sizes = ctx.sizes
         create_topic(broker.bootstrap, self.TOPIC, self.PARTITIONS)
-        spec = {
-            "workload": "produce",
-            "topic": self.TOPIC,
-            "records": sizes.p6_size_bytes // sizes.p6_record_bytes,
-            "record_bytes": sizes.p6_record_bytes,
-            "linger_ms": 5,
-            "batch_bytes": MIB,
-            "timeout_s": 1800,
-        }
+        records = sizes.p6_size_bytes // sizes.p6_record_bytes
+        spec = {**_produce_spec(self.TOPIC, records, sizes.p6_record_bytes), "timeout_s": 1800}
         out = ctx.run_load(broker, spec, name="P6 fill")
         written_gb = broker.topic_log_bytes(self.TOPIC) / 1e9
         if written_gb < 0.9 * sizes.p6_size_bytes / 1e9:
@@ -494,14 +473,7 @@ class ZeroCopy(Scenario):
 
     def prepare(self, broker: BrokerUnderTest, ctx: RunContext) -> list[Figure]:
         create_topic(broker.bootstrap, self.TOPIC, 1)
-        spec = {
-            "workload": "produce",
-            "topic": self.TOPIC,
-            "records": ctx.sizes.p2_records,
-            "record_bytes": ctx.sizes.record_bytes,
-            "linger_ms": 5,
-            "batch_bytes": MIB,
-        }
+        spec = _produce_spec(self.TOPIC, ctx.sizes.p2_records, ctx.sizes.record_bytes)
         ctx.run_load(broker, spec, name="ZC fill")
         return []
 
