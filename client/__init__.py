@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from client.config import ClientConfig, parse_bootstrap
     from client.connection import BrokerConnection, Request
     from client.errors import ClientError, error_name
-    from client.fetch import FetchedPartition
     from client.fetch_session import FetchPosition, FetchSession, response_partitions
     from client.groups import Groups
     from client.kafka_client import KafkaClient
@@ -35,22 +34,21 @@ if TYPE_CHECKING:
         ListedOffset,
         list_offsets,
     )
-    from client.produce import ProducedBatch
 
 # ``fetch`` and ``produce`` are also the names of submodules: importing ``client.fetch``
 # (as ``client.fetch_session`` and ``client.sync`` do) binds the package attribute ``fetch``
 # to the module, and ``__getattr__`` is never asked again, so ``from client import fetch``
 # would give the module or the function depending on what was imported first. These two are
-# bound here, after their submodules, so the package attribute is always the function.
-from client.fetch import fetch
-from client.produce import produce
+# bound here, after their submodules, so the package attribute is always the function (and
+# the other names of those two modules with them, since they are loaded anyway).
+from client.fetch import FetchedPartition, fetch
+from client.produce import ProducedBatch, produce
 
 _MODULE_OF = {
     **dict.fromkeys(("Admin", "AlterOp", "ConfigSource", "ResourceType"), "client.admin"),
     **dict.fromkeys(("ClientConfig", "parse_bootstrap"), "client.config"),
     **dict.fromkeys(("BrokerConnection", "Request"), "client.connection"),
     **dict.fromkeys(("ClientError", "error_name"), "client.errors"),
-    **dict.fromkeys(("FetchedPartition", "fetch"), "client.fetch"),
     **dict.fromkeys(("FetchPosition", "FetchSession", "response_partitions"),
                     "client.fetch_session"),
     "Groups": "client.groups",
@@ -59,7 +57,6 @@ _MODULE_OF = {
                     "client.metadata"),
     **dict.fromkeys(("EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP", "ListedOffset",
                      "list_offsets"), "client.offsets"),
-    **dict.fromkeys(("ProducedBatch", "produce"), "client.produce"),
 }
 
 
