@@ -1,4 +1,4 @@
-"""Sparse, mmap'd indexes of one segment: the offset index and the time index.
+"""Sparse indexes of one segment: the offset index and the time index.
 
 Both are files of fixed-size big-endian entries, in Kafka's layout byte for byte
 (``OffsetIndex.java``, ``TimeIndex.java``), named after the segment's base offset:
@@ -15,19 +15,35 @@ Both are files of fixed-size big-endian entries, in Kafka's layout byte for byte
 
 Entries are sparse: the segment adds one every ``index.interval.bytes`` (4096) of log.
 Both sequences are strictly increasing (offsets, and timestamps), which is what makes
-binary search on the mapped bytes valid. A writable (active) index is preallocated to
-``segment.index.bytes`` (10 MiB, rounded down to whole entries) and trimmed to the used
-size when the segment rolls or the log closes; after an unclean stop an untrimmed file
-ends in zero entries, which ``sanity_check`` detects (the segment then rebuilds it).
+binary search valid.
 
-Appends and truncation write with ``pwrite`` into the preallocated file (the first write
-to a page of a shared mapping costs milliseconds on ext4; ``pwrite`` costs microseconds,
-and the map sees the same page-cache pages). Lookups binary-search the mmap directly (``struct.unpack_from``; nothing is copied); the
-offset index first narrows the range with a 1/64 in-memory sample (see ``OffsetIndex``).
+An index holds no open file while it is not being written (Kafka's ``AbstractIndex``
+maps its file and closes the channel; here a map would cost a descriptor, see
+``storage.map_budget``), so a partition costs one descriptor, its active ``.log``:
 
-Thread-safety: none of its own. An index belongs to one segment, and the owning ``Log``
-serialises every call (appends, truncation, resizing and lookups) under its lock; the
-map is never resized while a lookup runs because both happen under that lock.
+- **Writable (active)**: the entries live in a ``bytearray`` (what Kafka's map of the
+  active index holds in memory), appended and searched there; the file is opened only
+  to write the entries not yet on disk, which happens at ``flush`` (before the log's
+  recovery point moves past them), ``trim`` (roll, close) and ``resize``, and to zero
+  entries removed by truncation that had reached the disk. The file is preallocated to
+  ``segment.index.bytes`` (10 MiB, rounded down to whole entries) when the index opens
+  and trimmed to the used size when the segment rolls or the log closes. After an
+  unclean stop the file holds the entries of the last flush and a zero tail, which
+  ``sanity_check`` detects (the segment then rebuilds it; recovery rebuilds every
+  segment past the recovery point anyway).
+- **Read-only (sealed)**: the file is mapped on first lookup (open, ``mmap``, close) and
+  the map is registered with ``storage.map_budget.MAPS``, which drops the oldest maps of
+  the process beyond its bound; the next lookup maps the file again.
+
+Lookups binary-search the buffer in place (``struct.unpack_from``; nothing is copied);
+the offset index first narrows the range with a 1/64 in-memory sample (see
+``OffsetIndex``). Every operation reads the buffer into a local once, so a map evicted
+meanwhile (from any thread) stays valid until the operation ends.
+
+Thread-safety: the owning ``Log`` serialises appends, truncation, resizing and lookups
+under its lock. ``flush`` may run without it (from a thread pool, while appends go on): a
+small per-index lock orders its disk writes against truncation's and ``close``; appends
+only extend the buffer before they count the entry, so a flush writes whole entries.
 """
 
 from __future__ import annotations
@@ -36,17 +52,21 @@ import bisect
 import mmap
 import os
 import struct
+import threading
 from pathlib import Path
 from typing import ClassVar, NamedTuple
 
 from storage import fileio
 from storage.errors import CorruptIndexError, StorageError
+from storage.map_budget import MAPS
 from storage.offsets import INT32_MAX, NO_TIMESTAMP, Offset, Position
 
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
+_READ_CHUNK_BYTES = 1 << 20
+_Buffer = bytearray | mmap.mmap
 
 
 class OffsetPosition(NamedTuple):
@@ -67,8 +87,21 @@ def round_down_to_entries(size_bytes: int, entry_size_bytes: int) -> int:
     return size_bytes - size_bytes % entry_size_bytes
 
 
-class _MmapIndex:
-    """What both indexes share: the file, its mapping, the entry count, resizing."""
+def _read_prefix(fd: int, size_bytes: int) -> bytearray:
+    """The first ``size_bytes`` of the file (``pread`` in bounded chunks)."""
+    out = bytearray()
+    for _ in range(size_bytes // _READ_CHUNK_BYTES + 2):  # every turn reads or stops
+        if len(out) >= size_bytes:
+            break
+        chunk = os.pread(fd, min(_READ_CHUNK_BYTES, size_bytes - len(out)), len(out))
+        if not chunk:
+            break
+        out += chunk
+    return out
+
+
+class _Index:
+    """What both indexes share: the entries' buffer, the file behind it, resizing."""
 
     entry_size_bytes: ClassVar[int]
 
@@ -81,34 +114,95 @@ class _MmapIndex:
         self.base_offset = base_offset
         self._max_size_bytes = round_down_to_entries(max_index_size_bytes, self.entry_size_bytes)
         self._writable = writable
-        fd = fileio.open_new(path, os.O_RDWR) if writable else os.open(path, os.O_RDONLY)
-        self._file = os.fdopen(fd, "r+b" if writable else "rb", buffering=0)
-        self._file_size_bytes = os.fstat(fd).st_size
-        self._mm: mmap.mmap | None = None
-        # An existing file's entry count is its whole entries (Kafka does the same);
-        # a zero-padded tail from an unclean stop is caught by sanity_check().
-        self._entries = self._file_size_bytes // self.entry_size_bytes
+        self._lock = threading.Lock()  # disk writes: flush (any thread) vs truncation, close
+        self._closed = False
+        self._unsynced = False  # written since the last fsync
+        # Writable: every entry, in a bytearray. Read-only: the file's map, or None until
+        # the next lookup maps it (never mapped yet, or evicted by the map budget).
+        self._buf: _Buffer | None = None
+        self._disk_entries = 0  # entries of the buffer that the file holds (writable)
+        if writable:
+            self._open_writable()
+        else:
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                self._file_size_bytes = os.fstat(fd).st_size
+            finally:
+                os.close(fd)
+            # An existing file's entry count is its whole entries (Kafka does the same);
+            # a zero-padded tail from an unclean stop is caught by sanity_check().
+            self._entries = self._file_size_bytes // self.entry_size_bytes
+
+    def _open_writable(self) -> None:
+        """Create or read the file, size it to ``segment.index.bytes``, close it."""
+        es = self.entry_size_bytes
+        fd = fileio.open_new(self.path, os.O_RDWR)
         try:
-            if writable:
-                self._remap(max(self._max_size_bytes, self._entries * self.entry_size_bytes))
-            else:
-                self._remap(self._file_size_bytes, truncate=False)
-        except BaseException:
-            self._file.close()  # no descriptor leaks when sizing the file fails
-            raise
+            size = os.fstat(fd).st_size
+            entries = size // es
+            buf = _read_prefix(fd, entries * es)
+            entries = len(buf) // es
+            del buf[entries * es:]
+            target = max(self._max_size_bytes, entries * es)
+            if target != size:
+                fileio.ftruncate(fd, target, self.path)
+        finally:
+            os.close(fd)  # no descriptor leaks when sizing the file fails
+        self._buf = buf
+        self._entries = entries
+        self._disk_entries = entries
+        self._file_size_bytes = target
+
+    # ------------------------------------------------------------------ buffer
+    def _view(self) -> _Buffer | None:
+        """The entries' buffer, mapping a read-only file if it is not mapped now."""
+        buf = self._buf
+        if buf is None and self._entries and not self._closed and not self._writable:
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                buf = mmap.mmap(fd, self._file_size_bytes, access=mmap.ACCESS_READ)
+            finally:
+                os.close(fd)  # the map keeps its own duplicate
+            self._buf = buf
+            MAPS.mapped(self)
+        return buf
+
+    def evict_map(self) -> None:
+        """The map budget drops this index's map (the next lookup maps the file again)."""
+        if not self._writable:
+            self._buf = None
+
+    def _drop_buffer(self) -> None:
+        if not self._writable and self._buf is not None:
+            MAPS.unmapped(self)
+        self._buf = None
+
+    # ------------------------------------------------------------------ disk
+    def _write_out(self, size_bytes: int | None = None) -> None:
+        """Write the entries the file lacks and, with ``size_bytes``, set the file's size:
+        one ``open``. Called with ``self._lock`` held."""
+        es = self.entry_size_bytes
+        n = self._entries  # appends may go on (another thread): write what is counted now
+        buf = self._buf
+        pending = self._writable and n > self._disk_entries and buf is not None
+        if not pending and (size_bytes is None or size_bytes == self._file_size_bytes):
+            return
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            self._unsynced = True
+            if pending:
+                assert buf is not None
+                start = self._disk_entries * es
+                fileio.pwrite_all(fd, buf[start:n * es], start, self.path)
+                self._disk_entries = n
+                self._file_size_bytes = max(self._file_size_bytes, n * es)
+            if size_bytes is not None and size_bytes != self._file_size_bytes:
+                fileio.ftruncate(fd, size_bytes, self.path)
+                self._file_size_bytes = size_bytes
+        finally:
+            os.close(fd)
 
     # ------------------------------------------------------------------ sizing
-    def _remap(self, size_bytes: int, *, truncate: bool = True) -> None:
-        if self._mm is not None:
-            self._mm.close()
-            self._mm = None
-        if truncate and size_bytes != self._file_size_bytes:
-            fileio.ftruncate(self._file.fileno(), size_bytes, self.path)
-            self._file_size_bytes = size_bytes
-        if size_bytes > 0:
-            access = mmap.ACCESS_WRITE if self._writable else mmap.ACCESS_READ
-            self._mm = mmap.mmap(self._file.fileno(), size_bytes, access=access)
-
     @property
     def entries(self) -> int:
         return self._entries
@@ -137,10 +231,19 @@ class _MmapIndex:
         return self._writable
 
     def trim(self) -> None:
-        """Shrink the file to the used entries (on roll and close)."""
+        """Write every entry and shrink the file to them (on roll and close)."""
         if self._writable:
-            self._remap(self.size_bytes)
+            with self._lock:
+                self._write_out(self.size_bytes)
             self._max_size_bytes = self.size_bytes  # full until resize() grows it again
+
+    def seal(self) -> None:
+        """Trim and become read-only (the segment rolled): the entries leave memory and
+        the next lookup maps the file."""
+        if self._writable:
+            self.trim()
+            self._writable = False
+            self._buf = None
 
     def resize(self, max_index_size_bytes: int) -> None:
         """Grow a writable index back to ``segment.index.bytes`` (a truncated segment
@@ -148,9 +251,8 @@ class _MmapIndex:
         if not self._writable:
             raise InvalidIndexAppendError(f"{self.path} is read-only")
         self._max_size_bytes = round_down_to_entries(max_index_size_bytes, self.entry_size_bytes)
-        target = max(self._max_size_bytes, self.size_bytes)
-        if target != self._file_size_bytes or self._mm is None:
-            self._remap(target)
+        with self._lock:
+            self._write_out(max(self._max_size_bytes, self.size_bytes))
 
     def reset(self) -> None:
         """Drop every entry (before a rebuild)."""
@@ -161,55 +263,79 @@ class _MmapIndex:
         self._truncate_to_entries(entries)
 
     def _truncate_to_entries(self, entries: int) -> None:
-        old_end = self._entries * self.entry_size_bytes
-        self._entries = min(self._entries, entries)
-        if self._mm is not None and self._writable:
-            # Zero the dropped entries so an untrimmed file never shows stale ones
-            # (bounded by segment.index.bytes).
-            start = self._entries * self.entry_size_bytes
-            end = min(len(self._mm), old_end)
-            if end > start:
-                fileio.pwrite_all(self._file.fileno(), bytes(end - start), start, self.path)
+        es = self.entry_size_bytes
+        with self._lock:
+            keep = max(0, min(self._entries, entries))
+            if self._writable and keep < self._disk_entries:
+                # Zero the dropped entries the file holds, so an untrimmed file never shows
+                # stale ones (bounded by segment.index.bytes).
+                end = min(self._disk_entries * es, self._file_size_bytes)
+                if end > keep * es:
+                    fd = os.open(self.path, os.O_RDWR)
+                    try:
+                        self._unsynced = True
+                        fileio.pwrite_all(fd, bytes(end - keep * es), keep * es, self.path)
+                    finally:
+                        os.close(fd)
+                self._disk_entries = keep
+            buf = self._buf
+            if self._writable and isinstance(buf, bytearray):
+                del buf[keep * es:]
+            self._entries = keep
 
     def flush(self) -> None:
-        """msync the mapped entries (blocking; call from a thread pool)."""
-        if self._mm is not None and self._writable:
-            fileio.msync(self._mm, self.path)
+        """Write the entries the file lacks and fsync it (blocking; any thread)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._write_out()
+            if not self._unsynced:
+                return
+            fd = os.open(self.path, os.O_RDONLY)
+            self._unsynced = False
+        try:
+            fileio.fsync(fd, self.path)
+        except BaseException:
+            self._unsynced = True
+            raise
+        finally:
+            os.close(fd)
 
     def close(self) -> None:
         """Trim (if writable) and close; safe to call twice."""
-        if self._file.closed:
+        if self._closed:
             return
         if self._writable:
             self.trim()
-        if self._mm is not None:
-            self._mm.close()
-            self._mm = None
-        self._file.close()
+        with self._lock:
+            self._closed = True
+            self._drop_buffer()
 
     def abandon(self) -> None:
-        """Close without trimming: the file keeps its preallocated size (as after a crash)."""
-        if self._mm is not None:
-            self._mm.close()
-            self._mm = None
-        self._file.close()
+        """Close without writing or trimming: the file keeps what the last flush wrote
+        and its preallocated size (as after a crash)."""
+        with self._lock:
+            self._closed = True
+            self._drop_buffer()
 
     def rename_to(self, path: Path) -> None:
-        if self.path.exists():
-            fileio.replace(self.path, path)
-        self.path = path
+        with self._lock:
+            if self.path.exists():
+                fileio.replace(self.path, path)
+            self.path = path
 
     def delete(self) -> None:
         """Close and unlink the file (missing is fine)."""
         self.close()
         self.path.unlink(missing_ok=True)
 
-    def _require_writable_space(self) -> mmap.mmap:
-        if not self._writable or self._mm is None:
+    def _require_writable_space(self) -> bytearray:
+        buf = self._buf
+        if not self._writable or not isinstance(buf, bytearray) or self._closed:
             raise InvalidIndexAppendError(f"{self.path} is read-only")
         if self._entries >= self._max_size_bytes // self.entry_size_bytes:
             raise InvalidIndexAppendError(f"{self.path} is full ({self._entries} entries)")
-        return self._mm
+        return buf
 
     def _relative(self, offset: int) -> int:
         relative = offset - self.base_offset
@@ -223,13 +349,14 @@ class _MmapIndex:
 _SAMPLE_STRIDE = 64  # entries per step of the in-memory sample (see OffsetIndex)
 
 
-class OffsetIndex(_MmapIndex):
+class OffsetIndex(_Index):
     """Maps offsets to byte positions in the segment's .log file (layout above).
 
     Lookups are two-level: a small in-memory sample (every 64th entry's relative offset
     and position, 1/64 of the file, kept in step by append and truncation) is bisected
-    in C, then the final step binary-searches that block of at most 64 entries on the
-    mmap. The mmap stays the only full copy; the sample is rebuilt from it on first use.
+    in C, then the final step binary-searches that block of at most 64 entries in the
+    buffer. The buffer stays the only full copy; the sample is rebuilt from it on first
+    use, and outlives an evicted map.
     """
 
     entry_size_bytes = 8
@@ -241,16 +368,14 @@ class OffsetIndex(_MmapIndex):
         self._sample_pos: list[int] = []
         super().__init__(path, base_offset, max_index_size_bytes, writable=writable)
 
-    def _sample(self) -> list[int]:
+    def _sample(self, buf: _Buffer) -> list[int]:
         if self._sample_rel is None:
             rel: list[int] = []
             pos: list[int] = []
-            mm = self._mm
-            if mm is not None:
-                for i in range(0, self._entries, _SAMPLE_STRIDE):
-                    r, p = _OFFSET_ENTRY.unpack_from(mm, i * 8)
-                    rel.append(r)
-                    pos.append(p)
+            for i in range(0, self._entries, _SAMPLE_STRIDE):
+                r, p = _OFFSET_ENTRY.unpack_from(buf, i * 8)
+                rel.append(r)
+                pos.append(p)
             self._sample_rel, self._sample_pos = rel, pos
         return self._sample_rel
 
@@ -262,9 +387,10 @@ class OffsetIndex(_MmapIndex):
             del self._sample_pos[keep:]
 
     def entry(self, n: int) -> OffsetPosition:
-        if not 0 <= n < self._entries or self._mm is None:
+        buf = self._view() if 0 <= n < self._entries else None
+        if buf is None:
             raise IndexError(f"entry {n} of {self._entries} in {self.path}")
-        relative, position = _OFFSET_ENTRY.unpack_from(self._mm, n * 8)
+        relative, position = _OFFSET_ENTRY.unpack_from(buf, n * 8)
         return OffsetPosition(Offset(self.base_offset + relative), Position(position))
 
     def last_entry(self) -> OffsetPosition:
@@ -275,66 +401,70 @@ class OffsetIndex(_MmapIndex):
 
     def append(self, offset: int, position: int) -> None:
         """Add (offset, position); offsets must increase strictly (Kafka's rule)."""
-        mm = self._require_writable_space()
+        buf = self._require_writable_space()
         relative = self._relative(offset)
-        if self._entries > 0 and relative <= _I32.unpack_from(mm, (self._entries - 1) * 8)[0]:
+        n = self._entries
+        if n > 0 and relative <= _I32.unpack_from(buf, (n - 1) * 8)[0]:
             raise InvalidIndexAppendError(
                 f"offset {offset} is not above the last entry of {self.path}"
             )
         if not 0 <= position <= INT32_MAX:
             raise InvalidIndexAppendError(f"position {position} does not fit an int32")
-        fileio.pwrite_all(self._file.fileno(), _OFFSET_ENTRY.pack(relative, position),
-                          self._entries * 8, self.path)
-        if self._sample_rel is not None and self._entries % _SAMPLE_STRIDE == 0:
+        buf += _OFFSET_ENTRY.pack(relative, position)  # the bytes first, then the count
+        if self._sample_rel is not None and n % _SAMPLE_STRIDE == 0:
             self._sample_rel.append(relative)
             self._sample_pos.append(position)
-        self._entries += 1
+        self._entries = n + 1
 
-    def _search(self, target: int, sample: list[int], field_offset: int) -> OffsetPosition:
-        """Bisect the sample (C), then binary-search its block of <= 64 entries on the
-        mmap; ``field_offset`` 0 compares relative offsets, 4 compares positions."""
-        mm = self._mm
+    def _search(self, buf: _Buffer, target: int, sample: list[int],
+                field_offset: int) -> OffsetPosition:
+        """Bisect the sample (C), then binary-search its block of <= 64 entries in the
+        buffer; ``field_offset`` 0 compares relative offsets, 4 compares positions."""
         k = bisect.bisect_right(sample, target) - 1
-        if k < 0 or mm is None:
+        if k < 0:
             return OffsetPosition(Offset(self.base_offset), Position(0))
         lo = k * _SAMPLE_STRIDE
         hi = min(lo + _SAMPLE_STRIDE - 1, self._entries - 1)
         unpack = _I32.unpack_from
         while lo < hi:  # at most 6 turns: 64 entries, halved each time
             mid = (lo + hi + 1) >> 1
-            if unpack(mm, mid * 8 + field_offset)[0] <= target:
+            if unpack(buf, mid * 8 + field_offset)[0] <= target:
                 lo = mid
             else:
                 hi = mid - 1
-        relative, position = _OFFSET_ENTRY.unpack_from(mm, lo * 8)
+        relative, position = _OFFSET_ENTRY.unpack_from(buf, lo * 8)
         return OffsetPosition(Offset(self.base_offset + relative), Position(position))
 
     def lookup(self, target_offset: int) -> OffsetPosition:
         """The entry with the largest offset <= target, or (base offset, 0) if none."""
-        if self._mm is None or self._entries == 0:
+        buf = self._buf if self._entries else None
+        if buf is None and self._entries:
+            buf = self._view()
+        if buf is None:
             return OffsetPosition(Offset(self.base_offset), Position(0))
-        return self._search(target_offset - self.base_offset, self._sample(), 0)
+        return self._search(buf, target_offset - self.base_offset, self._sample(buf), 0)
 
     def lookup_position(self, target_position: int) -> OffsetPosition:
         """The entry with the largest position <= target, or (base offset, 0) if none.
 
         Positions increase with offsets, so the same two-level search applies.
         """
-        if self._mm is None or self._entries == 0:
+        buf = self._view() if self._entries else None
+        if buf is None:
             return OffsetPosition(Offset(self.base_offset), Position(0))
-        self._sample()
-        return self._search(target_position, self._sample_pos, 4)
+        self._sample(buf)
+        return self._search(buf, target_position, self._sample_pos, 4)
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry whose offset is >= ``offset``."""
-        mm = self._mm
+        buf = self._view() if self._entries else None
         relative = offset - self.base_offset
-        if mm is None or self._entries == 0:
+        if buf is None:
             return
         lo, hi = 0, self._entries  # first entry with relative >= target
         while lo < hi:  # at most 32 turns
             mid = (lo + hi) >> 1
-            if _I32.unpack_from(mm, mid * 8)[0] < relative:
+            if _I32.unpack_from(buf, mid * 8)[0] < relative:
                 lo = mid + 1
             else:
                 hi = mid
@@ -347,14 +477,15 @@ class OffsetIndex(_MmapIndex):
             raise CorruptIndexError(
                 f"{self.path}: size {self._file_size_bytes} is not a multiple of 8"
             )
-        if self._entries == 0 or self._mm is None:
+        buf = self._view() if self._entries else None
+        if buf is None:
             return
-        first = _I32.unpack_from(self._mm, 0)[0]
-        last_relative = _I32.unpack_from(self._mm, (self._entries - 1) * 8)[0]
+        first = _I32.unpack_from(buf, 0)[0]
+        last_relative = _I32.unpack_from(buf, (self._entries - 1) * 8)[0]
         if first < 0 or last_relative < 0:
             raise CorruptIndexError(f"{self.path}: negative relative offset")
         if self._entries > 1:
-            prev_relative = _I32.unpack_from(self._mm, (self._entries - 2) * 8)[0]
+            prev_relative = _I32.unpack_from(buf, (self._entries - 2) * 8)[0]
             if last_relative <= prev_relative:
                 raise CorruptIndexError(
                     f"{self.path}: last entry (relative offset {last_relative}) is not above "
@@ -362,7 +493,7 @@ class OffsetIndex(_MmapIndex):
                 )
 
 
-class TimeIndex(_MmapIndex):
+class TimeIndex(_Index):
     """Maps timestamps to offsets (layout above). One slot stays free for the entry a
     segment writes when it rolls, so ``is_full`` is ``entries >= max_entries - 1``."""
 
@@ -373,9 +504,10 @@ class TimeIndex(_MmapIndex):
         return self._entries >= self.max_entries - 1
 
     def entry(self, n: int) -> TimestampOffset:
-        if not 0 <= n < self._entries or self._mm is None:
+        buf = self._view() if 0 <= n < self._entries else None
+        if buf is None:
             raise IndexError(f"entry {n} of {self._entries} in {self.path}")
-        timestamp, relative = _TIME_ENTRY.unpack_from(self._mm, n * 12)
+        timestamp, relative = _TIME_ENTRY.unpack_from(buf, n * 12)
         return TimestampOffset(timestamp, Offset(self.base_offset + relative))
 
     def last_entry(self) -> TimestampOffset:
@@ -391,47 +523,47 @@ class TimeIndex(_MmapIndex):
         """
         if not skip_full_check and self.is_full:
             raise InvalidIndexAppendError(f"{self.path} is full ({self._entries} entries)")
-        mm = self._require_writable_space()
+        buf = self._require_writable_space()
         relative = self._relative(offset)
-        if self._entries > 0:
-            last_ts, last_rel = _TIME_ENTRY.unpack_from(mm, (self._entries - 1) * 12)
+        n = self._entries
+        if n > 0:
+            last_ts, last_rel = _TIME_ENTRY.unpack_from(buf, (n - 1) * 12)
             if relative < last_rel:
                 raise InvalidIndexAppendError(
                     f"offset {offset} is below the last entry of {self.path}"
                 )
             if timestamp <= last_ts:
                 return False
-        fileio.pwrite_all(self._file.fileno(), _TIME_ENTRY.pack(timestamp, relative),
-                          self._entries * 12, self.path)
-        self._entries += 1
+        buf += _TIME_ENTRY.pack(timestamp, relative)  # the bytes first, then the count
+        self._entries = n + 1
         return True
 
     def lookup(self, target_timestamp: int) -> TimestampOffset:
         """The entry with the largest timestamp <= target, or (-1, base offset) if none."""
-        mm = self._mm
         hi = self._entries - 1
-        if mm is None or hi < 0 or _I64.unpack_from(mm, 0)[0] > target_timestamp:
+        buf = self._view() if hi >= 0 else None
+        if buf is None or _I64.unpack_from(buf, 0)[0] > target_timestamp:
             return TimestampOffset(NO_TIMESTAMP, Offset(self.base_offset))
         lo = 0
         while lo < hi:  # at most 32 turns
             mid = (lo + hi + 1) >> 1
-            if _I64.unpack_from(mm, mid * 12)[0] <= target_timestamp:
+            if _I64.unpack_from(buf, mid * 12)[0] <= target_timestamp:
                 lo = mid
             else:
                 hi = mid - 1
-        timestamp, relative = _TIME_ENTRY.unpack_from(mm, lo * 12)
+        timestamp, relative = _TIME_ENTRY.unpack_from(buf, lo * 12)
         return TimestampOffset(timestamp, Offset(self.base_offset + relative))
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry whose offset is >= ``offset``."""
-        mm = self._mm
+        buf = self._view() if self._entries else None
         relative = offset - self.base_offset
-        if mm is None or self._entries == 0:
+        if buf is None:
             return
         lo, hi = 0, self._entries
         while lo < hi:  # at most 32 turns
             mid = (lo + hi) >> 1
-            if _I32.unpack_from(mm, mid * 12 + 8)[0] < relative:
+            if _I32.unpack_from(buf, mid * 12 + 8)[0] < relative:
                 lo = mid + 1
             else:
                 hi = mid
@@ -443,14 +575,15 @@ class TimeIndex(_MmapIndex):
             raise CorruptIndexError(
                 f"{self.path}: size {self._file_size_bytes} is not a multiple of 12"
             )
-        if self._entries == 0 or self._mm is None:
+        buf = self._view() if self._entries else None
+        if buf is None:
             return
-        last_ts, last_rel = _TIME_ENTRY.unpack_from(self._mm, (self._entries - 1) * 12)
-        first_ts = _I64.unpack_from(self._mm, 0)[0]
+        last_ts, last_rel = _TIME_ENTRY.unpack_from(buf, (self._entries - 1) * 12)
+        first_ts = _I64.unpack_from(buf, 0)[0]
         if last_rel < 0 or last_ts < first_ts:
             raise CorruptIndexError(f"{self.path}: last entry ({last_ts}, {last_rel}) is corrupt")
         if self._entries > 1:
-            prev_ts, prev_rel = _TIME_ENTRY.unpack_from(self._mm, (self._entries - 2) * 12)
+            prev_ts, prev_rel = _TIME_ENTRY.unpack_from(buf, (self._entries - 2) * 12)
             if last_ts <= prev_ts or last_rel < prev_rel:
                 raise CorruptIndexError(
                     f"{self.path}: last entry ({last_ts}, {last_rel}) is not above the one "

@@ -8,10 +8,18 @@ Writes go through ``storage.fileio`` (``pwrite`` at the tracked end of the file,
 per append); reads return ``FileSlice`` regions for ``sendfile``. Batch boundaries are found by reading
 three header fields (``baseOffset`` @0, ``batchLength`` @8, ``lastOffsetDelta`` @23,
 ``maxTimestamp`` @35) from an mmap of the file, or with ``pread`` for the newest bytes not
-yet mapped; the map is refreshed once per ``_REMAP_STEP_BYTES`` of growth, not per append.
+yet mapped (or when the map was evicted); the map is refreshed once per
+``_REMAP_STEP_BYTES`` of growth, not per append.
+
+Open files: the ``.log`` file stays open for the segment's life (appends, ``sendfile``),
+as Kafka's ``FileRecords`` does. Everything else is bounded per process, not per
+segment: the indexes hold no descriptor (``storage.index``), and the ``.log`` map, which
+holds one (Python's ``mmap`` keeps a duplicate), is registered with
+``storage.map_budget.MAPS``, which drops the oldest maps beyond its bound.
 
 Indexes are opened lazily (a clean start of thousands of partitions touches no index
-until it is used); an index that fails its sanity check is rebuilt from the log.
+until it is used); an index that fails its sanity check is rebuilt from the log. When
+the segment rolls its indexes are trimmed and sealed: read-only, mapped on demand.
 
 Appends are undone with ``mark`` / ``rollback``: ``mark()`` notes the file size and index
 entry counts (and the in-memory state derived from them), ``rollback(mark)`` cuts the
@@ -40,6 +48,7 @@ from protocol.records import LOG_OVERHEAD_BYTES, RecordBatch, StopReason, scan_b
 from storage import fileio
 from storage.errors import CorruptIndexError, CorruptSegmentError
 from storage.index import OffsetIndex, TimeIndex, TimestampOffset
+from storage.map_budget import MAPS
 from storage.naming import DELETED_SUFFIX, index_file, log_file, time_index_file
 from storage.offsets import INT32_MAX, NO_TIMESTAMP, Offset
 
@@ -218,8 +227,8 @@ class LogSegment:
                 )
             self.rebuild_indexes()
             if not self._writable_indexes:
-                self._offset_index.trim()
-                self._time_index.trim()
+                self._offset_index.seal()
+                self._time_index.seal()
         elif problem is not None:
             self._offset_index.reset()
             self._time_index.reset()
@@ -342,8 +351,7 @@ class LogSegment:
         self._max_ts_and_offset = mark.max_ts_and_offset
         self._rolling_based_ts = mark.rolling_based_ts
         if self._mapped_bytes > mark.size_bytes:
-            self._mm = None
-            self._mapped_bytes = 0
+            self._drop_map()
         # Always cut: a failed write may have extended the file past what _size says.
         fileio.ftruncate(self.file.fileno(), mark.size_bytes, self.log_path)
         self._size = mark.size_bytes
@@ -372,38 +380,55 @@ class LogSegment:
         mts = self.max_timestamp_so_far
         if mts.timestamp >= 0:
             self.time_index.maybe_append(mts.timestamp, mts.offset, skip_full_check=True)
-        self.offset_index.trim()
-        self.time_index.trim()
+        self.offset_index.seal()
+        self.time_index.seal()
         self._writable_indexes = False
 
     # ------------------------------------------------------------------ batch walks
     def _buffer_for(self, end: int) -> mmap.mmap | None:
+        """The map if it covers ``end`` (mapping or remapping when due), else None: the
+        caller then reads with ``pread``."""
         if end <= self._mapped_bytes:
             return self._mm
         if self._size - self._mapped_bytes >= _REMAP_STEP_BYTES or (
             self._mm is None and self._size > 0 and self._mapped_bytes == 0
         ):
-            self._remap()
-            if end <= self._mapped_bytes:
-                return self._mm
+            mm = self._remap()
+            if mm is not None and end <= len(mm):
+                return mm
         return None
 
-    def _remap(self) -> None:
-        self._mm = None  # any views of the old map keep it alive until they go
+    def _remap(self) -> mmap.mmap | None:
+        """Map the whole file now (registered with the map budget); None when empty."""
+        self._drop_map()
+        if self._size == 0 or self.file.closed:
+            return None
+        mm = mmap.mmap(self.file.fileno(), self._size, access=mmap.ACCESS_READ)
+        self._mm = mm
+        self._mapped_bytes = self._size
+        MAPS.mapped(self)
+        return mm
+
+    def _drop_map(self) -> None:
+        """Forget the map (any views of it keep it alive until they go)."""
+        MAPS.unmapped(self)
+        self._mm = None
         self._mapped_bytes = 0
-        if self._size > 0:
-            self._mm = mmap.mmap(self.file.fileno(), self._size, access=mmap.ACCESS_READ)
-            self._mapped_bytes = self._size
+
+    def evict_map(self) -> None:
+        """The map budget drops this segment's map; reads ``pread`` or map again."""
+        self._mm = None
+        self._mapped_bytes = 0
 
     def mapped_view(self) -> memoryview:
         """A read-only view of the whole file (recovery scans, the dump tool).
 
         The caller must release every view taken from it before the segment is truncated.
         """
-        self._remap()
-        if self._mm is None:
+        mm = self._remap()
+        if mm is None:
             return memoryview(b"")
-        return memoryview(self._mm)
+        return memoryview(mm)
 
     def head_at(self, position: int) -> BatchHead:
         """Header fields of the batch at ``position`` (which must be a batch boundary)."""
@@ -593,8 +618,7 @@ class LogSegment:
         removed = self._size - position
         if removed <= 0:
             return 0
-        self._mm = None
-        self._mapped_bytes = 0
+        self._drop_map()
         fileio.ftruncate(self.file.fileno(), position, self.log_path)
         self._size = position
         self._verified_bytes = min(self._verified_bytes, position)
@@ -635,8 +659,7 @@ class LogSegment:
             if mts.timestamp >= 0 and mts.timestamp > self._time_index.last_entry().timestamp:
                 self._time_index.maybe_append(mts.timestamp, mts.offset, skip_full_check=True)
         self._close_indexes()
-        self._mm = None
-        self._mapped_bytes = 0
+        self._drop_map()
         self.file.close()
 
     def abandon(self) -> None:
@@ -646,7 +669,7 @@ class LogSegment:
                 idx.abandon()
         self._offset_index = None
         self._time_index = None
-        self._mm = None
+        self._drop_map()
         if not self.file.closed:
             self.file.close()
 
@@ -703,7 +726,7 @@ class LogSegment:
     def delete_files(self) -> None:
         """Close and unlink every file of this segment (after ``mark_deleted`` or not)."""
         self._close_indexes()
-        self._mm = None
+        self._drop_map()
         if not self.file.closed:
             self.file.close()
         for path in self.paths():

@@ -365,14 +365,15 @@ def test_every_write_site_is_recorded(tmp_path: Path) -> None:
     seen = {(c.op, c.site.split(":")[1]) for c in calls}
     for expected in [
         (fileio.Op.WRITE, "LogSegment.append"),
-        (fileio.Op.WRITE, "OffsetIndex.append"),
-        (fileio.Op.WRITE, "TimeIndex.maybe_append"),
+        (fileio.Op.WRITE, "_Index._write_out"),  # index entries reach the file here
+        (fileio.Op.WRITE, "_Index._truncate_to_entries"),  # zeroing truncated entries
         (fileio.Op.CREATE, "LogSegment.__init__"),
-        (fileio.Op.CREATE, "_MmapIndex.__init__"),
-        (fileio.Op.TRUNCATE, "_MmapIndex._remap"),
+        (fileio.Op.CREATE, "_Index._open_writable"),
+        (fileio.Op.TRUNCATE, "_Index._open_writable"),  # preallocation
+        (fileio.Op.TRUNCATE, "_Index._write_out"),  # trim and resize
         (fileio.Op.TRUNCATE, "LogSegment.truncate_to_position"),
         (fileio.Op.FSYNC, "LogSegment.flush"),
-        (fileio.Op.FSYNC, "_MmapIndex.flush"),
+        (fileio.Op.FSYNC, "_Index.flush"),
         (fileio.Op.RENAME, "LogSegment.mark_deleted"),
         (fileio.Op.RENAME, "atomic_write_bytes"),
         (fileio.Op.RENAME, "LogManager.delete_log"),
