@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import struct
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import pytest
 
 from storage.errors import CorruptIndexError
 from storage.index import InvalidIndexAppendError, OffsetIndex, TimeIndex
+from storage.map_budget import MAPS
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -185,3 +187,58 @@ def test_offset_index_lookups_match_brute_force_through_appends_and_truncations(
     for off, pos in entries[::37]:
         assert reopened.lookup(off) == (off, pos)
     reopened.close()
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_active_index_holds_no_descriptor_and_reaches_the_file_at_flush(tmp_path: Path) -> None:
+    path = tmp_path / "00000000000000000000.index"
+    before = _open_fds()
+    idx = OffsetIndex(path, 0, 800, writable=True)
+    idx.append(3, 10)
+    idx.append(9, 20)
+    assert _open_fds() == before  # no file and no map held between calls
+    assert idx.lookup(9) == (9, 20)
+    assert path.read_bytes() == bytes(800)  # preallocated; entries not written yet
+    idx.flush()
+    assert path.read_bytes()[:16] == struct.pack(">iiii", 3, 10, 9, 20)
+    idx.truncate_to(9)  # an entry the file holds: zeroed there at once
+    assert path.read_bytes()[:16] == struct.pack(">ii", 3, 10) + bytes(8)
+    idx.append(11, 30)
+    idx.close()
+    assert path.read_bytes() == struct.pack(">iiii", 3, 10, 11, 30)
+    assert _open_fds() == before
+
+
+def test_sealed_indexes_are_mapped_within_the_budget(tmp_path: Path) -> None:
+    indexes: list[OffsetIndex] = []
+    for n in range(6):
+        path = tmp_path / f"{n:020d}.index"
+        w = OffsetIndex(path, n * 1000, 8 * 100, writable=True)
+        for i in range(1, 100):
+            w.append(n * 1000 + i * 3, i * 50)
+        w.seal()  # what a roll does: trimmed, read-only, the entries leave memory
+        assert not w.writable and path.stat().st_size == 99 * 8
+        indexes.append(w)
+    limit = MAPS.limit
+    MAPS.set_limit(2)
+    try:
+        before = _open_fds()
+        for _ in range(2):
+            for n, idx in enumerate(indexes):
+                assert idx.lookup(n * 1000 + 151) == (n * 1000 + 150, 50 * 50)
+                assert len(MAPS) <= 2 and _open_fds() <= before + 2
+        held = indexes[0]._view()  # a reader's map stays valid after its eviction
+        assert held is not None
+        for idx in indexes[1:]:
+            idx.lookup(0)
+        assert indexes[0]._buf is None
+        assert struct.unpack_from(">ii", held, 8) == (6, 100)
+        del held
+        for idx in indexes:
+            idx.close()
+        assert _open_fds() <= before
+    finally:
+        MAPS.set_limit(limit)
