@@ -67,10 +67,20 @@ class AdminManager:
         return dict(self.config.explicit)
 
     def topic_configs(self, overrides: Mapping[str, str]) -> list[ResolvedConfig]:
-        """Every topic config of a topic with ``overrides``, resolved, by name."""
+        """Every topic config of a topic with ``overrides``, resolved, by name (over the
+        dynamic log defaults as this broker applies them, then server.properties)."""
         explicit = self.explicit_broker_props()
-        return [topic_config.resolve(name, overrides, explicit)
+        dynamic = self.dynamic_broker_config
+        mine = {} if dynamic is None else dynamic.overrides
+        cluster = {} if dynamic is None else dynamic.defaults
+        return [topic_config.resolve(name, overrides, explicit, dynamic_broker=mine,
+                                     dynamic_default=cluster)
                 for name in sorted(topic_config.TOPIC_CONFIGS)]
+
+    def log_broker_props(self) -> dict[str, str]:
+        """The broker properties topic configs fall back on: the dynamic log defaults in
+        force over server.properties."""
+        return {**self.explicit_broker_props(), **self.log_configs.dynamic}
 
     @property
     def auto_create_enabled(self) -> bool:

@@ -5,8 +5,10 @@ Resource types (``ConfigResource.Type``): TOPIC = 2, BROKER = 4, BROKER_LOGGER =
 others are answered INVALID_REQUEST. Topic configs are Kafka's topic-level names
 (broker.topic_config); a topic's value comes from its override (DYNAMIC_TOPIC_CONFIG),
 else the broker's explicitly set synonym (STATIC_BROKER_CONFIG), else Kafka's default
-(DEFAULT_CONFIG). Broker configs (``broker.dynamic_broker_config``): the replica throttling
-rates and ``num.io.threads`` are dynamic, per broker (resource name the broker id,
+(DEFAULT_CONFIG); a broker synonym may also be set dynamically (DYNAMIC_BROKER_CONFIG,
+DYNAMIC_DEFAULT_BROKER_CONFIG, which win over the static one). Broker configs
+(``broker.dynamic_broker_config``): the replica throttling rates, ``num.io.threads`` and the
+broker-level log defaults are dynamic, per broker (resource name the broker id,
 DYNAMIC_BROKER_CONFIG) and cluster-wide (resource name "", DYNAMIC_DEFAULT_BROKER_CONFIG);
 altering any other property is INVALID_CONFIG ("Cannot update these configs dynamically"),
 as Kafka answers for a non-dynamic property.

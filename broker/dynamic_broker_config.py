@@ -8,7 +8,15 @@ properties this broker can change while running:
 - ``num.io.threads`` (Kafka's ``DynamicThreadPool``; INT, at least 1, and a change must
   stay within half and double the value in force, as Kafka checks): the number of IO
   worker tasks that take queued requests off the request queue and start their handlers
-  (``broker.network.request_channel``), resized at once.
+  (``broker.network.request_channel``), resized at once;
+- the broker-level log defaults (Kafka's ``DynamicLogConfig.ReconfigurableConfigs``: the
+  highest-priority broker synonym of every topic config, ``log.retention.ms``,
+  ``log.segment.bytes``, ``log.cleanup.policy``, ``min.insync.replicas``, ...; not
+  ``log.message.format.version``, nor the lower-priority synonyms such as
+  ``log.retention.hours``), validated as the topic config they stand for, and applied to
+  every existing log whose topic does not override that config (``apply_log``; the
+  precedence is topic override > this broker's dynamic value > the cluster default >
+  server.properties > Kafka's default, ``broker.log_configs``).
 
 Two levels, each stored as a whole set (``controller.topic_store.BrokerConfigStore``):
 this broker's own (entity ``<id>``, AlterConfigs resource BROKER ``"<id>"``, source
@@ -31,6 +39,7 @@ Thread-safety: the broker's event loop only.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable, Mapping
 from typing import Final
@@ -39,6 +48,8 @@ from broker.config import BrokerConfig
 from broker.replication_quota import FOLLOWER_RATE, LEADER_RATE
 from controller.topic_store import DEFAULT_BROKER_ENTITY, BrokerConfigStore, TopicStoreError
 from protocol.errors import ErrorCode
+from storage.config import TOPIC_CONFIGS, TopicConfigDef, parse
+from storage.errors import LogConfigError
 
 log = logging.getLogger(__name__)
 
@@ -53,12 +64,37 @@ _TYPES: Final[dict[str, tuple[str, int, int]]] = {
     LOG_DIRS_RATE: ("LONG", 0, LONG_MAX),
     NUM_IO_THREADS: ("INT", 1, INT_MAX),
 }
-DYNAMIC_PROPERTIES: Final = frozenset(_TYPES)
+NUMERIC_PROPERTIES: Final = frozenset(_TYPES)
 THREAD_COUNTS: Final = frozenset({NUM_IO_THREADS})
 
-# What the broker does with its effective dynamic values: name -> value (every property of
-# DYNAMIC_PROPERTIES, the static value where no dynamic one is set).
+# Kafka's DynamicLogConfig.ReconfigurableConfigs (3.9): ServerTopicConfigSynonyms' first
+# broker synonym of each topic config, message.format.version's excepted.
+LOG_PROPERTIES: Final = frozenset({
+    "log.segment.bytes", "log.roll.ms", "log.roll.jitter.ms", "log.index.size.max.bytes",
+    "log.flush.interval.messages", "log.flush.interval.ms", "log.retention.bytes",
+    "log.retention.ms", "message.max.bytes", "log.index.interval.bytes",
+    "log.cleaner.delete.retention.ms", "log.cleaner.min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms", "log.segment.delete.delay.ms",
+    "log.cleaner.min.cleanable.ratio", "log.cleanup.policy", "unclean.leader.election.enable",
+    "min.insync.replicas", "compression.type", "compression.gzip.level",
+    "compression.lz4.level", "compression.zstd.level", "log.preallocate",
+    "log.message.timestamp.type", "log.message.timestamp.difference.max.ms",
+    "log.message.timestamp.before.max.ms", "log.message.timestamp.after.max.ms",
+    "log.message.downconversion.enable", "log.local.retention.ms", "log.local.retention.bytes",
+})
+# Each one checked as the topic config it supplies (type and validator), under its own name.
+_LOG_DEFS: Final[dict[str, TopicConfigDef]] = {
+    d.synonyms[0].name: dataclasses.replace(d, name=d.synonyms[0].name)
+    for d in TOPIC_CONFIGS.values() if d.synonyms and d.synonyms[0].name in LOG_PROPERTIES}
+assert set(_LOG_DEFS) == LOG_PROPERTIES, sorted(LOG_PROPERTIES - set(_LOG_DEFS))
+DYNAMIC_PROPERTIES: Final = NUMERIC_PROPERTIES | LOG_PROPERTIES
+
+# What the broker does with its effective numeric dynamic values: name -> value (every
+# property of NUMERIC_PROPERTIES, the static value where no dynamic one is set).
 Apply = Callable[[Mapping[str, int]], None]
+# What it does with the dynamic log defaults: the LOG_PROPERTIES set dynamically, this
+# broker's value over the cluster default (the static ones are the log configs' base).
+ApplyLog = Callable[[Mapping[str, str]], None]
 
 
 class DynamicConfigError(Exception):
@@ -79,6 +115,9 @@ def validate(overrides: Mapping[str, str | None]) -> dict[str, str]:
     clean: dict[str, str] = {}
     for name, value in overrides.items():
         if value is None:
+            continue
+        if name in LOG_PROPERTIES:
+            clean[name] = _valid_log_value(name, value)
             continue
         type_name, lowest, highest = _TYPES[name]
         text = value.strip()
@@ -101,6 +140,20 @@ def validate(overrides: Mapping[str, str | None]) -> dict[str, str]:
                 f"{lowest}")
         clean[name] = str(number)
     return clean
+
+
+def _valid_log_value(name: str, value: str) -> str:
+    """A dynamic log default, checked as its topic config is (Kafka's messages)."""
+    definition = _LOG_DEFS[name]
+    try:
+        typed = parse(definition, value)
+    except LogConfigError as exc:
+        raise DynamicConfigError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+    complaint = definition.check(typed) if definition.check is not None else None
+    if complaint is not None:
+        raise DynamicConfigError(ErrorCode.INVALID_CONFIG,
+                                 f"Invalid value {value} for configuration {name}: {complaint}")
+    return value.strip()
 
 
 def thread_count_error(name: str, new: int, old: int) -> str | None:
@@ -131,10 +184,13 @@ class DynamicBrokerConfig:
     """This broker's dynamic configs and the cluster-wide defaults, as the store holds them,
     applied (see the module docstring)."""
 
-    def __init__(self, config: BrokerConfig, store: BrokerConfigStore, apply: Apply) -> None:
+    def __init__(self, config: BrokerConfig, store: BrokerConfigStore, apply: Apply,
+                 apply_log: ApplyLog | None = None) -> None:
         self.config = config
         self._store = store
         self._apply = apply
+        self._apply_log = apply_log
+        self._applied_log: dict[str, str] = {}
         self._entity = str(config.broker_id)
         self.overrides: dict[str, str] = {}  # this broker's (DYNAMIC_BROKER_CONFIG)
         self.defaults: dict[str, str] = {}  # the cluster's (DYNAMIC_DEFAULT_BROKER_CONFIG)
@@ -144,18 +200,24 @@ class DynamicBrokerConfig:
 
     def effective(self, overrides: Mapping[str, str] | None = None,
                   defaults: Mapping[str, str] | None = None) -> dict[str, int]:
-        """Every dynamic property's value: this broker's, else the cluster default, else the
-        static value (of the given levels, or the current ones)."""
+        """Every numeric dynamic property's value: this broker's, else the cluster default,
+        else the static value (of the given levels, or the current ones)."""
         mine = self.overrides if overrides is None else overrides
         cluster = self.defaults if defaults is None else defaults
         out: dict[str, int] = {}
-        for name in sorted(DYNAMIC_PROPERTIES):
+        for name in sorted(NUMERIC_PROPERTIES):
             if name in mine:
                 out[name] = int(mine[name])
             elif name in cluster:
                 out[name] = int(cluster[name])
             else:
                 out[name] = self.config.get_int(name)
+        return out
+
+    def log_defaults(self) -> dict[str, str]:
+        """The log defaults set dynamically: this broker's value over the cluster default."""
+        out = {n: v for n, v in self.defaults.items() if n in LOG_PROPERTIES}
+        out.update((n, v) for n, v in self.overrides.items() if n in LOG_PROPERTIES)
         return out
 
     async def start(self) -> None:
@@ -231,6 +293,10 @@ class DynamicBrokerConfig:
         self.overrides, self.defaults = mine, cluster
         self._applied = effective
         self._apply(effective)
+        log_defaults = self.log_defaults()
+        if self._apply_log is not None and log_defaults != self._applied_log:
+            self._applied_log = log_defaults
+            self._apply_log(log_defaults)
 
     def applied(self) -> dict[str, int]:
         """The values in force now."""

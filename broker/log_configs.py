@@ -1,8 +1,11 @@
 """``LogConfigs``: each topic's ``LogConfig`` as this broker applies it to its logs.
 
 A topic's config is its overrides (kept in the topic store, ``/config/topics/<t>`` in a
-cluster) over the broker's ``log.*`` properties over Kafka's defaults
-(``broker.topics.log_config_for``). This broker keeps the overrides of every topic it has
+cluster) over the broker's ``log.*`` properties -- the dynamic log defaults in force
+(``set_dynamic``: this broker's dynamic value over the cluster default,
+``broker.dynamic_broker_config``) over server.properties -- over Kafka's defaults
+(``broker.topics.log_config_for``). When the dynamic defaults change, every known topic's
+config is rebuilt; the caller then hands the new configs to the existing logs. This broker keeps the overrides of every topic it has
 heard of: all of them at start-up (``load``), a topic's own when its first partition is
 created here (``fetch``), and fresh ones when the store says they changed
 (``on_configs_changed``, Kafka's config change notifications), which are then applied to
@@ -34,6 +37,7 @@ class LogConfigs:
         self._store = store
         self._overrides: dict[str, dict[str, str]] = {}
         self._configs: dict[str, LogConfig] = {}
+        self._dynamic: dict[str, str] = {}
         self._default = log_config_for(broker_config, {})
         self._tasks: set[asyncio.Task[None]] = set()
         self.on_change: Callable[[str, LogConfig], None] | None = None
@@ -57,13 +61,35 @@ class LogConfigs:
         if self.on_change is not None:
             self.on_change(topic, config)
 
+    @property
+    def default(self) -> LogConfig:
+        """The config of a topic without overrides."""
+        return self._default
+
+    @property
+    def dynamic(self) -> dict[str, str]:
+        """The dynamic log defaults in force (broker property names)."""
+        return dict(self._dynamic)
+
+    def set_dynamic(self, dynamic: dict[str, str]) -> None:
+        """New dynamic log defaults: every known topic's config is rebuilt over them."""
+        self._dynamic = dict(dynamic)
+        try:
+            self._default = log_config_for(self._broker_config, {}, self._dynamic)
+        except LogConfigError as exc:  # validated when written, each value on its own
+            log.error("ignoring the dynamic log defaults %s: %s", self._dynamic, exc)
+            self._dynamic = {}
+            self._default = log_config_for(self._broker_config, {})
+        for topic, overrides in list(self._overrides.items()):
+            self._set(topic, overrides)
+
     def forget(self, topic: str) -> None:
         self._overrides.pop(topic, None)
         self._configs.pop(topic, None)
 
     def _set(self, topic: str, overrides: dict[str, str]) -> LogConfig:
         try:
-            config = log_config_for(self._broker_config, overrides)
+            config = log_config_for(self._broker_config, overrides, self._dynamic)
         except LogConfigError as exc:  # validated when written; a hand-edited store is not
             log.error("topic %s: ignoring invalid config overrides %s: %s", topic, overrides, exc)
             config = self._default

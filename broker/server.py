@@ -340,8 +340,9 @@ class BrokerServer:
             replication.start(config, replica_manager, metadata_cache,
                               lambda: control.broker_epoch)
             # Dynamic configs from /config/brokers/<id> and /config/brokers/<default>, followed.
-            dynamic = DynamicBrokerConfig(config, zk.store, partial(
-                self._apply_dynamic_configs, replica_manager))
+            dynamic = DynamicBrokerConfig(
+                config, zk.store, partial(self._apply_dynamic_configs, replica_manager),
+                partial(self._apply_log_defaults, log_configs, log_manager))
             try:
                 await dynamic.start()
             except ZkError as exc:
@@ -378,8 +379,9 @@ class BrokerServer:
                 broker_configs = LocalBrokerConfigStore.load(log_dir)
             except TopicStoreLoadError as exc:
                 raise StartupError(str(exc)) from None
-            dynamic = DynamicBrokerConfig(config, broker_configs, partial(
-                self._apply_dynamic_configs, replica_manager))
+            dynamic = DynamicBrokerConfig(
+                config, broker_configs, partial(self._apply_dynamic_configs, replica_manager),
+                partial(self._apply_log_defaults, log_configs, log_manager))
             await dynamic.start()
             admin.dynamic_broker_config = dynamic
             groups.startup(None if offsets_topic is None else offsets_topic.num_partitions)
@@ -418,6 +420,21 @@ class BrokerServer:
         """The dynamic broker configs in force now (broker.dynamic_broker_config)."""
         apply_throttle_rates(self.config, replica_manager, values)
         self.network.resize_io_workers(values[NUM_IO_THREADS])
+
+    def _apply_log_defaults(self, log_configs: LogConfigs, log_manager: LogManager,
+                            dynamic: Mapping[str, str]) -> None:
+        """New dynamic log defaults (Kafka's DynamicLogConfig.reconfigure): every existing
+        log takes its topic's config rebuilt over them (its own overrides still win), and
+        the controller hosted here elects with the new unclean.leader.election.enable."""
+        log_configs.set_dynamic(dict(dynamic))
+        logs = log_manager.logs()
+        for tp, lg in logs.items():
+            lg.update_config(log_configs.get(tp.topic))
+        log.info("dynamic log defaults now %s: applied to %d logs", dict(sorted(dynamic.items())),
+                 len(logs))
+        if self._zk is not None:
+            self._zk.set_unclean_leader_election(
+                log_configs.default.unclean_leader_election_enable)
 
     def _log_dir_failed(self, failure: LogDirFailure) -> None:
         """On the loop: a log dir went offline (reported from any thread)."""

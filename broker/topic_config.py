@@ -56,30 +56,43 @@ class ResolvedConfig:
 
 
 def resolve(
-    name: str, overrides: Mapping[str, str], broker_props: Mapping[str, str]
+    name: str, overrides: Mapping[str, str], broker_props: Mapping[str, str], *,
+    dynamic_broker: Mapping[str, str] | None = None,
+    dynamic_default: Mapping[str, str] | None = None,
 ) -> ResolvedConfig:
     """The effective value of topic config ``name``: the topic override if any, else the
-    first broker synonym set in the broker's properties (``broker_props``: only the
-    properties set explicitly), else Kafka's default. Synonyms are listed in that order,
-    the broker's from its first one named as the config's own broker property (Kafka's)."""
+    first broker synonym that is set -- at the first level that sets it: this broker's
+    dynamic configs (``dynamic_broker``), the cluster-wide dynamic defaults
+    (``dynamic_default``), the broker's properties (``broker_props``: only the properties
+    set explicitly) -- else Kafka's default. Synonyms are listed as Kafka's ConfigHelper
+    lists them: by level (dynamic broker, dynamic default, static, Kafka's default), each
+    level in synonym order; the broker's from its first one named as the config's own
+    broker property on."""
     definition = TOPIC_CONFIGS[name]
+    levels = ((dynamic_broker or {}, ConfigSource.DYNAMIC_BROKER_CONFIG),
+              (dynamic_default or {}, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+              (broker_props, ConfigSource.STATIC_BROKER_CONFIG))
     synonyms: list[Synonym] = []
     value: str | None = None
     source = ConfigSource.DEFAULT_CONFIG
     if name in overrides:
         value, source = overrides[name], ConfigSource.DYNAMIC_TOPIC_CONFIG
         synonyms.append(Synonym(name, value, source))
-    from_broker: list[Synonym] = []
     for syn in definition.synonyms:
-        if syn.name in broker_props:
-            raw = broker_props[syn.name]
-            from_broker.append(Synonym(syn.name, raw, ConfigSource.STATIC_BROKER_CONFIG))
-            if value is None:
-                value, source = _convert(raw, syn.factor_ms), ConfigSource.STATIC_BROKER_CONFIG
-        elif syn.default is not None:
-            from_broker.append(Synonym(syn.name, syn.default, ConfigSource.DEFAULT_CONFIG))
-            if value is None:
+        if value is not None:
+            break
+        for props, level in levels:
+            if syn.name in props:
+                value, source = _convert(props[syn.name], syn.factor_ms), level
+                break
+        else:
+            if syn.default is not None:
                 value = _convert(syn.default, syn.factor_ms)
+    from_broker = [Synonym(syn.name, props[syn.name], level)
+                   for props, level in levels for syn in definition.synonyms
+                   if syn.name in props]
+    from_broker += [Synonym(syn.name, syn.default, ConfigSource.DEFAULT_CONFIG)
+                    for syn in definition.synonyms if syn.default is not None]
     # Kafka lists the broker synonyms only from the first one named as the config's own
     # broker property (ConfigHelper drops those before it): retention.ms with just the
     # default log.retention.hours=168 lists no broker synonym at all.

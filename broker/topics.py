@@ -95,10 +95,12 @@ def validate_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
     return clean
 
 
-def log_config_for(broker_config: BrokerConfig, overrides: Mapping[str, str]) -> LogConfig:
-    """A topic's LogConfig: its overrides over the broker's log.* properties over Kafka's
-    defaults (the same resolution DescribeConfigs reports)."""
-    explicit = dict(broker_config.explicit)
+def log_config_for(broker_config: BrokerConfig, overrides: Mapping[str, str],
+                   dynamic: Mapping[str, str] | None = None) -> LogConfig:
+    """A topic's LogConfig: its overrides over the broker's log.* properties (the dynamic
+    log defaults in force, ``dynamic``, over server.properties) over Kafka's defaults (the
+    same resolution DescribeConfigs reports)."""
+    explicit = {**broker_config.explicit, **(dynamic or {})}
     props = {
         name: topic_config.resolve(name, overrides, explicit).value
         for name in topic_config.TOPIC_CONFIGS

@@ -37,7 +37,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 from controller import zk_data as zd
@@ -59,6 +59,7 @@ from controller.zk_core import (
     BrokerLogDirFailure,
     ControlledShutdown,
     ReplicaLeaderElection,
+    UncleanLeaderElectionEnable,
     ZkControllerCore,
 )
 from controller.zk_election import ControllerEpoch
@@ -348,6 +349,19 @@ class ZkController:
             await asyncio.sleep(delay)
             core.events.put(AutoPreferredReplicaLeaderElection())
             delay = self.settings.imbalance_check_interval_s
+
+    def set_unclean_leader_election(self, enabled: bool) -> None:
+        """The broker-level unclean.leader.election.enable changed (a dynamic broker config):
+        this controller, and any later one here, elects with it; turned on, offline
+        partitions are elected again at once (Kafka's UncleanLeaderElectionEnable event)."""
+        was = self.settings.unclean_leader_election
+        self.settings = replace(self.settings, unclean_leader_election=enabled)
+        core = self._core
+        if core is None:
+            return
+        core.unclean_leader_election = enabled
+        if enabled and not was:
+            core.events.put(UncleanLeaderElectionEnable())
 
     # ------------------------------------------------------------ events
 

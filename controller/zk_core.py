@@ -143,7 +143,13 @@ class ReplicaLeaderElection:
     result: asyncio.Future[ElectionOutcome] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class UncleanLeaderElectionEnable:
+    """The broker-level unclean.leader.election.enable was turned on (dynamically)."""
+
+
 _EVENT_STATES: Final[dict[type, ControllerState]] = {
+    UncleanLeaderElectionEnable: ControllerState.UNCLEAN_LEADER_ELECTION_ENABLE,
     BrokerChange: ControllerState.BROKER_CHANGE,
     ControlledShutdown: ControllerState.CONTROLLED_SHUTDOWN,
     ReplicaLeaderElection: ControllerState.MANUAL_LEADER_BALANCE,
@@ -205,6 +211,10 @@ class ZkControllerCore(ReassignmentCore):
                 event.result.set_result(outcome)
         elif isinstance(event, AutoPreferredReplicaLeaderElection):
             await self._on_auto_rebalance()
+        elif isinstance(event, UncleanLeaderElectionEnable):
+            # Kafka's processUncleanLeaderElectionEnable: offline partitions may now take a
+            # leader from outside their ISR.
+            await self._elect_offline(self._offline_partitions())
         elif isinstance(event, AlterPartitionReceived):
             response = await self._on_alter_partition(event.request, event.version)
             if not event.result.done():

@@ -161,7 +161,8 @@ def test_incremental_alter_configs(admin: KafkaAdminClient) -> None:
 
 def test_broker_configs_are_static_and_read_only(admin: KafkaAdminClient) -> None:
     """Every broker config is read-only but the dynamic ones (num.io.threads, as in Kafka,
-    and the replication throttle rates)."""
+    the replication throttle rates, and the broker-level log defaults of Kafka's
+    DynamicLogConfig)."""
     result = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, "0")],
                                     config_filter="all")
     configs = result["broker"]["0"]
@@ -170,7 +171,20 @@ def test_broker_configs_are_static_and_read_only(admin: KafkaAdminClient) -> Non
     assert configs["log.dirs"]["config_source"] == "STATIC_BROKER_CONFIG"
     assert {n for n, c in configs.items() if not c["read_only"]} == {
         "num.io.threads", "leader.replication.throttled.rate",
-        "follower.replication.throttled.rate", "replica.alter.log.dirs.io.max.bytes.per.second"}
+        "follower.replication.throttled.rate", "replica.alter.log.dirs.io.max.bytes.per.second",
+        # Kafka 3.9's DynamicLogConfig.ReconfigurableConfigs
+        "log.segment.bytes", "log.roll.ms", "log.roll.jitter.ms", "log.index.size.max.bytes",
+        "log.flush.interval.messages", "log.flush.interval.ms", "log.retention.bytes",
+        "log.retention.ms", "message.max.bytes", "log.index.interval.bytes",
+        "log.cleaner.delete.retention.ms", "log.cleaner.min.compaction.lag.ms",
+        "log.cleaner.max.compaction.lag.ms", "log.segment.delete.delay.ms",
+        "log.cleaner.min.cleanable.ratio", "log.cleanup.policy",
+        "unclean.leader.election.enable", "min.insync.replicas", "compression.type",
+        "compression.gzip.level", "compression.lz4.level", "compression.zstd.level",
+        "log.preallocate", "log.message.timestamp.type",
+        "log.message.timestamp.difference.max.ms", "log.message.timestamp.before.max.ms",
+        "log.message.timestamp.after.max.ms", "log.message.downconversion.enable",
+        "log.local.retention.ms", "log.local.retention.bytes"}
     refused = admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, "0", {
         "num.partitions": "3"})], incremental=True, raise_on_unknown=False)
     assert "InvalidConfigurationError" in refused["broker"]["0"]

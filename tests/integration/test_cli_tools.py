@@ -158,8 +158,8 @@ def test_configs_cluster_wide_broker_defaults(module_broker: Any) -> None:
                           "num.io.threads=33, value should not be greater than double the "
                           "current value 16") in err
     code, _, err = run(configs.main, "--bootstrap-server", bs, "--alter", *defaults,
-                       "--add-config", "log.retention.ms=1")
-    assert code == 1 and "Cannot update these configs dynamically: ['log.retention.ms']" in err
+                       "--add-config", "log.retention.hours=1")
+    assert code == 1 and "Cannot update these configs dynamically: ['log.retention.hours']" in err
     configs_cli("--alter", *defaults, "--delete-config", "num.io.threads")
     configs_cli("--alter", *broker, "--delete-config", "num.io.threads")
     assert "num.io.threads=8 sensitive=false synonyms={DEFAULT_CONFIG:num.io.threads=8}" in (

@@ -27,14 +27,15 @@ from protocol.errors import ErrorCode
 from protocol.topic_partition import TopicPartition
 
 
-def test_only_the_replication_rates_are_dynamic_and_they_are_longs() -> None:
+def test_the_replication_rates_are_dynamic_and_they_are_longs() -> None:
     assert validate({"leader.replication.throttled.rate": " 1000 ",
                      "follower.replication.throttled.rate": None,
                      "replica.alter.log.dirs.io.max.bytes.per.second": "0"}) == {
         "leader.replication.throttled.rate": "1000",
         "replica.alter.log.dirs.io.max.bytes.per.second": "0"}
     cases = {
-        "log.retention.ms": "Cannot update these configs dynamically: ['log.retention.ms']",
+        "log.retention.hours": "Cannot update these configs dynamically: "
+                               "['log.retention.hours']",
         "leader.replication.throttled.rate": "Invalid value x for configuration "
                                              "leader.replication.throttled.rate: Not a number of "
                                              "type LONG",
@@ -45,6 +46,38 @@ def test_only_the_replication_rates_are_dynamic_and_they_are_longs() -> None:
         assert (info.value.error_code, info.value.message) == (ErrorCode.INVALID_CONFIG, message)
     with pytest.raises(DynamicConfigError, match="Value must be at least 0"):
         validate({"follower.replication.throttled.rate": "-1"})
+
+
+def test_the_log_defaults_are_dynamic_as_kafkas_dynamic_log_config() -> None:
+    """Kafka's DynamicLogConfig.ReconfigurableConfigs: the first broker synonym of each topic
+    config (not log.message.format.version, not log.retention.hours), each checked as its
+    topic config is, with Kafka's messages."""
+    assert validate({"log.retention.ms": " 60000 ", "log.cleanup.policy": "compact,delete",
+                     "min.insync.replicas": "2", "log.cleaner.min.cleanable.ratio": "0.1",
+                     "unclean.leader.election.enable": "true", "compression.type": "lz4",
+                     "log.message.timestamp.type": "LogAppendTime"}) == {
+        "log.retention.ms": "60000", "log.cleanup.policy": "compact,delete",
+        "min.insync.replicas": "2", "log.cleaner.min.cleanable.ratio": "0.1",
+        "unclean.leader.election.enable": "true", "compression.type": "lz4",
+        "log.message.timestamp.type": "LogAppendTime"}
+    cases = {
+        ("log.retention.ms", "x"): "Invalid value x for configuration log.retention.ms: Not a "
+                                   "number of type LONG",
+        ("log.cleanup.policy", "tidy"): "Invalid value tidy for configuration "
+                                        "log.cleanup.policy: Invalid value(s) ['tidy']: must "
+                                        "be one of ['delete', 'compact']",
+        ("min.insync.replicas", "0"): "Invalid value 0 for configuration min.insync.replicas: "
+                                      "Value must be at least 1",
+        ("log.segment.bytes", "13"): "Invalid value 13 for configuration log.segment.bytes: "
+                                     "Value must be at least 14",
+        ("log.message.format.version", "3.0"): "Cannot update these configs dynamically: "
+                                               "['log.message.format.version']",
+        ("log.roll.hours", "1"): "Cannot update these configs dynamically: ['log.roll.hours']",
+    }
+    for (name, value), message in cases.items():
+        with pytest.raises(DynamicConfigError) as info:
+            validate({name: value})
+        assert (info.value.error_code, info.value.message) == (ErrorCode.INVALID_CONFIG, message)
 
 
 def test_throttled_replicas_of_a_reassignment() -> None:

@@ -213,6 +213,33 @@ def test_resolve_sources_and_synonyms() -> None:
     assert values["segment.bytes"] == 2048 and values["cleanup.policy"] == ["compact"]
 
 
+def test_resolve_over_dynamic_broker_levels() -> None:
+    """Kafka's precedence (this broker's dynamic value > the cluster default > the static
+    value, per synonym) and ConfigHelper's synonym order: by level, then Kafka's defaults,
+    each one's default listed even where it is set."""
+    both = topic_config.resolve(
+        "retention.ms", {}, {"log.retention.ms": "7", "log.retention.hours": "2"},
+        dynamic_broker={"log.retention.ms": "5"}, dynamic_default={"log.retention.ms": "6"})
+    assert (both.value, both.source) == ("5", ConfigSource.DYNAMIC_BROKER_CONFIG)
+    assert [(s.name, s.value, s.source) for s in both.synonyms] == [
+        ("log.retention.ms", "5", ConfigSource.DYNAMIC_BROKER_CONFIG),
+        ("log.retention.ms", "6", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        ("log.retention.ms", "7", ConfigSource.STATIC_BROKER_CONFIG),
+        ("log.retention.hours", "2", ConfigSource.STATIC_BROKER_CONFIG),
+        ("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG)]
+    # A dynamic log.retention.ms wins over a static log.retention.hours (synonym order).
+    ms = topic_config.resolve("retention.ms", {}, {"log.retention.hours": "2"},
+                              dynamic_default={"log.retention.ms": "6"})
+    assert (ms.value, ms.source) == ("6", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+    segment = topic_config.resolve("segment.bytes", {"segment.bytes": "2048"}, {},
+                                   dynamic_default={"log.segment.bytes": "1024"})
+    assert (segment.value, segment.source) == ("2048", ConfigSource.DYNAMIC_TOPIC_CONFIG)
+    assert [(s.name, s.value, s.source) for s in segment.synonyms] == [
+        ("segment.bytes", "2048", ConfigSource.DYNAMIC_TOPIC_CONFIG),
+        ("log.segment.bytes", "1024", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        ("log.segment.bytes", "1073741824", ConfigSource.DEFAULT_CONFIG)]
+
+
 async def test_log_config_layers_topic_over_broker_over_default(tmp_path: Path) -> None:
     from broker.topics import log_config_for
 
