@@ -56,6 +56,7 @@ from typing import Any, Final
 from kazoo import exceptions as kz
 from kazoo.client import KazooClient, KazooState, _prefix_root
 from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.connection import ConnectionHandler
 from kazoo.protocol.serialization import Create
 from kazoo.security import OPEN_ACL_UNSAFE
 
@@ -230,6 +231,35 @@ def parse_connect(connect: str) -> tuple[str, str | None]:
     return ",".join(servers), chroot
 
 
+# -- the session timeout the server granted -------------------------------------------------
+
+
+class _NegotiatingConnection(ConnectionHandler):  # type: ignore[misc]
+    """kazoo's connection handler, remembering the session timeout the server granted.
+
+    ZooKeeper bounds a requested session timeout by its minSessionTimeout and
+    maxSessionTimeout (by default 2 and 20 times its tickTime); kazoo 2.11 keeps the granted
+    value only in a local of ``_connect``, which returns the read timeout it derives from
+    it (two thirds of it). Written on kazoo's connection thread, read from any thread (one
+    attribute store)."""
+
+    negotiated_timeout_ms: int | None = None
+
+    def _connect(self, host: str, hostip: str, port: int) -> tuple[float, float]:
+        read_timeout, connect_timeout = super()._connect(host, hostip, port)
+        self.negotiated_timeout_ms = round(read_timeout * 3 / 2)
+        return read_timeout, connect_timeout
+
+
+def _remember_negotiated_timeout(kazoo: KazooClient) -> _NegotiatingConnection:
+    """Make ``kazoo``'s (not yet started) connection handler remember the granted timeout."""
+    connection = kazoo._connection
+    assert type(connection) is ConnectionHandler, type(connection)
+    connection.__class__ = _NegotiatingConnection
+    assert isinstance(connection, _NegotiatingConnection)
+    return connection
+
+
 # -- the client ------------------------------------------------------------------------------
 
 
@@ -241,8 +271,9 @@ class ZkClient:
                  op_timeout_s: float | None = None,
                  max_in_flight: int = DEFAULT_MAX_IN_FLIGHT) -> None:
         self._kazoo = kazoo
+        self._connection = _remember_negotiated_timeout(kazoo)
         self.connect_string = connect
-        self.session_timeout_ms = session_timeout_ms
+        self.session_timeout_ms = session_timeout_ms  # requested (zookeeper.session.timeout.ms)
         self.op_timeout_s = op_timeout_s or max(10.0, 2 * session_timeout_ms / 1000)
         self._loop = loop
         self._post = post
@@ -283,9 +314,17 @@ class ZkClient:
             await asyncio.to_thread(_close_quietly, kazoo)
             raise ZkConnectionTimeout(_timeout_message(hosts, timeout_ms)) from None
         client._on_state(KazooState.CONNECTED)
-        log.info("Connected to ZooKeeper %s (session 0x%x, timeout %d ms)", connect,
-                 client.session_id, session_timeout_ms)
+        log.info("Connected to ZooKeeper %s (session 0x%x, timeout %d ms, %d ms requested)",
+                 connect, client.session_id, client.negotiated_session_timeout_ms,
+                 session_timeout_ms)
         return client
+
+    @property
+    def negotiated_session_timeout_ms(self) -> int:
+        """The session timeout the server granted at the latest connect (the requested one
+        until a server answered). Safe from any thread."""
+        granted = self._connection.negotiated_timeout_ms
+        return self.session_timeout_ms if granted is None else granted
 
     # -- session state (written on kazoo's thread) -------------------------------------------
 
@@ -330,11 +369,12 @@ class ZkClient:
 
     def may_be_live(self, session_id: int) -> bool:
         """Within session ``session_id``, connected or cut off for less than the session
-        timeout (after that the server has expired it, though kazoo learns it only when it
-        reconnects). Safe from any thread."""
+        timeout the server granted (after that the server has expired it, though kazoo
+        learns it only when it reconnects). Safe from any thread."""
         since = self.disconnected_since
+        timeout_s = self.negotiated_session_timeout_ms / 1000
         return (session_id != 0 and self.session_id == session_id
-                and (since is None or time.monotonic() - since < self.session_timeout_ms / 1000))
+                and (since is None or time.monotonic() - since < timeout_s))
 
     def is_live(self, session_id: int) -> bool:
         """Connected, within session ``session_id`` (safe from any thread)."""

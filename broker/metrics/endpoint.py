@@ -20,8 +20,9 @@ instead of serving half the metrics.
   accepting) and ``readiness`` (set by the server) has no objection, else 503 with the
   state and the reason. In a cluster the server's objections are: not registered in
   ZooKeeper (before registration, after a session expiry until registered again, or cut
-  off from ZooKeeper for longer than the session timeout), and no UpdateMetadata from the
-  controller since the registration. ``readiness`` runs on the HTTP thread and only reads
+  off from ZooKeeper for longer than the session timeout ZooKeeper granted, which its
+  min/maxSessionTimeout may make differ from the one requested), and no UpdateMetadata
+  from the controller since the registration. ``readiness`` runs on the HTTP thread and only reads
   attributes (a busy event loop does not delay the probe).
 
 Broker state (Kafka's ``BrokerState``, also exported as ``kafka_server_kafkaserver_brokerstate``):

@@ -12,11 +12,12 @@ import re
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from client.sync import SyncClient
-from devcluster.zookeeper import free_ports
+from devcluster.zookeeper import ZooKeeper, free_ports
 from tests.cluster.conftest import ClusterBrokers
 from tests.cluster.replication_support import alive_brokers
 from tests.cluster.tcp_proxy import TcpProxy
@@ -261,6 +262,42 @@ def test_ready_only_while_registered_in_zookeeper(
     wait_until(lambda: _status(base, "/ready") == 200, timeout_s=30,
                what="ready again once registered in a new session")
     assert "expired" in started[0].stderr_text()
+
+
+def test_ready_follows_the_session_timeout_zookeeper_granted(
+        cluster_brokers: Callable[..., ClusterBrokers], tmp_path: Path) -> None:
+    """ZooKeeper bounds a session timeout by its maxSessionTimeout: a broker asking for
+    12 s gets 3 s here, and ZooKeeper expires the session after 3 s without the broker, so
+    /ready must turn 503 once a cut lasted 3 s, not 12 s."""
+    zk = ZooKeeper(tmp_path / "zk-max-3s", max_session_timeout_ms=GRANTED_MS).start()
+    proxy = TcpProxy(int(zk.connect_string.rsplit(":", 1)[1]))
+    try:
+        base = f"http://127.0.0.1:{free_ports(1)[0]}"
+        brokers = cluster_brokers(0)
+        broker = brokers.start(1, zookeeper_connect=f"127.0.0.1:{proxy.port}/granted",
+                               zookeeper_session_timeout_ms=str(REQUESTED_MS),
+                               metrics_prometheus_listener=base.removeprefix("http://"))
+        wait_until(lambda: _status(base, "/ready") == 200, timeout_s=15, what="ready")
+        proxy.cut()
+        cut_at = time.monotonic()
+        wait_until(lambda: _status(base, "/ready") == 503, timeout_s=REQUESTED_MS / 1000 - 3,
+                   what="not ready once the granted session timeout passed", interval_s=0.1)
+        waited_s = time.monotonic() - cut_at
+        assert GRANTED_MS / 1000 - 0.5 <= waited_s < REQUESTED_MS / 1000 - 3, waited_s
+        assert "not registered in ZooKeeper" in get(f"{base}/ready")[1]
+        proxy.restore()
+        wait_until(lambda: _status(base, "/ready") == 200, timeout_s=30,
+                   what="ready again once registered in a new session")
+        assert re.search(rf"Connected to ZooKeeper .* \(session 0x[0-9a-f]+, timeout "
+                         rf"{GRANTED_MS} ms, {REQUESTED_MS} ms requested\)",
+                         broker.stderr_text()), broker.stderr_text()[-3000:]
+    finally:
+        proxy.close()
+        zk.stop()
+
+
+GRANTED_MS = 3000  # the ZooKeeper's maxSessionTimeout
+REQUESTED_MS = 12000  # zookeeper.session.timeout.ms
 
 
 def _status(base: str, path: str) -> int:
