@@ -59,8 +59,9 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from broker.delayed_ops import (
     DelayedFetch,
@@ -103,6 +104,7 @@ VALID_ACKS = (-1, 0, 1)
 PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms
 PRODUCER_ID_CHECK_INTERVAL_MS = 600_000  # producer.id.expiration.check.interval.ms
 ZERO_UUID = uuid.UUID(int=0)
+SNAPSHOT_THREADS = 8  # producer-state snapshot files written at once at shutdown
 
 LeadershipCallback = Callable[[list[Partition], list[Partition]], None]
 LogConfigSource = Callable[[str], Awaitable[LogConfig]]
@@ -761,14 +763,50 @@ class ReplicaManager:
     def shutdown(self) -> None:
         """Complete parked requests (if not done yet), then snapshot producer state.
 
-        Blocking (snapshot files are fsynced): part of the broker's ordered shutdown, after
-        the network stopped and before ``LogManager.shutdown(self.high_watermarks())``.
-        """
+        Blocking (snapshot files are fsynced, ``SNAPSHOT_THREADS`` at a time): after the
+        network stopped and before ``LogManager.shutdown(self.high_watermarks())``. The
+        broker's ordered shutdown uses ``shutdown_off_loop`` instead."""
         self.complete_delayed_operations()
-        for p in self.partitions.values():
-            if p.log.offline:
-                continue  # no writes to a failed disk; the next start replays the log
-            try:
-                p.producer_state.take_snapshot(p.log_end_offset)
-            except OSError as exc:
-                log.warning("%s-%d: producer snapshot failed: %s", p.topic, p.partition, exc)
+        write_snapshots(self.shutdown_snapshots())
+
+    async def shutdown_off_loop(self) -> None:
+        """``shutdown`` with the snapshot files written in worker threads: the state is
+        encoded on the loop (it owns it), the files are written and fsynced off it."""
+        self.complete_delayed_operations()
+        await asyncio.to_thread(write_snapshots, self.shutdown_snapshots())
+
+    def shutdown_snapshots(self) -> list[SnapshotJob]:
+        """Every hosted partition's producer state, encoded at its log end (in memory;
+        the loop's view of it). Partitions on a failed disk are left out: the next start
+        replays their log."""
+        return [SnapshotJob(p, p.log_end_offset, p.producer_state.snapshot_bytes())
+                for p in self.partitions.values() if not p.log.offline]
+
+
+class SnapshotJob(NamedTuple):
+    partition: Partition
+    log_end_offset: int
+    data: bytes
+
+
+def _write_snapshot(job: SnapshotJob) -> OSError | None:
+    try:
+        job.partition.producer_state.write_snapshot(job.log_end_offset, job.data)
+    except OSError as exc:
+        return exc
+    return None
+
+
+def write_snapshots(jobs: list[SnapshotJob]) -> None:
+    """Write the snapshot files, ``SNAPSHOT_THREADS`` at a time (each an atomic write:
+    file fsync, rename, fsync of its partition's directory; fsync waits release the GIL,
+    and the file system commits concurrent ones together). Returns when every one is
+    durable or has failed (logged: the next start then replays that partition's log)."""
+    if not jobs:
+        return
+    with ThreadPoolExecutor(max_workers=min(SNAPSHOT_THREADS, len(jobs))) as pool:
+        failures = list(pool.map(_write_snapshot, jobs))
+    for job, exc in zip(jobs, failures, strict=True):
+        if exc is not None:
+            p = job.partition
+            log.warning("%s-%d: producer snapshot failed: %s", p.topic, p.partition, exc)

@@ -507,7 +507,8 @@ class BrokerServer:
         await self.controller.shutdown()
         assert self._maintenance is not None
         await self._maintenance.stop()
-        self.broker.replica_manager.shutdown()  # on the loop: it touches the purgatories
+        # Parked requests answered on the loop; producer snapshots written in threads.
+        await self.broker.replica_manager.shutdown_off_loop()
         log.info("Shutdown step 3/4: controller, replica manager and log maintenance stopped")
         # 4. Flush and close every log, write the checkpoints and the clean-shutdown marker,
         #    release the log dir lock (storage's LogManager.shutdown).

@@ -18,7 +18,7 @@ import pytest
 from broker.delayed_ops import FetchParams, FetchPartitionStatus
 from broker.metadata_cache import MetadataCache
 from broker.partition import IsolationLevel, Partition
-from broker.replica_manager import ReplicaManager
+from broker.replica_manager import SNAPSHOT_THREADS, ReplicaManager
 from protocol.errors import ErrorCode
 from protocol.messages.leader_and_isr import LeaderAndIsrRequest
 from protocol.records import NewRecord, build_batch, iter_batches
@@ -157,6 +157,41 @@ async def test_producer_state_across_clean_and_unclean_restart(tmp_path: Path) -
     rm = await open_rm(tmp_path)
     assert await append(rm, data(2, pid=9, seq=4)) == (0, 4)  # replayed from the log
     assert (await append(rm, data(1, pid=9, seq=9)))[0] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    close_rm(rm)
+
+
+async def test_clean_stop_snapshots_every_partition_for_a_restart_without_replay(
+        tmp_path: Path) -> None:
+    """More partitions than snapshot writer threads: after a clean stop (snapshots written
+    in threads, off the loop) each partition has its snapshot at its log end, the restart
+    replays no batch, and every producer's state is there (a resent batch is a duplicate)."""
+    count = 3 * SNAPSHOT_THREADS + 1
+    rm = new_rm(tmp_path)
+    for i in range(count):
+        await make_leader(rm, i)
+        results = await rm.append_records(
+            timeout_ms=1000, required_acks=1, produce_version=9,
+            entries=[(("t", i), memoryview(data(i + 1, pid=100 + i, seq=0)))])
+        assert results[("t", i)].error == 0
+    await rm.shutdown_off_loop()
+    rm.log_manager.shutdown(rm.high_watermarks())
+    for i in range(count):
+        assert [p.name for p in (tmp_path / f"t-{i}").glob("*.snapshot")] == [
+            f"{i + 1:020d}.snapshot"]
+        assert not list((tmp_path / f"t-{i}").glob("*.tmp"))
+    rm = new_rm(tmp_path)
+    assert rm.log_manager.had_clean_shutdown
+    for i in range(count):
+        p = await make_leader(rm, i)
+        assert p.producer_state.snapshot_offset == i + 1
+        assert p.producer_state.load(p.log_start_offset, p.log_end_offset, p.batches_from) == 0
+        entry = p.producer_state.last_entry(100 + i)
+        assert entry is not None and entry.last_seq == i and entry.last_offset == i
+        results = await rm.append_records(  # the same batch again: found, not appended
+            timeout_ms=1000, required_acks=1, produce_version=9,
+            entries=[(("t", i), memoryview(data(i + 1, pid=100 + i, seq=0)))])
+        assert (results[("t", i)].error, results[("t", i)].base_offset) == (0, 0)
+        assert p.log_end_offset == i + 1
     close_rm(rm)
 
 
