@@ -16,7 +16,9 @@ Requests, each to one partition of one topic on one connection, like P5's:
 - ``produce``: acks=1, one record of ``--record-bytes`` (no key) per request;
 - ``fetch``: a consumer fetch (max_wait_ms 0) of the ``FETCH_RECORDS`` records produced
   first, always from offset 0 (the same bytes every time);
-- ``metadata``: Metadata for the one topic.
+- ``metadata``: Metadata for the one topic;
+- ``metadata-all``: Metadata for every topic (what P7 asks; with ``--partitions`` the
+  topic has that many partitions).
 
 The broker is stopped with SIGTERM at the end; callgrind's per-function profile of the
 whole run is left in ``--out-dir`` (``callgrind_annotate``). With ``--profile``, one more
@@ -53,7 +55,7 @@ FETCH_RECORDS: Final[int] = 10
 TOPIC: Final[str] = "instructions"
 START_TIMEOUT_S: Final[float] = 600.0  # the interpreter's start-up is ~50x slower under valgrind
 STOP_TIMEOUT_S: Final[float] = 300.0
-KINDS: Final[tuple[str, ...]] = ("produce", "fetch", "metadata")
+KINDS: Final[tuple[str, ...]] = ("produce", "fetch", "metadata", "metadata-all")
 
 
 def _produce_request(value: bytes) -> ProduceRequest:
@@ -96,7 +98,8 @@ def callgrind_control(pid: int, *args: str) -> None:
 
 def measure(kinds: list[str], *, short: int, long: int, rounds: int, out_dir: Path,
             record_bytes: int, version: int | None, tag: str,
-            tree: Path | None = None, profile: bool = False) -> dict[str, list[float]]:
+            tree: Path | None = None, profile: bool = False,
+            partitions: int = 1) -> dict[str, list[float]]:
     """Instructions per request of each kind, one figure per round; the broker runs from
     ``tree`` (a checkout, e.g. a ``git worktree`` of another commit; default: this one)."""
     work = Path(tempfile.mkdtemp(prefix="instructions-", dir=out_dir))
@@ -112,7 +115,7 @@ def measure(kinds: list[str], *, short: int, long: int, rounds: int, out_dir: Pa
     try:
         wait_for_port(port, proc=proc, timeout_s=START_TIMEOUT_S)
         with SyncClient(f"127.0.0.1:{port}", timeout_ms=120_000) as client:
-            client.create_topic(TOPIC, 1, 1, {})
+            client.create_topic(TOPIC, partitions, 1, {})
             produce = _produce_request(os.urandom(record_bytes))
             pv = client.version_for(ProduceRequest) if version is None else version
             for _ in range(FETCH_RECORDS):
@@ -123,6 +126,8 @@ def measure(kinds: list[str], *, short: int, long: int, rounds: int, out_dir: Pa
                 "produce": lambda: client.send(produce, pv),
                 "fetch": lambda: client.send(_fetch_request(), fv),
                 "metadata": lambda: client.send(_metadata_request(), mv),
+                "metadata-all": lambda: client.send(
+                    MetadataRequest(topics=None, allow_auto_topic_creation=False), mv),
             }
             for kind in kinds:
                 send = sends[kind]
@@ -155,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--long", type=int, default=1200)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--record-bytes", type=int, default=100)
+    parser.add_argument("--partitions", type=int, default=1,
+                        help="partitions of the topic (1 to 10,000)")
     parser.add_argument("--produce-version", type=int, default=None,
                         help="default: the highest both sides support")
     parser.add_argument("--out-dir", type=Path,
@@ -168,11 +175,13 @@ def main(argv: list[str] | None = None) -> int:
     kinds = args.requests.split(",")
     if unknown := set(kinds) - set(KINDS):
         parser.error(f"unknown request kinds {sorted(unknown)}")
+    if not 1 <= args.partitions <= 10_000:
+        parser.error("--partitions: 1 to 10,000")
     args.out_dir.mkdir(parents=True, exist_ok=True)
     figures = measure(kinds, short=args.short, long=args.long, rounds=args.rounds,
                       out_dir=args.out_dir, record_bytes=args.record_bytes,
                       version=args.produce_version, tag=args.tag, tree=args.tree,
-                      profile=args.profile)
+                      profile=args.profile, partitions=args.partitions)
     for kind, each in figures.items():
         print(f"{kind}: median {statistics.median(each):,.0f} "
               f"[{min(each):,.0f}-{max(each):,.0f}] instructions per request, "

@@ -21,7 +21,10 @@ the offsets of deleted partitions, as Kafka does). A topic state with the zero t
 forgets the topic's id.
 
 Every update builds a new ``MetadataSnapshot`` and swaps it in, so a reader that holds a
-snapshot (``snapshot()``) sees one consistent view even across an ``await``.
+snapshot (``snapshot()``) sees one consistent view even across an ``await``. What readers
+derive from a snapshot (the Metadata handler's encoded topic entries) may be kept in its
+``memo``: a new snapshot starts with an empty one, so nothing derived outlives the state it
+was derived from (``memo_get`` / ``memo_put``, at most ``MEMO_MAX_ENTRIES``).
 Thread-safety: the broker's event loop only.
 """
 
@@ -29,10 +32,10 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Final
+from typing import Any, Final
 
 from controller.channel import BrokerEndpoint
 from controller.leader_and_isr import LEADER_DURING_DELETE
@@ -43,6 +46,7 @@ log = logging.getLogger(__name__)
 
 ZERO_UUID: Final = uuid.UUID(int=0)
 NO_LEADER: Final = -1
+MEMO_MAX_ENTRIES: Final = 1_000_000  # derived values kept per snapshot; cleared when reached
 
 _PartitionState = UpdateMetadataRequest.UpdateMetadataPartitionState
 
@@ -89,6 +93,19 @@ class MetadataSnapshot:
     topic_names: Mapping[uuid.UUID, str] = field(default_factory=lambda: MappingProxyType({}))
     controller_id: int | None = None
     brokers: Mapping[int, LiveBroker] = field(default_factory=lambda: MappingProxyType({}))
+    # Values derived from this snapshot alone (never from anything else that can change),
+    # by key; the only mutable part, and not part of the view.
+    memo: dict[Hashable, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def memo_get(self, key: Hashable) -> Any:
+        """The value ``memo_put`` kept under ``key`` for this snapshot, else None."""
+        return self.memo.get(key)
+
+    def memo_put(self, key: Hashable, value: Any) -> None:
+        memo = self.memo
+        if len(memo) >= MEMO_MAX_ENTRIES:
+            memo.clear()
+        memo[key] = value
 
 
 class MetadataCache:

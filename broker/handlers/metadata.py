@@ -24,6 +24,10 @@ Behavior:
   TOPIC_AUTHORIZATION_FAILED, whether it exists or not; auto-creation needs CREATE on the
   cluster or on the topic (else TOPIC_AUTHORIZATION_FAILED).
 - Authorized operations are not computed (no authorizer): -2147483648 ("not provided").
+- A topic's entry is built and encoded once per metadata-cache snapshot, listener and
+  version (``broker.handlers.metadata_entries``): a repeated answer is mostly copying, and
+  the first answer after any UpdateMetadata is built afresh. Authorization and the
+  requested subset are decided per request.
 
 Version notes:
 - v1 rack / controller / is_internal; v2 cluster id; v3 throttle time; v4 auto-creation
@@ -39,6 +43,8 @@ from typing import Final
 
 from broker.handlers.authz import authorize, authorize_cluster
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
+from broker.handlers.metadata_entries import CachedMetadataResponse, encode_topic_entry
+from broker.metadata_cache import MetadataSnapshot
 from broker.security.acl import AclOperation as Op
 from broker.security.acl import ResourceType as RT
 from broker.topics import INTERNAL_TOPICS, TopicError
@@ -50,6 +56,8 @@ log = logging.getLogger(__name__)
 AUTHORIZED_OPERATIONS_OMITTED: Final = -2147483648
 AUTO_CREATE_WAIT_MS: Final = 25_000  # a bound of ours, below the clients' request timeouts
 _ZERO_UUID: Final = uuid.UUID(int=0)
+_ENTRY_KEY: Final = "metadata.topic-entry"  # memo keys of this handler
+_TOPIC_NAMES_KEY: Final = "metadata.topic-names"
 
 Topic = MetadataResponse.MetadataResponseTopic
 PartitionMeta = MetadataResponse.MetadataResponsePartition
@@ -67,7 +75,7 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Hand
             brokers.append(MetadataResponse.MetadataResponseBroker(
                 node_id=b.broker_id, host=endpoint.host, port=endpoint.port, rack=b.rack))
     controller_id = cache.controller_id
-    response = MetadataResponse(
+    response = CachedMetadataResponse(
         brokers=brokers,
         cluster_id=broker.cluster_id,
         controller_id=-1 if controller_id is None else controller_id,
@@ -75,8 +83,10 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Hand
     )
     if request.topics is None:
         # Topics the principal may not describe are left out (Kafka: no error, no trace).
-        response.topics = [_describe(ctx, name) for name in cache.topic_names()
-                           if authorize(ctx, Op.DESCRIBE, RT.TOPIC, name, log_denied=False)]
+        snapshot = cache.snapshot()
+        for name in _topic_names(snapshot):
+            if authorize(ctx, Op.DESCRIBE, RT.TOPIC, name, log_denied=False):
+                _add(response, _describe(ctx, name))
         return Respond(response)
     auto_create = broker.admin.auto_create_enabled and (
         ctx.api_version < 4 or request.allow_auto_topic_creation
@@ -86,8 +96,8 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Hand
     for wanted in request.topics:
         if (wanted.name is None or wanted.topic_id != _ZERO_UUID) and ctx.api_version < 12:
             # names are not nullable in the answer before v12
-            response.topics.append(
-                _error(ErrorCode.INVALID_REQUEST, wanted.name or "", wanted.topic_id))
+            _add(response, _error(ctx, ErrorCode.INVALID_REQUEST, wanted.name or "",
+                                  wanted.topic_id))
             continue
         if wanted.name is None:
             if wanted.topic_id in seen_ids:
@@ -95,34 +105,47 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Hand
             seen_ids.add(wanted.topic_id)
             by_id = cache.topic_name(wanted.topic_id)
             if by_id is not None and not authorize(ctx, Op.DESCRIBE, RT.TOPIC, by_id):
-                response.topics.append(
-                    _error(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None, wanted.topic_id))
+                _add(response, _error(ctx, ErrorCode.TOPIC_AUTHORIZATION_FAILED, None,
+                                      wanted.topic_id))
                 continue
-            response.topics.append(
-                _describe(ctx, by_id) if by_id is not None
-                else _error(ErrorCode.UNKNOWN_TOPIC_ID, None, wanted.topic_id)
-            )
+            _add(response,
+                 _describe(ctx, by_id) if by_id is not None
+                 else _error(ctx, ErrorCode.UNKNOWN_TOPIC_ID, None, wanted.topic_id))
             continue
         if wanted.name in seen_names:
             continue
         seen_names.add(wanted.name)
         if not authorize(ctx, Op.DESCRIBE, RT.TOPIC, wanted.name):
             # Whether it exists or not: the principal learns nothing of it.
-            response.topics.append(_error(ErrorCode.TOPIC_AUTHORIZATION_FAILED, wanted.name))
+            _add(response, _error(ctx, ErrorCode.TOPIC_AUTHORIZATION_FAILED, wanted.name))
             continue
-        response.topics.append(await _lookup(ctx, wanted.name, auto_create))
+        _add(response, await _lookup(ctx, wanted.name, auto_create))
     return Respond(response)
 
 
-async def _lookup(ctx: RequestContext, name: str, auto_create: bool) -> Topic:
+def _add(response: CachedMetadataResponse, entry: tuple[Topic, bytes]) -> None:
+    response.topics.append(entry[0])
+    response.encoded_topics.append(entry[1])
+
+
+def _topic_names(snapshot: MetadataSnapshot) -> list[str]:
+    """Every topic of the snapshot, sorted (once per snapshot)."""
+    names: list[str] | None = snapshot.memo_get(_TOPIC_NAMES_KEY)
+    if names is None:
+        names = sorted(snapshot.partitions)
+        snapshot.memo_put(_TOPIC_NAMES_KEY, names)
+    return names
+
+
+async def _lookup(ctx: RequestContext, name: str, auto_create: bool) -> tuple[Topic, bytes]:
     broker = ctx.broker
     if broker.metadata_cache.contains_topic(name):
         return _describe(ctx, name)
     if not auto_create or name.startswith("__"):
-        return _error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name)
+        return _error(ctx, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name)
     if not (authorize_cluster(ctx, Op.CREATE, log_denied=False)
             or authorize(ctx, Op.CREATE, RT.TOPIC, name)):
-        return _error(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name)
+        return _error(ctx, ErrorCode.TOPIC_AUTHORIZATION_FAILED, name)
     admin = broker.admin
     try:
         _, _, error = await admin.create_topic(
@@ -135,30 +158,43 @@ async def _lookup(ctx: RequestContext, name: str, auto_create: bool) -> Topic:
         log.info("auto-creating topic %r for %s failed: %s", name, ctx.client_id, exc.message)
         code = (ErrorCode.LEADER_NOT_AVAILABLE
                 if exc.error_code == ErrorCode.TOPIC_ALREADY_EXISTS else exc.error_code)
-        return _error(code, name)
+        return _error(ctx, code, name)
     if error is not ErrorCode.NO_ERROR:  # created, but no leaders yet
-        return _error(ErrorCode.LEADER_NOT_AVAILABLE, name)
+        return _error(ctx, ErrorCode.LEADER_NOT_AVAILABLE, name)
     log.info("auto-created topic %s for client %s", name, ctx.client_id)
     return _describe(ctx, name)
 
 
-def _error(code: ErrorCode, name: str | None, topic_id: uuid.UUID = _ZERO_UUID) -> Topic:
-    return Topic(error_code=code, name=name, topic_id=topic_id, is_internal=False, partitions=[],
-                 topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+def _error(ctx: RequestContext, code: ErrorCode, name: str | None,
+           topic_id: uuid.UUID = _ZERO_UUID) -> tuple[Topic, bytes]:
+    topic = Topic(error_code=code, name=name, topic_id=topic_id, is_internal=False,
+                  partitions=[], topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+    return topic, encode_topic_entry(topic, ctx.api_version)
 
 
-def _describe(ctx: RequestContext, name: str) -> Topic:
-    cache = ctx.broker.metadata_cache
-    listener = ctx.listener_name
+def _describe(ctx: RequestContext, name: str) -> tuple[Topic, bytes]:
+    """The topic's entry as the metadata cache holds it now, built and encoded once per
+    cache snapshot, listener and version (``broker.handlers.metadata_entries``)."""
+    snapshot = ctx.broker.metadata_cache.snapshot()
+    key = (_ENTRY_KEY, ctx.listener_name, ctx.api_version, name)
+    entry: tuple[Topic, bytes] | None = snapshot.memo_get(key)
+    if entry is None:
+        topic = _build(snapshot, ctx.listener_name, ctx.api_version, name)
+        entry = (topic, encode_topic_entry(topic, ctx.api_version))
+        snapshot.memo_put(key, entry)
+    return entry
+
+
+def _build(snapshot: MetadataSnapshot, listener: str, version: int, name: str) -> Topic:
     partitions = []
-    for index, info in sorted((cache.partitions(name) or {}).items()):
-        leader = cache.alive_broker(info.leader)
+    for index, info in sorted((snapshot.partitions.get(name) or {}).items()):
+        leader = snapshot.brokers.get(info.leader)
         error = ErrorCode.NO_ERROR
         leader_id = info.leader
         if leader is None:
             error, leader_id = ErrorCode.LEADER_NOT_AVAILABLE, -1
         elif leader.endpoint(listener) is None:
-            error = (ErrorCode.LISTENER_NOT_FOUND if ctx.api_version >= 6
+            error = (ErrorCode.LISTENER_NOT_FOUND if version >= 6
                      else ErrorCode.LEADER_NOT_AVAILABLE)
             leader_id = -1
         partitions.append(PartitionMeta(
@@ -166,7 +202,8 @@ def _describe(ctx: RequestContext, name: str) -> Topic:
             leader_epoch=info.leader_epoch, replica_nodes=list(info.replicas),
             isr_nodes=list(info.isr), offline_replicas=list(info.offline_replicas)))
     return Topic(
-        error_code=ErrorCode.NO_ERROR, name=name, topic_id=cache.topic_id(name),
+        error_code=ErrorCode.NO_ERROR, name=name,
+        topic_id=snapshot.topic_ids.get(name, _ZERO_UUID),
         is_internal=name in INTERNAL_TOPICS, partitions=partitions,
         topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
     )

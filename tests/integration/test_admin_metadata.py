@@ -154,3 +154,37 @@ def test_topics_and_configs_survive_sigterm_and_kill9(broker: Any) -> None:
                 assert all(p.leader == 0 for p in after[name].partitions.values())
             assert admin.topic_config_overrides("keep-a") == configs_before
             assert admin.topic_config_overrides("keep-b") == {}
+
+
+def test_metadata_answer_follows_every_change_at_once(module_broker: Any) -> None:
+    """Metadata answers are cached per metadata-cache snapshot: after each change (new
+    topic, more partitions, deletion) the very next answer, at every version asked
+    before, shows it; a named request gets exactly the topics it names."""
+    broker = module_broker
+    versions = (1, 7, 9, 12)
+
+    def everything(version: int) -> dict[str, list[int]]:
+        return {t.name or "": sorted(p.partition_index for p in t.partitions)
+                for t in _metadata(broker.bootstrap, None, version=version).topics
+                if (t.name or "").startswith("fresh-")}
+
+    def warm() -> dict[int, dict[str, list[int]]]:
+        return {v: [everything(v) for _ in range(3)][-1] for v in versions}
+
+    with SyncClient(broker.bootstrap, timeout_ms=10_000) as admin:
+        assert warm() == {v: {} for v in versions}
+        admin.create_topic("fresh-a", 2, 1, {})
+        assert warm() == {v: {"fresh-a": [0, 1]} for v in versions}
+        admin.create_partitions("fresh-a", 5)
+        assert warm() == {v: {"fresh-a": [0, 1, 2, 3, 4]} for v in versions}
+        admin.create_topic("fresh-b", 1, 1, {})
+        assert warm() == {v: {"fresh-a": [0, 1, 2, 3, 4], "fresh-b": [0]} for v in versions}
+        named = _metadata(broker.bootstrap, ["fresh-b", "fresh-zz"], allow_auto=False)
+        assert [(t.name, t.error_code, len(t.partitions)) for t in named.topics] == [
+            ("fresh-b", ErrorCode.NO_ERROR, 1),
+            ("fresh-zz", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, 0)]
+        admin.delete_topics(["fresh-a"])
+        assert warm() == {v: {"fresh-b": [0]} for v in versions}
+        admin.delete_topics(["fresh-b"])
+        assert warm() == {v: {} for v in versions}
+
