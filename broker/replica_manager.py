@@ -164,6 +164,10 @@ class ReplicaManager:
         self._topic_names: dict[uuid.UUID, str] = {}
         self._checkpointed_hws: dict[StorageTopicPartition, int] | None = None
         self._flushing: set[Partition] = set()
+        # The background write of new partitions' partition.metadata files (one at a time;
+        # _metadata_again: run once more when it ends).
+        self._metadata_flush: asyncio.Future[int] | None = None
+        self._metadata_again = False
         self.produce_purgatory: Purgatory[TopicPartition] = Purgatory("Produce")
         self.fetch_purgatory: Purgatory[TopicPartition] = Purgatory("Fetch")
         # Bytes/messages in and out per topic (broker.metrics.topics); None: not counted.
@@ -344,7 +348,10 @@ class ReplicaManager:
                     failed[tp] = exc
             return failed
 
-        failed = await asyncio.to_thread(create_logs)  # mkdir, partition.metadata: fsyncs
+        # mkdir, segment files; no fsync: partition.metadata is written in the background
+        # (Kafka's semantics: storage.partition_metadata), the topic id is recorded now.
+        failed = await asyncio.to_thread(create_logs)
+        self._write_partition_metadata_soon()
         if self._checkpointed_hws is None:
             self._checkpointed_hws = self.log_manager.read_high_watermarks()
         errors: dict[TopicPartition, ErrorCode] = {}
@@ -374,8 +381,9 @@ class ReplicaManager:
                 p.isr_change_sender = self.alter_partition.submit
                 p.isr_change_listener = self._count_isr_change
             p.is_broker_eligible = self.metadata_cache.has_alive_broker
-            replayed = p.producer_state.load(p.log_start_offset, p.log_end_offset,
-                                             p.batches_from)
+            fresh, plog.fresh_directory = plog.fresh_directory, False
+            replayed = 0 if fresh else p.producer_state.load(  # a new dir has no snapshot
+                p.log_start_offset, p.log_end_offset, p.batches_from)
             if replayed:
                 log.info("%s: producer state rebuilt, %d batches replayed from the log", tp,
                          replayed)
@@ -384,6 +392,27 @@ class ReplicaManager:
                 self._topic_names[topic_id] = tp.topic
             await asyncio.sleep(0)  # a topic of many partitions does not stall other clients
         return errors
+
+    def _write_partition_metadata_soon(self) -> None:
+        """Write the recorded topic ids of new logs (``LogManager.flush_partition_metadata``)
+        in a worker thread, after the LeaderAndIsr answer rather than before it."""
+        if self._metadata_flush is not None:
+            self._metadata_again = True
+            return
+        future = asyncio.get_running_loop().run_in_executor(
+            None, self.log_manager.flush_partition_metadata)
+        self._metadata_flush = future
+
+        def done(f: asyncio.Future[int]) -> None:
+            self._metadata_flush = None
+            exc = None if f.cancelled() else f.exception()
+            if exc is not None:
+                log.error("writing partition.metadata files failed: %r", exc)
+            if self._metadata_again and not self._shutting_down:
+                self._metadata_again = False
+                self._write_partition_metadata_soon()
+
+        future.add_done_callback(done)
 
     def _make_leaders(self, states: Mapping[TopicPartition, PartitionStateChange]) -> list[Partition]:
         if not states:
@@ -773,6 +802,8 @@ class ReplicaManager:
         """``shutdown`` with the snapshot files written in worker threads: the state is
         encoded on the loop (it owns it), the files are written and fsynced off it."""
         self.complete_delayed_operations()
+        if self._metadata_flush is not None:  # the logs' close writes what it leaves
+            await asyncio.wait([self._metadata_flush])
         await asyncio.to_thread(write_snapshots, self.shutdown_snapshots())
 
     def shutdown_snapshots(self) -> list[SnapshotJob]:

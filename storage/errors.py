@@ -68,6 +68,13 @@ class LogConfigError(StorageError):
     error_code = ErrorCode.INVALID_CONFIG
 
 
+class InconsistentTopicIdError(StorageError):
+    """A log was given a topic id other than the one it has (Kafka's
+    ``InconsistentTopicIdException``)."""
+
+    error_code = ErrorCode.INCONSISTENT_TOPIC_ID
+
+
 class LogClosedError(StorageError):
     """An operation on a log that was closed or deleted."""
 

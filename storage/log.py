@@ -14,6 +14,10 @@ Buffer contract: a writable buffer (``bytearray`` / writable ``memoryview``) is 
 in place, so the broker copies a request's records into a ``bytearray`` once; read-only
 ``bytes`` are copied once here.
 
+Topic id: ``record_topic_id`` keeps it in memory; ``partition.metadata`` is written later
+(``storage.partition_metadata``: by the log manager's batched flush, and at the latest by
+the first append, flush or close, before any log data can reach the disk).
+
 Flushing: appends never fsync. ``AppendInfo.needs_flush`` says that ``flush.messages`` is
 reached or a segment rolled; the broker then calls ``flush()`` from a thread pool (it
 fsyncs outside the lock, so appends continue meanwhile). ``flush.ms`` is checked by
@@ -59,11 +63,12 @@ from storage.batches import (
     verify_crc,
     writable_buffer,
 )
-from storage.checkpoints import fsync_dir
+from storage.checkpoints import DirSyncError, fsync_dir
 from storage.config import LogConfig
 from storage.epoch_cache import LeaderEpochCache
 from storage.errors import (
     CorruptSegmentError,
+    InconsistentTopicIdError,
     InvalidRecordError,
     LogClosedError,
     LogDirOfflineError,
@@ -77,6 +82,7 @@ from storage.index import TimestampOffset
 from storage.log_dir_failure import LogDirFailureChannel, is_disk_full
 from storage.naming import SWAP_SUFFIX, TopicPartition, index_file, log_file, time_index_file
 from storage.offsets import LONG_MAX, LeaderEpoch, Offset
+from storage.partition_metadata import PartitionMetadataFile
 from storage.retention import SegmentInfo, segments_to_delete
 from storage.segment import BatchMeta, LogSegment, SegmentMark
 
@@ -137,7 +143,11 @@ class Log:
         self.dir = directory
         self.topic_partition = topic_partition
         self.config = config
-        self.topic_id = topic_id
+        self.topic_id = topic_id  # set by record_topic_id; read by anyone
+        self._metadata_file = PartitionMetadataFile(directory)
+        # Its directory was made for it just now (LogManager): nothing else is in it, so
+        # whoever opens per-partition state there may skip looking (read once, then clear).
+        self.fresh_directory = False
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
         self._leo = log_end_offset
@@ -227,6 +237,43 @@ class Log:
         """The log dir failed: refuse every read and write from now on. Takes no lock (a
         failing thread may hold another log's lock); calls already inside finish."""
         self._offline = True
+
+    def record_topic_id(self, topic_id: bytes) -> bool:
+        """Give the log its topic id (at creation, or later when it had none: Kafka's
+        ``assignTopicId``); ``partition.metadata`` is written later (see the module
+        docstring). False if the log already had this id; InconsistentTopicIdError if it
+        has another."""
+        with self._lock:
+            if self.topic_id is not None:
+                if self.topic_id != topic_id:
+                    raise InconsistentTopicIdError(
+                        f"{self.topic_partition}: topic id {topic_id.hex()} given to a log "
+                        f"of topic id {self.topic_id.hex()}")
+                return False
+            self._metadata_file.record(topic_id)
+            self.topic_id = topic_id
+            return True
+
+    @property
+    def topic_id_unwritten(self) -> bool:
+        """A topic id is recorded and ``partition.metadata`` not written yet."""
+        return self._metadata_file.dirty
+
+    def write_topic_id(self) -> bool:
+        """Write ``partition.metadata`` if a recorded topic id waits for it (blocking:
+        fsyncs); False if nothing was waiting or the log is closed. A full disk raises
+        ``LogIOError`` (retried by the next call); any other error takes the log dir
+        offline."""
+        if not self._metadata_file.dirty:
+            return False
+        with self._lock:
+            if self._closed or self._offline:
+                return False
+            try:
+                return self._metadata_file.maybe_flush()
+            except OSError as exc:
+                raise self._io_error("writing partition.metadata", exc,
+                                     undone=not isinstance(exc, DirSyncError)) from exc
 
     def _check_open(self) -> None:
         if self._offline:
@@ -333,6 +380,8 @@ class Log:
                 max_ts_in = head.max_timestamp
         if append_time:
             max_ts_in = now
+        if self._metadata_file.dirty:  # rare: the batched write has not come yet
+            self.write_topic_id()
         with self._lock:
             self._check_open()
             first = self._leo
@@ -372,6 +421,8 @@ class Log:
             check_counts=False,
         )
         gaps = self.config.compacts
+        if self._metadata_file.dirty:
+            self.write_topic_id()
         with self._lock:
             self._check_open()
             expected = self._leo
@@ -881,7 +932,8 @@ class Log:
         recovery point. Blocking; runs the fsyncs outside the lock. A failed fsync takes
         the log dir offline (what reached the disk is unknown after one); a full disk
         while writing the epoch checkpoint raises ``LogIOError`` and leaves the recovery
-        point where it was."""
+        point where it was. ``partition.metadata`` is written first if it waits."""
+        self.write_topic_id()
         with self._lock:
             if self._closed or self._offline:
                 return

@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from storage import fileio
-from storage.checkpoints import write_partition_metadata
+from storage.checkpoints import fsync_dir
 from storage.cleaner import CleanerConfig, LogCleaner, PartitionStates
 from storage.cleaner_manager import CleanerManager
 from storage.config import LogConfig
@@ -41,7 +41,6 @@ from storage.log import Log, now_ms
 from storage.log_dir import LOCK_FILE, MAX_PARTITIONS, LogDir, LogDirInUseError
 from storage.log_dir_failure import LogDirFailure, LogDirFailureChannel, is_disk_full
 from storage.naming import (
-    PARTITION_METADATA,
     TopicPartition,
     delete_dir_name,
     partition_dir_name,
@@ -53,6 +52,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_RETENTION_CHECK_INTERVAL_MS = 300_000  # log.retention.check.interval.ms
 SHUTDOWN_THREADS = 8  # parallel log closes (fsync-bound) at shutdown
+METADATA_WRITE_THREADS = 8  # partition.metadata files written at once
 
 
 class LogManager:
@@ -83,6 +83,7 @@ class LogManager:
         self.failure_channel = failure_channel or LogDirFailureChannel()
         self.failure_channel.subscribe(self._on_dir_failure)
         self.cleaner: LogCleaner | None = None
+        self._closing = False  # shutdown or abandon began: the logs write what they need
 
     # ------------------------------------------------------------------ directories
     @property
@@ -221,6 +222,8 @@ class LogManager:
         counts = {p: 0 for p in self.online_dirs()}
         if not counts:
             raise LogDirOfflineError("every log dir is offline")
+        if len(counts) == 1:  # no need to count (every log, for every partition created)
+            return next(iter(counts))
         for lg in self._logs.values():
             if lg.log_dir in counts:
                 counts[lg.log_dir] += 1
@@ -234,7 +237,10 @@ class LogManager:
         topic_id: bytes | None = None,
         is_new: bool = True,
     ) -> Log:
-        """The partition's log, created empty (with ``partition.metadata``) if missing.
+        """The partition's log, created empty if missing; ``topic_id`` is recorded in it
+        (a log that has none gets it, Kafka's ``assignTopicId``; one with another id
+        raises InconsistentTopicIdError) and ``partition.metadata`` written later
+        (``flush_partition_metadata``, or at the log's first append, flush or close).
 
         ``is_new=False`` (a partition that should already exist) refuses to create it while
         a directory is offline, as Kafka does: it may be there. A disk error while
@@ -242,6 +248,8 @@ class LogManager:
         with self._lock:
             existing = self._logs.get(tp)
             if existing is not None:
+                if topic_id is not None:
+                    existing.record_topic_id(topic_id)
                 return existing
             offline = [p for p in self.log_dirs if self.is_offline(p)]
             if not is_new and offline:
@@ -255,8 +263,6 @@ class LogManager:
             created = not directory.exists()
             try:
                 fileio.mkdir(directory)
-                if topic_id is not None:
-                    write_partition_metadata(directory / PARTITION_METADATA, topic_id)
                 new = load_log(
                     directory,
                     tp,
@@ -269,9 +275,45 @@ class LogManager:
                 if created:
                     shutil.rmtree(directory, ignore_errors=True)
                 raise self._fail(parent, f"creating the log of {tp}", exc) from exc
-            new.topic_id = topic_id if topic_id is not None else new.topic_id
-            self._logs[tp] = new  # the directory entry is fsynced by the log's first flush
+            if topic_id is not None:
+                try:
+                    new.record_topic_id(topic_id)
+                except StorageError:  # a directory left behind holds another topic's id
+                    new.abandon()
+                    raise
+            # The directory entry is fsynced by flush_partition_metadata or the first flush.
+            new.fresh_directory = created
+            self._logs[tp] = new
             return new
+
+    def flush_partition_metadata(self) -> int:
+        """Write every recorded, unwritten ``partition.metadata`` (Kafka's scheduled
+        ``maybeFlush``), ``METADATA_WRITE_THREADS`` at a time (each: file fsync, rename,
+        fsync of its partition directory), then fsync each log directory that holds one
+        of them once, for the new partition directories' entries. Blocking; returns how
+        many were written. A failure is the log's (full disk: retried later; else its
+        directory goes offline), logged here."""
+        dirty = [lg for lg in self.logs().values() if lg.topic_id_unwritten]
+        if not dirty:
+            return 0
+
+        def write(lg: Log) -> bool:
+            try:
+                return lg.write_topic_id()
+            except StorageError as exc:  # reported by the log (full disk or dir offline)
+                log.debug("%s: partition.metadata not written: %s", lg.topic_partition, exc)
+                return False
+
+        with ThreadPoolExecutor(max_workers=min(METADATA_WRITE_THREADS, len(dirty))) as pool:
+            written = [lg for lg, ok in zip(dirty, pool.map(write, dirty), strict=True) if ok]
+        for parent in {lg.log_dir for lg in written}:
+            if self.is_offline(parent) or self._closing:
+                continue
+            try:
+                fsync_dir(parent)
+            except OSError as exc:
+                self._fail(parent, "syncing new partition directories", exc)
+        return len(written)
 
     def delete_log(self, tp: TopicPartition) -> bool:
         """Close the log and rename its directory ``<tp>.<uuid>-delete`` (removed after
@@ -395,6 +437,7 @@ class LogManager:
         """Ordered clean shutdown: flush and close every log (indexes trimmed), write the
         checkpoints, then the clean-shutdown marker last, then release the locks. An offline
         directory gets no checkpoint and no marker: its next start recovers it."""
+        self._closing = True
         self.stop_cleaner()  # no swap may run while the logs close
         logs = self.logs()
         # Close (flush: recovery point = log end offset) in parallel: fsync releases the GIL.
@@ -421,6 +464,7 @@ class LogManager:
     def abandon(self) -> None:
         """Drop every file handle without flushing, trimming or checkpoints: what a crash
         leaves behind (crash-recovery tests, failed start-up; never a real shutdown)."""
+        self._closing = True
         self.stop_cleaner()
         for lg in self.logs().values():
             lg.abandon()

@@ -3,6 +3,7 @@ topics and their configs across broker restarts (SIGTERM and kill -9)."""
 
 from __future__ import annotations
 
+import base64
 import uuid
 from typing import Any
 
@@ -14,6 +15,7 @@ from protocol.errors import ErrorCode
 from protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
 from protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
 from protocol.messages.metadata import MetadataRequest, MetadataResponse
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -188,3 +190,31 @@ def test_metadata_answer_follows_every_change_at_once(module_broker: Any) -> Non
         admin.delete_topics(["fresh-b"])
         assert warm() == {v: {} for v in versions}
 
+
+def test_partition_topic_ids_after_kill9_right_after_creation(broker: Any) -> None:
+    """partition.metadata is written after CreateTopics answers (as Kafka does). A kill -9
+    right after it may leave partitions without the file (here: half of them, removed by
+    the test as a crash before the write would leave them, and a temp file of a torn
+    write); after the restart every partition has the file again, with the topic's id."""
+    partitions = 40
+    with SyncClient(broker.bootstrap, timeout_ms=30_000) as admin:
+        admin.create_topic("crash-ids", partitions, 1, {})
+        (info,) = admin.describe_topics(["crash-ids"])
+    broker.kill9()
+    files = [broker.log_dir / f"crash-ids-{i}" / "partition.metadata" for i in range(partitions)]
+    assert all(f.parent.is_dir() for f in files)
+    for f in files[: partitions // 2]:
+        f.unlink(missing_ok=True)
+    files[0].with_name("partition.metadata.tmp").write_text("version: 0\ntopic_id: AAA")
+    broker.kill9_and_restart()
+    expected = f"version: 0\ntopic_id: {_kafka_uuid(info.topic_id)}\n"
+    wait_for(lambda: all(f.exists() for f in files), 30, "every partition.metadata written")
+    assert all(f.read_text() == expected for f in files)
+    assert not files[0].with_name("partition.metadata.tmp").exists()
+    with SyncClient(broker.bootstrap, timeout_ms=10_000) as admin:
+        (after,) = admin.describe_topics(["crash-ids"])
+    assert after.topic_id == info.topic_id and len(after.partitions) == partitions
+
+
+def _kafka_uuid(topic_id: uuid.UUID) -> str:
+    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
