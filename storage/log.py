@@ -261,17 +261,22 @@ class Log:
 
     def write_topic_id(self) -> bool:
         """Write ``partition.metadata`` if a recorded topic id waits for it (blocking:
-        fsyncs); False if nothing was waiting or the log is closed. A full disk raises
-        ``LogIOError`` (retried by the next call); any other error takes the log dir
-        offline."""
+        fsyncs; the log's lock is not held meanwhile, appends go on); False if nothing was
+        waiting or the log is closed. A full disk raises ``LogIOError`` (retried by the
+        next call); any other error takes the log dir offline. A close meanwhile writes
+        the file itself first (the file's own lock orders the two writers)."""
         if not self._metadata_file.dirty:
             return False
         with self._lock:
             if self._closed or self._offline:
                 return False
-            try:
-                return self._metadata_file.maybe_flush()
-            except OSError as exc:
+        try:
+            return self._metadata_file.maybe_flush()
+        except OSError as exc:
+            with self._lock:
+                if self._closed:
+                    raise LogClosedError(f"partition.metadata of {self.topic_partition}: "
+                                         f"log closed ({exc})") from exc
                 raise self._io_error("writing partition.metadata", exc,
                                      undone=not isinstance(exc, DirSyncError)) from exc
 
