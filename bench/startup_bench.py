@@ -18,6 +18,12 @@ port every millisecond until it is open, sends ApiVersions and reads the answer;
 are the time from spawning to the answer and the broker's CPU time (``/proc``) at that
 point. The broker is then stopped with SIGTERM.
 
+``--cli --instructions`` runs the same command under valgrind's callgrind instead and
+reports the instructions it executed up to the first answer (``callgrind_control -e Ir``
+once the answer is read; every thread): independent of the machine's load, so start-ups
+can be compared while other work runs. Wall time is not reported then (valgrind is ~50x
+slower); ``--starts`` defaults to 3 there (the count moves by well under 1%).
+
 Also the child's CPU time (user + system) up to the answer: on a loaded machine wall
 times stretch with the load, CPU time much less. Reported: median, min and max over
 ``--starts`` (20) starts, after one unmeasured start that writes the bytecode cache (as
@@ -45,6 +51,7 @@ from bench.machine import loadavg
 from bench.procs import free_port, tree_cpu_s
 
 REPO = Path(__file__).resolve().parents[1]
+INSTRUCTIONS_TIMEOUT_S = 600.0  # the interpreter runs ~50x slower under valgrind
 
 CHILD = r"""
 import json, os, resource, socket, struct, sys, time
@@ -162,17 +169,52 @@ def one_cli_start(python: str, env: dict[str, str]) -> dict[str, float | str]:
     return {"first response": answer - spawned, "cpu": cpu, "harness": "python -m cli broker"}
 
 
+def one_cli_instructions(python: str, env: dict[str, str], out_dir: Path) -> dict[str, float | str]:
+    """``python -m cli broker`` under callgrind: instructions to its first answer."""
+    from bench.instructions import instructions
+
+    with tempfile.TemporaryDirectory(prefix="startup-bench-") as tmp:
+        port = free_port()
+        argv = ["valgrind", "--tool=callgrind", "--trace-children=no",
+                f"--callgrind-out-file={out_dir}/callgrind.startup.%p",
+                python, "-m", "cli", "broker",
+                "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+                "--override", f"log.dirs={os.path.join(tmp, 'data')}"]
+        proc = subprocess.Popen(argv, env={**env, "PYTHONHASHSEED": "0"}, cwd=tmp,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            _api_versions(port, time.monotonic() + INSTRUCTIONS_TIMEOUT_S)
+            count = instructions(proc.pid)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(INSTRUCTIONS_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    return {"instructions": float(count), "harness": "python -m cli broker (callgrind)"}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--starts", type=int, default=20)
+    parser.add_argument("--starts", type=int, default=None, help="default 20 (3 with --instructions)")
     parser.add_argument("--src", type=Path, default=None,
                         help="source tree to run instead of this one (via PYTHONPATH)")
     parser.add_argument("--cli", action="store_true",
                         help="time `python -m cli broker` (the minikafka command) instead")
+    parser.add_argument("--instructions", action="store_true",
+                        help="with --cli: count instructions to the first answer (callgrind)")
+    parser.add_argument("--out-dir", type=Path,
+                        default=Path(tempfile.gettempdir()) / "startup-instructions",
+                        help="where callgrind's profiles go (--instructions)")
     parser.add_argument("--no-bytecode", action="store_true",
                         help="measure without a bytecode cache (PYTHONDONTWRITEBYTECODE=1)")
     args = parser.parse_args()
+    if args.instructions and not args.cli:
+        parser.error("--instructions needs --cli")
+    if args.starts is None:
+        args.starts = 3 if args.instructions else 20
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     if not args.cli:  # the command logs as a user's would (INFO)
         env["MINIKAFKA_LOG_LEVEL"] = "WARN"
@@ -186,11 +228,20 @@ def main() -> None:
     print(f"source {src}; {args.starts} starts; bytecode cache "
           f"{'off' if args.no_bytecode else 'on'}; load average before: {loadavg()}")
     def start() -> dict[str, float | str]:
+        if args.instructions:
+            args.out_dir.mkdir(parents=True, exist_ok=True)
+            return one_cli_instructions(python, env, args.out_dir)
         return one_cli_start(python, env) if args.cli else one_start(python, env, harness)
 
-    start()  # writes the bytecode cache; not counted
+    # writes the bytecode cache; not counted (without valgrind: the cache is the same)
+    one_cli_start(python, env) if args.cli else start()
     runs = [start() for _ in range(args.starts)]
     print(f"harness: {runs[0]['harness']}; load average after: {loadavg()}")
+    if args.instructions:
+        counts = [int(r["instructions"]) for r in runs]
+        print(f"instructions to first response: median {statistics.median(counts):,.0f}   "
+              f"min {min(counts):,}   max {max(counts):,}")
+        return
     keys = (("first response", "cpu") if args.cli else
             ("interpreter", "imports", "broker start", "first request", "first response", "cpu"))
     for key in keys:
