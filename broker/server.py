@@ -70,9 +70,8 @@ from broker.log_cleaning import cleaner_config, partition_states_from_loop
 from broker.log_configs import LogConfigs
 from broker.log_maintenance import LogMaintenance
 from broker.metadata_cache import MetadataCache
-from broker.metrics.collectors import BrokerView
-from broker.metrics.endpoint import BrokerState
 from broker.metrics.service import LISTENER_PROPERTY, BrokerMetrics
+from broker.metrics.view import BrokerState, BrokerView
 from broker.network.socket_server import SocketServer
 from broker.producer_ids import BLOCK_FILE_NAME, BlockSource, ProducerIdManager
 from broker.quota.manager import ClientQuotas

@@ -23,7 +23,7 @@ and need no locks. Nothing here is updated on the request path.
 - controller (``KafkaController``): ``ActiveControllerCount``, ``ControllerState``,
   ``OfflinePartitionsCount``, ``PreferredReplicaImbalanceCount``, ``GlobalTopicCount``,
   ``GlobalPartitionCount``, from the controller's own view of the cluster
-  (``ControllerView``; the counts are 0 on a broker whose controller is not active, as
+  (``view.ControllerView``; the counts are 0 on a broker whose controller is not active, as
   Kafka's); ``ControllerStats``: ``LeaderElectionRateAndTimeMs`` (a histogram), the
   other states' rate-and-time timers (``TopicChangeRateAndTimeMs``, ..., histograms, for
   the states processed at least once) and ``UncleanLeaderElectionsPerSec``, counted since
@@ -41,8 +41,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
@@ -53,64 +52,17 @@ from prometheus_client.metrics_core import (
 
 from broker.group.state import GroupState
 from broker.metrics.histogram import add_histogram, le_labels
+from broker.metrics.view import BrokerView
 from controller.stats import LEADER_ELECTION_BOUNDS_NS, RATE_AND_TIME_NAMES
 from storage.flush_stats import BOUNDS_NS as FLUSH_BOUNDS_NS
 from storage.flush_stats import LOG_FLUSH_STATS
 
 if TYPE_CHECKING:
-    from broker.group.service import GroupService
-    from broker.network.socket_server import SocketServer
     from broker.partition import Partition
-    from broker.replica_manager import ReplicaManager
-    from controller.stats import ControllerStats
 
 
 _FLUSH_LE = le_labels(FLUSH_BOUNDS_NS, 1_000_000)
 _ELECTION_LE = le_labels(LEADER_ELECTION_BOUNDS_NS, 1_000_000)
-
-
-class ControllerView(Protocol):
-    """What the controller metrics read (``controller.local.LocalController`` and its
-    ZooKeeper twin): whether it is the active controller, its state, and its counts."""
-
-    @property
-    def is_active(self) -> bool: ...
-
-    @property
-    def state(self) -> int:
-        """Kafka's ControllerState value (0 Idle, 1 ControllerChange, 2 BrokerChange, ...)."""
-        ...
-
-    @property
-    def global_topic_count(self) -> int: ...
-
-    @property
-    def global_partition_count(self) -> int: ...
-
-    @property
-    def offline_partitions_count(self) -> int:
-        """Partitions without a live leader."""
-        ...
-
-    @property
-    def preferred_replica_imbalance_count(self) -> int:
-        """Partitions not led by their preferred (first) replica."""
-        ...
-
-    @property
-    def stats(self) -> ControllerStats:
-        """Leader election times and unclean elections since start-up."""
-        ...
-
-
-@dataclass(slots=True)
-class BrokerView:
-    """The parts of the broker the scrape reads (all on the event loop)."""
-
-    socket_server: SocketServer
-    replica_manager: ReplicaManager
-    groups: GroupService
-    controller: ControllerView
 
 
 def _gauge(name: str, help_text: str, value: float) -> GaugeMetricFamily:

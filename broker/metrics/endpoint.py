@@ -25,10 +25,8 @@ instead of serving half the metrics.
   from the controller since the registration. ``readiness`` runs on the HTTP thread and only reads
   attributes (a busy event loop does not delay the probe).
 
-Broker state (Kafka's ``BrokerState``, also exported as ``kafka_server_kafkaserver_brokerstate``):
-NOT_RUNNING 0 -> STARTING 1 -> RECOVERY 2 (loading the log dirs) -> RUNNING 3 ->
-SHUTTING_DOWN 7 -> NOT_RUNNING 0. The server sets it from the loop; the HTTP thread only
-reads it (one int).
+Broker state (``view.BrokerState``, exported as ``kafka_server_kafkaserver_brokerstate``):
+the server sets it from the loop; the HTTP thread only reads it (one int).
 
 Process metrics (``process_*``: CPU seconds, resident memory, open descriptors) and
 ``python_*`` (GC, version) come from ``prometheus_client``'s own collectors.
@@ -38,7 +36,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import enum
 import logging
 import socket
 import socketserver
@@ -57,21 +54,12 @@ from prometheus_client import (
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from broker.metrics.view import BrokerState
+
 log = logging.getLogger(__name__)
 
 LOOP_TIMEOUT_S: Final = 10.0
 HTTP_TIMEOUT_S: Final = 10.0
-
-
-class BrokerState(enum.IntEnum):
-    """Kafka's ``org.apache.kafka.metadata.BrokerState`` values."""
-
-    NOT_RUNNING = 0
-    STARTING = 1
-    RECOVERY = 2
-    RUNNING = 3
-    PENDING_CONTROLLED_SHUTDOWN = 6
-    SHUTTING_DOWN = 7
 
 
 class LoopUnavailable(RuntimeError):

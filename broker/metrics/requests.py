@@ -62,11 +62,12 @@ from broker.metrics.histogram import (
     add_time_histogram,
 )
 from broker.metrics.response_errors import ERROR_SLOTS, error_counter
+from broker.metrics.view import REQUEST_LOGGER
 from broker.network.request_channel import Request, SendResponse
 from protocol.errors import ErrorCode
 from protocol.fileslice import parts_length
 
-REQUEST_LOG: Final = logging.getLogger("kafka.request.logger")
+REQUEST_LOG: Final = logging.getLogger(REQUEST_LOGGER)
 _now = time.monotonic_ns
 
 FETCH_KEY: Final = 1

@@ -205,9 +205,14 @@ _IMPORTED = re.compile(r"^import time:\s+\d+ \|\s+\d+ \| +(\S+)$", re.MULTILINE)
 # Only a cluster (zookeeper.connect) or a SCRAM exchange needs these.
 _CLUSTER_OR_SCRAM_ONLY = re.compile(r"^(kazoo|scramp|controller\.zk\w*|broker\.cluster_mode"
                                     r"|broker\.security\.zk_\w+)(\.|$)")
+# Only the metrics endpoint (metrics.prometheus.listener) needs these; the request log
+# (kafka.request.logger at DEBUG) needs broker.metrics.requests, not the others.
+_METRICS_ENDPOINT_ONLY = re.compile(r"^(prometheus_client|wsgiref|http\.server"
+                                    r"|broker\.metrics\.(endpoint|collectors|requests|topics"
+                                    r"|loop_idle|histogram))(\.|$)")
 
 
-def test_single_node_broker_does_not_load_zookeeper_or_scram_modules(
+def test_single_node_broker_does_not_load_zookeeper_scram_or_metrics_modules(
         broker_factory: Callable[..., BrokerProcess]) -> None:
     from kafka import KafkaConsumer, KafkaProducer
 
@@ -237,3 +242,6 @@ def test_single_node_broker_does_not_load_zookeeper_or_scram_modules(
     # group coordinator (the consumer group) are in it.
     assert {"broker.server", "uvloop", "broker.group.service"} <= set(imported)
     assert [m for m in imported if _CLUSTER_OR_SCRAM_ONLY.match(m)] == []
+    # Metrics are off (the default): prometheus_client is not loaded, not even once the
+    # broker has served produce, fetch and a group.
+    assert [m for m in imported if _METRICS_ENDPOINT_ONLY.match(m)] == []

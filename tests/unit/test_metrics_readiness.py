@@ -10,7 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from broker.metrics.endpoint import BrokerState, MetricsEndpoint
+from broker.metrics.endpoint import MetricsEndpoint
+from broker.metrics.view import BrokerState
 
 
 def get(url: str) -> tuple[int, str]:
