@@ -32,7 +32,6 @@ import ssl
 from collections.abc import Mapping
 
 from broker.security.cipher_suites import IANA_TO_OPENSSL, TLS13_SUITES
-from client.pem_keystore import load_pem_strings
 
 _PropValue = bool | int | float | str | list[str] | None
 
@@ -107,6 +106,10 @@ def _load_keystore(ctx: ssl.SSLContext, listener: str, values: Mapping[str, _Pro
         raise TlsConfigError(f"Missing configuration {_name(listener, missing)}: an SSL listener "
                              "needs a key store (ssl.keystore.location, or ssl.keystore.key and "
                              "ssl.keystore.certificate.chain)")
+    # Imported here: the client package it lives in loads the client's data calls, which a
+    # broker without PEM strings never needs (a tenth of a single node's start-up).
+    from client.pem_keystore import load_pem_strings
+
     try:
         load_pem_strings(ctx, key, chain, password)
     except (OSError, ssl.SSLError, UnicodeError) as exc:
