@@ -54,8 +54,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import crc32c
-
+from protocol import checksum
 from protocol.errors import ErrorCode
 from protocol.records import BatchHeader, RecordBatch
 from storage.checkpoints import atomic_write_bytes
@@ -190,7 +189,7 @@ def encode_snapshot(entries: Iterable[ProducerStateEntry]) -> bytes:
                                  e.coordinator_epoch, -1)
         count += 1
     payload = _SNAP_COUNT.pack(count) + bytes(body)
-    return _SNAP_HEADER.pack(SNAPSHOT_VERSION, crc32c.crc32c(payload)) + payload
+    return _SNAP_HEADER.pack(SNAPSHOT_VERSION, checksum.crc32c(payload)) + payload
 
 
 def decode_snapshot(data: bytes) -> list[ProducerStateEntry]:
@@ -201,7 +200,7 @@ def decode_snapshot(data: bytes) -> list[ProducerStateEntry]:
     if version != SNAPSHOT_VERSION:
         raise CorruptSnapshotError(f"snapshot version {version} at byte 0, expected 1")
     payload = memoryview(data)[_SNAP_HEADER.size:]
-    if crc32c.crc32c(payload) != crc:
+    if checksum.crc32c(payload) != crc:
         raise CorruptSnapshotError("snapshot CRC mismatch")
     (count,) = _SNAP_COUNT.unpack_from(payload, 0)
     if count < 0 or count > _SNAP_MAX_ENTRIES or len(payload) != 4 + count * _SNAP_ENTRY.size:

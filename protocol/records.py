@@ -45,8 +45,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import ClassVar, NamedTuple
 
-import crc32c
-
+from protocol import checksum
 from protocol.batch_header import HEADER as _HEADER
 from protocol.batch_header import (
     HEADER_SIZE_BYTES,
@@ -379,7 +378,7 @@ def compression_of(attributes: int) -> CompressionType:
 
 def batch_crc(batch: memoryview) -> int:
     """CRC32C of bytes 21..end of the one batch ``batch`` holds (computed in C)."""
-    return int(crc32c.crc32c(batch[_CRC_START:]))
+    return int(checksum.crc32c(batch[_CRC_START:]))
 
 
 class _Stop(NamedTuple):
@@ -595,7 +594,7 @@ def build_batch(
         len(recs),
     )
     out[HEADER_SIZE_BYTES:] = payload
-    _UINT32.pack_into(out, 17, crc32c.crc32c(memoryview(out)[_CRC_START:]))
+    _UINT32.pack_into(out, 17, checksum.crc32c(memoryview(out)[_CRC_START:]))
     return bytes(out)
 
 

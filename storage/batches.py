@@ -25,8 +25,7 @@ import time
 from collections.abc import Sequence
 from typing import NamedTuple
 
-import crc32c
-
+from protocol import checksum
 from protocol.records import (
     ATTR_TIMESTAMP_TYPE,
     LOG_OVERHEAD_BYTES,
@@ -154,4 +153,4 @@ def stamp_log_append_time(buf: bytearray | memoryview, head: BatchHeader,
     _ATTRIBUTES.pack_into(buf, pos + 21, head.attributes | ATTR_TIMESTAMP_TYPE)
     _INT64.pack_into(buf, pos + 35, timestamp_ms)
     with memoryview(buf) as view:
-        _UINT32.pack_into(buf, pos + 17, crc32c.crc32c(view[pos + 21:pos + head.size_bytes]))
+        _UINT32.pack_into(buf, pos + 17, checksum.crc32c(view[pos + 21:pos + head.size_bytes]))

@@ -42,8 +42,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-import crc32c
-
+from protocol import checksum
 from protocol.batch_header import (
     HEADER,
     HEADER_SIZE_BYTES,
@@ -169,7 +168,7 @@ def empty_batch_header(
     HEADER.pack_into(out, 0, base_offset, HEADER_SIZE_BYTES - LOG_OVERHEAD_BYTES, leader_epoch,
                      2, 0, attrs, last_offset_delta, NO_TIMESTAMP, max_timestamp, producer_id,
                      producer_epoch, base_sequence, 0)
-    _UINT32.pack_into(out, 17, crc32c.crc32c(memoryview(out)[_CRC_START:]))
+    _UINT32.pack_into(out, 17, checksum.crc32c(memoryview(out)[_CRC_START:]))
     return bytes(out)
 
 
@@ -341,7 +340,7 @@ class BatchFilter:
                          new_base_ts, max_ts, head.producer_id, head.producer_epoch,
                          head.base_sequence, kept)
         out[HEADER_SIZE_BYTES:] = data
-        _UINT32.pack_into(out, 17, crc32c.crc32c(memoryview(out)[_CRC_START:]))
+        _UINT32.pack_into(out, 17, checksum.crc32c(memoryview(out)[_CRC_START:]))
         return bytes(out), max_ts
 
 
