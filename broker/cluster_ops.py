@@ -21,14 +21,18 @@ answers follow from having one replica per partition:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from broker.metadata_cache import MetadataCache
 from controller.election import ElectionOutcome, NotControllerError
-from controller.reassignment import Reassignment, ReassignmentOutcome
 from protocol.errors import ErrorCode
-from protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
 from protocol.topic_partition import TopicPartition
+
+if TYPE_CHECKING:
+    # Types only: a single node's start-up does not load the reassignment state machine
+    # (and its controller core) or the AlterPartition codec, which it rarely needs.
+    from controller.reassignment import Reassignment, ReassignmentOutcome
+    from protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
 
 __all__ = ["ClusterOps", "ElectionOutcome", "LocalClusterOps", "NotControllerError"]
 
@@ -89,6 +93,8 @@ class LocalClusterOps:
 
     async def alter_partition(self, request: AlterPartitionRequest,
                               version: int) -> AlterPartitionResponse:
+        from protocol.messages.alter_partition import AlterPartitionResponse
+
         if request.broker_id != self.broker_id or request.broker_epoch != self.broker_epoch:
             return AlterPartitionResponse(error_code=ErrorCode.STALE_BROKER_EPOCH)
         return AlterPartitionResponse(error_code=ErrorCode.NOT_CONTROLLER)
