@@ -74,8 +74,6 @@ from broker.network.sendfile import (
 )
 from broker.security.listener import ListenerSecurity
 from broker.security.principal import ANONYMOUS, KafkaPrincipal, user
-from broker.security.sasl.authenticator import Failure, SaslAuthenticator
-from broker.security.ssl_principal import NoMatchingRule
 from broker.security.tls import peer_dn
 from protocol.errors import ProtocolError
 from protocol.fileslice import ResponseParts
@@ -84,6 +82,7 @@ from storage.throttled_log import BurstLog
 
 if TYPE_CHECKING:
     from broker.network.request_channel import RequestChannel
+    from broker.security.sasl.authenticator import Failure, SaslAuthenticator
 
 log = logging.getLogger(__name__)
 # What clients can cause at will (bad frames, aborted frames, refused requests) is logged at
@@ -146,6 +145,9 @@ class Connection(asyncio.Protocol):
         # Kafka's connection id: localHost:localPort-remoteHost:remotePort-index
         self.id = f"{local[0]}:{local[1]}-{self.host}:{self.port}-{next(_ids)}"
         if self.security.principal_mapper is not None:
+            # Loaded with the mapper (broker.security.listener): a lookup.
+            from broker.security.ssl_principal import NoMatchingRule
+
             dn = peer_dn(transport.get_extra_info("ssl_object"))
             if dn is not None:
                 try:

@@ -40,12 +40,12 @@ from broker.network.quotas import (
 from broker.network.request_channel import RequestChannel
 from broker.network.sendfile import copy_mode_from_env
 from broker.security.listener import ListenerSecurity, build_listeners
-from broker.security.sasl.authenticator import SaslAuthenticator
 from broker.security.tls import describe_handshake_error
 from storage.throttled_log import BurstLog
 
 if TYPE_CHECKING:
     from broker.metrics.requests import RequestMetrics
+    from broker.security.sasl.authenticator import SaslAuthenticator
     from broker.services import Broker
 
 log = logging.getLogger(__name__)
@@ -254,6 +254,9 @@ class SocketServer:
     def _authenticator(self, security: ListenerSecurity) -> SaslAuthenticator | None:
         if security.sasl is None:
             return None
+        # Loaded with the listener's SaslSettings (broker.security.listener): a lookup.
+        from broker.security.sasl.authenticator import SaslAuthenticator
+
         assert self._broker is not None
         connection_id = f"{security.name}-{next(self._auth_ids)}"
         return SaslAuthenticator(

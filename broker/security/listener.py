@@ -19,13 +19,16 @@ from __future__ import annotations
 
 import ssl
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from broker.config import BrokerConfig, ConfigError, PropValue
-from broker.security.jaas import JaasError, parse_one
-from broker.security.sasl.authenticator import SaslSettings
-from broker.security.sasl.mechanisms import PLAIN, SUPPORTED
-from broker.security.ssl_principal import SslPrincipalMapper
 from broker.security.tls import TlsConfigError, server_context
+
+if TYPE_CHECKING:
+    # Imported by the functions that build them: a broker whose listeners are all
+    # PLAINTEXT (or SSL without SASL) loads neither the SASL exchange nor its codecs.
+    from broker.security.sasl.authenticator import SaslSettings
+    from broker.security.ssl_principal import SslPrincipalMapper
 
 TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
 SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
@@ -65,6 +68,8 @@ def build_listener(config: BrokerConfig, name: str) -> ListenerSecurity:
         raise ConfigError(str(exc)) from None
     mapper = None
     if protocol == "SSL":
+        from broker.security.ssl_principal import SslPrincipalMapper
+
         rules = values.get("ssl.principal.mapping.rules")
         try:
             mapper = SslPrincipalMapper(None if rules is None else str(rules))
@@ -75,6 +80,10 @@ def build_listener(config: BrokerConfig, name: str) -> ListenerSecurity:
 
 
 def sasl_settings(config: BrokerConfig, name: str, values: dict[str, PropValue]) -> SaslSettings:
+    from broker.security.jaas import JaasError, parse_one
+    from broker.security.sasl.authenticator import SaslSettings
+    from broker.security.sasl.mechanisms import PLAIN, SUPPORTED
+
     prefix = f"listener.name.{name.lower()}."
     mechanisms = values.get("sasl.enabled.mechanisms") or []
     assert isinstance(mechanisms, list)
