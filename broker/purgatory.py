@@ -11,7 +11,13 @@ The purgatory watches an operation under keys (a topic-partition for produce and
 with a timer of ``op.delay_ms``; ``check_and_complete(key)`` (called when the partition's
 high watermark or log end moves) retries the operations watching that key. Whichever comes
 first (a successful try, the timer, ``shutdown``) completes the operation; the others find it
-completed and do nothing. ``await op.wait()`` returns once it has completed.
+completed and do nothing. ``await op.wait()`` returns once it has completed (one waiter: the
+request that made the operation).
+
+The purgatory looks its event loop up once, when it first parks an operation, and makes the
+parked operation's waiter future there: on CPython 3.11 every ``asyncio.get_running_loop()``
+(and the first wait of an ``asyncio.Event``) is a ``getpid`` system call, and a fetch that
+waits for data parks once per request.
 
 Bounds: at most ``max_operations`` operations are watched at once; past that
 ``try_complete_else_watch`` completes the newcomer at once as expired (its ``on_expiration``
@@ -47,7 +53,9 @@ class DelayedOperation(ABC):
         self.delay_ms = delay_ms
         self._completed = False
         self._expired = False
-        self._done = asyncio.Event()
+        # Done when the operation completes; made by the purgatory that parks it (else by
+        # ``wait``). One waiter: the request that made the operation.
+        self._waiter: asyncio.Future[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
 
     @abstractmethod
@@ -86,12 +94,19 @@ class DelayedOperation(ABC):
             try:
                 self.on_complete()
             finally:
-                self._done.set()
+                waiter = self._waiter
+                if waiter is not None and not waiter.done():
+                    waiter.set_result(None)
         return True
 
     async def wait(self) -> None:
         """Return once the operation has completed (its result is then ready)."""
-        await self._done.wait()
+        waiter = self._waiter
+        if waiter is None or waiter.cancelled():  # not parked, or an earlier wait cancelled
+            if self._completed:
+                return
+            waiter = self._waiter = asyncio.get_running_loop().create_future()
+        await waiter
 
 
 OpT = TypeVar("OpT", bound=DelayedOperation)
@@ -126,6 +141,7 @@ class Purgatory(Generic[K]):
         self._watchers: dict[K, dict[DelayedOperation, None]] = {}
         self._watched: dict[DelayedOperation, tuple[K, ...]] = {}  # op -> its keys
         self._closed = False
+        self._loop: asyncio.AbstractEventLoop | None = None  # looked up at the first park
 
     def __len__(self) -> int:
         """Operations currently watched (not yet completed)."""
@@ -158,7 +174,10 @@ class Purgatory(Generic[K]):
         for key in key_list:
             self._watchers.setdefault(key, {})[op] = None
         self._watched[op] = key_list
-        loop = asyncio.get_running_loop()
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        op._waiter = loop.create_future()
         op._timer = loop.call_later(op.delay_ms / 1000.0, self._expire, op)
         waiting_on_others()  # the request's remote time (RemoteTimeMs) starts
         return False

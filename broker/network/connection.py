@@ -113,7 +113,10 @@ class Connection(asyncio.Protocol):
         self.port = 0
         self.id = "?"
         self.last_active_ns = time.monotonic_ns()
-        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        # The loop this connection lives on, looked up once: on CPython 3.11
+        # asyncio.get_running_loop() makes a getpid system call each time (fork check).
+        self._loop = asyncio.get_running_loop()
+        self.closed: asyncio.Future[None] = self._loop.create_future()
         self._buf = bytearray()
         self._frame_size = -1  # size of the frame being read (reserved in the pool), or -1
         self._reserved_bytes = 0  # pool bytes held for the frame being read or in flight
@@ -222,7 +225,7 @@ class Connection(asyncio.Protocol):
         if not self._writing_paused:
             return
         if self._drain_waiter is None:
-            self._drain_waiter = asyncio.get_running_loop().create_future()
+            self._drain_waiter = self._loop.create_future()
         await self._drain_waiter
 
     # -- life cycle ----------------------------------------------------------------------
@@ -317,7 +320,7 @@ class Connection(asyncio.Protocol):
                     # queued.max.request.bytes: wait, muted, for memory.
                     self._pause_reading()
                     self._frame_size = -2  # waiting for the pool
-                    self._reserve_task = asyncio.get_running_loop().create_task(self._reserve(size))
+                    self._reserve_task = self._loop.create_task(self._reserve(size))
                     self._reserve_task.add_done_callback(_retrieve)
                     break
                 self._reserved_bytes = size
@@ -351,7 +354,7 @@ class Connection(asyncio.Protocol):
     def _process_next_turn(self) -> None:
         if not self._process_scheduled:
             self._process_scheduled = True
-            asyncio.get_running_loop().call_soon(self._process_scheduled_turn)
+            self._loop.call_soon(self._process_scheduled_turn)
 
     def _process_scheduled_turn(self) -> None:
         self._process_scheduled = False
@@ -439,7 +442,7 @@ class Connection(asyncio.Protocol):
         if failure.delayed and delay_ms > 0:
             # Kafka delays the answer and the close (connection.failed.authentication.delay.ms)
             # so that a client retrying bad credentials cannot spin.
-            asyncio.get_running_loop().call_later(delay_ms / 1000, send_and_close)
+            self._loop.call_later(delay_ms / 1000, send_and_close)
         else:
             send_and_close()
 
@@ -458,7 +461,7 @@ class Connection(asyncio.Protocol):
                 if isinstance(outcome, SendResponse) and outcome.hold:
                     held = SendResponse(outcome.parts)
                     self._throttle_ms = 0
-                    asyncio.get_running_loop().call_later(outcome.throttle_ms / 1000,
+                    self._loop.call_later(outcome.throttle_ms / 1000,
                                                           self._on_outcome, held)
                     return
             if isinstance(outcome, SendResponse):
@@ -471,7 +474,7 @@ class Connection(asyncio.Protocol):
                             if self._copy else
                             write_parts_now(self.transport, self._out_fd(), outcome.parts))
                     if rest:
-                        self._write_task = asyncio.get_running_loop().create_task(
+                        self._write_task = self._loop.create_task(
                             self._write_slow(rest))
                         self._write_task.add_done_callback(_retrieve)
                         return
@@ -518,7 +521,7 @@ class Connection(asyncio.Protocol):
         self._release()
         throttle_ms, self._throttle_ms = self._throttle_ms, 0
         if throttle_ms > 0 and not self._closing:
-            asyncio.get_running_loop().call_later(throttle_ms / 1000, self._finish_request)
+            self._loop.call_later(throttle_ms / 1000, self._finish_request)
             return
         self.in_flight = False
         self.last_active_ns = time.monotonic_ns()

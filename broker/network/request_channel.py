@@ -130,6 +130,9 @@ class RequestChannel:
                  request_quotas: ClientQuotaManager | None = None,
                  faults: FaultInjector | None = None) -> None:
         self._broker = broker
+        # Looked up once (made on the loop, by SocketServer.start): on CPython 3.11
+        # asyncio.get_running_loop() makes a getpid system call each time (fork check).
+        self._loop = asyncio.get_running_loop()
         self._faults = faults  # armed by tests of an in-process broker only (broker.faults)
         self.metrics = metrics  # None: requests are not timed (connections read this)
         self._request_quotas = request_quotas  # request_percentage (None: not enforced)
@@ -278,7 +281,7 @@ class RequestChannel:
             return
         # The loop's own create_task: asyncio.create_task adds a Python-level call that only
         # names the task (no name here).
-        task = asyncio.get_running_loop().create_task(run)
+        task = self._loop.create_task(run)
         self._handler_tasks[task] = request
         task.add_done_callback(self._handler_tasks.pop)
 
@@ -299,7 +302,7 @@ class RequestChannel:
             self._first_step = outer
         # The loop's own create_task: asyncio.create_task adds a Python-level call that only
         # names the task (no name here).
-        task = asyncio.get_running_loop().create_task(_Resumed(run, awaited), context=context)
+        task = self._loop.create_task(_Resumed(run, awaited), context=context)
         self._handler_tasks[task] = request
         task.add_done_callback(self._handler_tasks.pop)
 
