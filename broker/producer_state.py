@@ -330,14 +330,16 @@ class ProducerStateManager:
         """The current state encoded (cheap, in memory: on the event loop)."""
         return encode_snapshot(self.producers.values())
 
-    def write_snapshot(self, log_end_offset: int, data: bytes) -> Path:
+    def write_snapshot(self, log_end_offset: int, data: bytes, *, sync_dir: bool = True) -> Path:
         """Write encoded state as ``<log_end_offset>.snapshot`` (blocking: a thread pool);
-        one writer per partition at a time."""
+        one writer per partition at a time. ``sync_dir=False``: the caller has the
+        partition directory fsynced afterwards (the file itself is fsynced)."""
         path = snapshot_path(self.partition_dir, log_end_offset)
         # A background snapshot and the shutdown's may write the same offset at once: each
         # writes a temp file of its own, and the last rename wins (same state, same bytes).
         tmp_name = f"{path.name}.{threading.get_ident()}.tmp"
-        atomic_write_bytes(path, data, tmp_name=tmp_name)  # OSError: temp file removed
+        atomic_write_bytes(path, data, tmp_name=tmp_name,  # OSError: temp file removed
+                           sync_dir=sync_dir)
         self.snapshot_offset = max(self.snapshot_offset, log_end_offset)
         snapshots = list_snapshots(self.partition_dir)
         for offset, old in snapshots[:-SNAPSHOTS_TO_KEEP]:

@@ -793,8 +793,9 @@ class ReplicaManager:
         """Complete parked requests (if not done yet), then snapshot producer state.
 
         Blocking (snapshot files are fsynced, ``SNAPSHOT_THREADS`` at a time): after the
-        network stopped and before ``LogManager.shutdown(self.high_watermarks())``. The
-        broker's ordered shutdown uses ``shutdown_off_loop`` instead."""
+        network stopped and before ``LogManager.shutdown(self.high_watermarks())``, which
+        makes them durable (``write_snapshots``). The broker's ordered shutdown uses
+        ``shutdown_off_loop`` instead."""
         self.complete_delayed_operations()
         write_snapshots(self.shutdown_snapshots())
 
@@ -822,17 +823,22 @@ class SnapshotJob(NamedTuple):
 
 def _write_snapshot(job: SnapshotJob) -> OSError | None:
     try:
-        job.partition.producer_state.write_snapshot(job.log_end_offset, job.data)
+        job.partition.producer_state.write_snapshot(job.log_end_offset, job.data,
+                                                    sync_dir=False)
     except OSError as exc:
         return exc
+    job.partition.log.mark_dir_dirty()  # the log's close fsyncs the directory
     return None
 
 
 def write_snapshots(jobs: list[SnapshotJob]) -> None:
-    """Write the snapshot files, ``SNAPSHOT_THREADS`` at a time (each an atomic write:
-    file fsync, rename, fsync of its partition's directory; fsync waits release the GIL,
-    and the file system commits concurrent ones together). Returns when every one is
-    durable or has failed (logged: the next start then replays that partition's log)."""
+    """Write the snapshot files, ``SNAPSHOT_THREADS`` at a time (fsync waits release the
+    GIL, and the file system commits concurrent ones together). Each is written to a
+    temp file, fsynced and renamed into place; its directory entry is made durable by
+    the fsync of the partition directory that the log's close (``LogManager.shutdown``,
+    which follows) makes once for everything written there, the log's own checkpoint
+    included. A snapshot whose write failed is logged: the next start then replays that
+    partition's log. Whoever calls this closes the logs afterwards."""
     if not jobs:
         return
     with ThreadPoolExecutor(max_workers=min(SNAPSHOT_THREADS, len(jobs))) as pool:

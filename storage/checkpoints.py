@@ -59,14 +59,17 @@ class DirSyncError(OSError):
     its durability unknown (the caller keeps the new state and reports a failed dir)."""
 
 
-def atomic_write_bytes(path: Path, data: bytes, *, tmp_name: str | None = None) -> None:
+def atomic_write_bytes(path: Path, data: bytes, *, tmp_name: str | None = None,
+                       sync_dir: bool = True) -> None:
     """Write ``data`` to ``path`` atomically: temp file, fsync, rename, fsync dir.
 
     On an ``OSError`` before the rename the temp file is removed (best effort) and the old
     file stands; the error is raised for the caller to sort (full disk or failed dir).
     After the rename, a failed directory fsync raises ``DirSyncError``. ``tmp_name``
     (default ``<name>.tmp``; it must end in ``.tmp``, which start-up removes) lets writers
-    that may race for one file use temp files of their own.
+    that may race for one file use temp files of their own. ``sync_dir=False`` leaves the
+    directory fsync to the caller, who then owes one after its last such write there
+    (until it, a crash may leave the old file, never a torn one).
     """
     tmp = path.with_name(tmp_name or path.name + ".tmp")
     try:
@@ -81,15 +84,17 @@ def atomic_write_bytes(path: Path, data: bytes, *, tmp_name: str | None = None) 
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
         raise
+    if not sync_dir:
+        return
     try:
         fileio.fsync_dir(path.parent)
     except OSError as exc:
         raise DirSyncError(exc.errno, exc.strerror, exc.filename) from exc
 
 
-def atomic_write_text(path: Path, text: str) -> None:
+def atomic_write_text(path: Path, text: str, *, sync_dir: bool = True) -> None:
     """``atomic_write_bytes`` of ``text`` in UTF-8."""
-    atomic_write_bytes(path, text.encode("utf-8"))
+    atomic_write_bytes(path, text.encode("utf-8"), sync_dir=sync_dir)
 
 
 def _read_text(path: Path) -> str:
@@ -137,9 +142,9 @@ def read_versioned_lines(
     return out
 
 
-def write_versioned_lines(path: Path, lines: Sequence[str]) -> None:
+def write_versioned_lines(path: Path, lines: Sequence[str], *, sync_dir: bool = True) -> None:
     text = f"{CHECKPOINT_VERSION}\n{len(lines)}\n" + "".join(line + "\n" for line in lines)
-    atomic_write_text(path, text)
+    atomic_write_text(path, text, sync_dir=sync_dir)
 
 
 def _parse_offset_line(parts: list[str]) -> tuple[TopicPartition, int]:

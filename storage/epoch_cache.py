@@ -171,9 +171,12 @@ class LeaderEpochCache:
             self._entries = []
             self._dirty = True
 
-    def flush(self) -> None:
-        """Write the checkpoint atomically if it changed (blocking: fsync)."""
+    def flush(self, *, sync_dir: bool = True) -> bool:
+        """Write the checkpoint atomically if it changed (blocking: fsync); True if it was
+        written. ``sync_dir=False``: the caller fsyncs the directory afterwards."""
         if not self._dirty:
-            return
-        write_versioned_lines(self.path, [f"{e.epoch} {e.start_offset}" for e in self._entries])
+            return False
+        write_versioned_lines(self.path, [f"{e.epoch} {e.start_offset}" for e in self._entries],
+                              sync_dir=sync_dir)
         self._dirty = False
+        return True

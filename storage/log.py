@@ -932,12 +932,19 @@ class Log:
         return True
 
     # ------------------------------------------------------------------ flushing
-    def flush(self, up_to: int | None = None) -> None:
+    def flush(self, up_to: int | None = None, *, sync_log_dir: bool = True) -> None:
         """fsync everything below ``up_to`` (default: the log end offset) and advance the
         recovery point. Blocking; runs the fsyncs outside the lock. A failed fsync takes
         the log dir offline (what reached the disk is unknown after one); a full disk
         while writing the epoch checkpoint raises ``LogIOError`` and leaves the recovery
-        point where it was. ``partition.metadata`` is written first if it waits."""
+        point where it was. ``partition.metadata`` is written first if it waits.
+
+        Order: segment files, the leader epoch checkpoint (temp file fsynced, renamed),
+        then, when a file was added to the partition directory since the last flush (a
+        segment, the checkpoint, ``mark_dir_dirty``), one fsync of that directory and one
+        of the log dir for the partition directory's own entry. ``sync_log_dir=False``
+        leaves that last one to the caller (``LogManager.shutdown`` writes checkpoints in
+        each log dir afterwards, which fsync it once for all its logs)."""
         self.write_topic_id()
         with self._lock:
             if self._closed or self._offline:
@@ -966,12 +973,28 @@ class Log:
                     ):
                         raise
                     log.debug("%s: flush skipped %s: %s", self.topic_partition, seg, exc)
-            if dir_dirty:  # new segment files (or a new partition directory) since last flush
-                fsync_dir(self.dir)
-                fsync_dir(self.dir.parent)
         except OSError as exc:
             with self._lock:
                 if self._closed:  # closed (deleted, renamed) by another thread meanwhile
+                    log.debug("%s: flush after close: %s", self.topic_partition, exc)
+                    return
+                raise self._io_error("flush", exc, undone=False) from exc
+        with self._lock:
+            if self._offline:
+                return
+            try:  # its rename shares the directory fsync below when there is one
+                dir_dirty |= self._epoch_cache.flush(sync_dir=not dir_dirty)
+            except OSError as exc:  # the old checkpoint stands; retried on the next flush
+                raise self._io_error("leader epoch checkpoint", exc,
+                                     undone=not isinstance(exc, DirSyncError)) from exc
+        try:
+            if dir_dirty:
+                fsync_dir(self.dir)
+                if sync_log_dir:
+                    fsync_dir(self.dir.parent)
+        except OSError as exc:
+            with self._lock:
+                if self._closed:
                     log.debug("%s: flush after close: %s", self.topic_partition, exc)
                     return
                 raise self._io_error("flush", exc, undone=False) from exc
@@ -979,12 +1002,15 @@ class Log:
         with self._lock:
             if self._offline:
                 return
-            try:
-                self._epoch_cache.flush()
-            except OSError as exc:  # the old checkpoint stands; retried on the next flush
-                raise self._io_error("leader epoch checkpoint", exc, undone=True) from exc
             self._recovery_point = max(self._recovery_point, target)
             self._last_flush_ms = self._clock_ms()
+
+    def mark_dir_dirty(self) -> None:
+        """A file was put in the partition directory without a directory fsync (e.g. a
+        producer-state snapshot at shutdown): the next flush (or close) makes its entry
+        durable."""
+        with self._lock:
+            self._dir_dirty = True
 
     def flush_due(self, now_ms: int) -> bool:
         """True when ``flush.ms`` has passed since the last flush and data is unflushed."""
@@ -994,17 +1020,18 @@ class Log:
             and now_ms - self._last_flush_ms >= self.config.flush_ms
         )
 
-    def close(self) -> None:
+    def close(self, *, sync_log_dir: bool = True) -> None:
         """Flush, write the epoch checkpoint, trim indexes, close files (blocking). If that
         meets an I/O error (or the dir is offline) the files are closed without writing
-        and the log dir is offline: its next start recovers it."""
+        and the log dir is offline: its next start recovers it. ``sync_log_dir``: as for
+        ``flush``."""
         with self._lock:
             if self._closed:
                 return
             try:
                 if self._offline:
                     raise LogDirOfflineError(f"log dir {self._log_dir} is offline")
-                self.flush()
+                self.flush(sync_log_dir=sync_log_dir)
                 for seg in self._segments:
                     seg.close()
             except (StorageError, OSError) as exc:

@@ -441,8 +441,10 @@ class LogManager:
         self.stop_cleaner()  # no swap may run while the logs close
         logs = self.logs()
         # Close (flush: recovery point = log end offset) in parallel: fsync releases the GIL.
+        # Each log fsyncs its partition directory once, after everything written there;
+        # the log dirs' own fsyncs come with the checkpoints written next in each of them.
         with ThreadPoolExecutor(max_workers=SHUTDOWN_THREADS) as pool:
-            list(pool.map(Log.close, logs.values()))
+            list(pool.map(_close_leaving_log_dir_sync, logs.values()))
         self.write_checkpoints()
         if high_watermarks is not None:
             self.write_high_watermarks(high_watermarks)
@@ -472,3 +474,7 @@ class LogManager:
             self._logs.clear()
         for d in self._dirs:
             d.unlock()
+
+
+def _close_leaving_log_dir_sync(lg: Log) -> None:
+    lg.close(sync_log_dir=False)

@@ -22,6 +22,7 @@ from broker.replica_manager import SNAPSHOT_THREADS, ReplicaManager
 from protocol.errors import ErrorCode
 from protocol.messages.leader_and_isr import LeaderAndIsrRequest
 from protocol.records import NewRecord, build_batch, iter_batches
+from storage import fileio
 from storage.config import LogConfig
 from storage.manager import LogManager
 from tests.waiting import async_wait_for
@@ -173,8 +174,24 @@ async def test_clean_stop_snapshots_every_partition_for_a_restart_without_replay
             timeout_ms=1000, required_acks=1, produce_version=9,
             entries=[(("t", i), memoryview(data(i + 1, pid=100 + i, seq=0)))])
         assert results[("t", i)].error == 0
-    await rm.shutdown_off_loop()
-    rm.log_manager.shutdown(rm.high_watermarks())
+    calls = fileio.record()
+    try:
+        await rm.shutdown_off_loop()
+        rm.log_manager.shutdown(rm.high_watermarks())
+    finally:
+        fileio.clear()
+    # Every partition directory is fsynced once, after the last file renamed into it (the
+    # snapshot, the leader epoch checkpoint); the log dir after the partitions' closes.
+    for i in range(count):
+        d = str(tmp_path / f"t-{i}")
+        syncs = [n for n, c in enumerate(calls) if c.op is fileio.Op.FSYNC and c.path == d]
+        renames = [n for n, c in enumerate(calls)
+                   if c.op is fileio.Op.RENAME and c.path.startswith(d + "/")]
+        assert len(syncs) == 1 and len(renames) == 2 and max(renames) < syncs[0], i
+    log_dir_syncs = [n for n, c in enumerate(calls)
+                     if c.op is fileio.Op.FSYNC and c.path == str(tmp_path)]
+    last_close = max(n for n, c in enumerate(calls) if c.path.startswith(str(tmp_path / "t-")))
+    assert log_dir_syncs and log_dir_syncs[-1] > last_close
     for i in range(count):
         assert [p.name for p in (tmp_path / f"t-{i}").glob("*.snapshot")] == [
             f"{i + 1:020d}.snapshot"]
