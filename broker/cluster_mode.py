@@ -11,7 +11,9 @@ add to the single node's (``broker.server`` calls these; Kafka's ``KafkaServer``
 - ``register``: ``/brokers/ids/<id>`` once the listeners are bound (a duplicate id fails
   start-up here); then ``elect``; once the network serves, ``wait_for_metadata``: a bounded
   wait for the controller's first UpdateMetadata (it comes over the network, even from this
-  broker's own controller), so the ready line means the broker knows the cluster;
+  broker's own controller), so the ready line means the broker knows the cluster (cut
+  short when this broker refused it, e.g. CLUSTER_AUTHORIZATION_FAILED: nothing follows
+  until the controller's next change);
   ``not_ready_reason``: what ``/ready`` of the metrics endpoint checks while the broker
   runs (registered, metadata for this registration);
 - ``shutdown_first``: controlled shutdown (``controlled.shutdown.enable``) before the
@@ -28,7 +30,7 @@ from pathlib import Path
 from typing import Final
 
 from broker.config import BrokerConfig, Endpoint
-from broker.control_requests import ControlRequestHandler
+from broker.control_requests import FINAL_REFUSALS, ControlRequestHandler
 from broker.controlled_shutdown import ControlledShutdownSettings, controlled_shutdown
 from broker.metadata_cache import MetadataCache
 from broker.security.inter_broker import inter_broker_client_properties
@@ -113,17 +115,35 @@ async def elect(controller: ZkController) -> None:
         raise ClusterStartupError(str(exc)) from None
 
 
-async def wait_for_metadata(cache: MetadataCache, broker_id: int,
+async def wait_for_metadata(cache: MetadataCache, control: ControlRequestHandler,
+                            broker_id: int,
                             timeout_s: float = FIRST_METADATA_TIMEOUT_S) -> None:
-    """Once the broker serves: wait (bounded) until a controller's UpdateMetadata named it
-    among the live brokers, so clients are not told of an empty cluster right away."""
-    deadline = time.monotonic() + timeout_s
-    while not cache.has_alive_broker(broker_id):
-        if time.monotonic() > deadline:
+    """Once the broker serves: wait until a controller's UpdateMetadata named it among the
+    live brokers, so clients are not told of an empty cluster right away -- unless this
+    broker refused one in a way its controller does not follow up by itself (then it may
+    take long: Kafka's broker serves once registered, whatever its metadata), or
+    ``timeout_s`` passed. Until an UpdateMetadata arrives, Metadata answers named topics
+    LEADER_NOT_AVAILABLE (``broker.handlers.metadata``) and ``/ready`` says no."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    answered = control.update_metadata_answered
+    while True:
+        answered.clear()
+        if cache.has_alive_broker(broker_id):
+            return
+        error = control.update_metadata_error
+        if error in FINAL_REFUSALS:
+            assert error is not None
+            log.warning("[KafkaServer id=%d] refused the controller's UpdateMetadata (%s): "
+                        "serving without cluster metadata until the controller's next one",
+                        broker_id, error.name)
+            return
+        try:
+            await asyncio.wait_for(answered.wait(), deadline - loop.time())
+        except TimeoutError:
             log.warning("[KafkaServer id=%d] no UpdateMetadata from a controller within %.0f s;"
                         " serving anyway", broker_id, timeout_s)
             return
-        await asyncio.sleep(0.05)
 
 
 def not_ready_reason(controller: ZkController, control: ControlRequestHandler,

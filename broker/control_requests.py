@@ -19,8 +19,9 @@ here:
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from broker.replica_manager import (
     ReplicaManager,
@@ -41,6 +42,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 UNKNOWN_BROKER_EPOCH = -1
+# Refusals of an UpdateMetadata that its controller does not follow with another one by
+# itself: it logs the answer and sends again only on its next change (Kafka's controller
+# does the same); a stale epoch, by contrast, is followed by the current controller's.
+FINAL_REFUSALS: Final = frozenset({ErrorCode.CLUSTER_AUTHORIZATION_FAILED})
 
 
 class ControlRequestHandler:
@@ -54,6 +59,10 @@ class ControlRequestHandler:
         # when the request has none): ``broker_epoch`` or later once the controller has
         # told this registration of the cluster.
         self.metadata_broker_epoch: int | None = None
+        # The error this broker answered the latest UpdateMetadata with (None: applied).
+        self.update_metadata_error: ErrorCode | None = None
+        # Set whenever an UpdateMetadata was answered, either way (start-up waits on it).
+        self.update_metadata_answered = asyncio.Event()
 
     @property
     def has_current_metadata(self) -> bool:
@@ -79,14 +88,22 @@ class ControlRequestHandler:
         return await self.replica_manager.become_leader_or_follower(
             request, self.groups.on_leadership_change)
 
+    def refuse_update_metadata(self, error: ErrorCode) -> UpdateMetadataResponse:
+        """Answer an UpdateMetadata with ``error``, nothing applied."""
+        self.update_metadata_error = error
+        self.update_metadata_answered.set()
+        return UpdateMetadataResponse(error_code=error)
+
     async def update_metadata(self, request: UpdateMetadataRequest) -> UpdateMetadataResponse:
         if self.is_broker_epoch_stale(request.broker_epoch):
             self._stale("UpdateMetadata", request.broker_epoch, request.controller_id)
-            return UpdateMetadataResponse(error_code=ErrorCode.STALE_BROKER_EPOCH)
+            return self.refuse_update_metadata(ErrorCode.STALE_BROKER_EPOCH)
         try:
             deleted = await self.replica_manager.maybe_update_metadata_cache(request)
         except StaleControllerEpochError as exc:
-            return UpdateMetadataResponse(error_code=exc.error_code)
+            return self.refuse_update_metadata(exc.error_code)
+        self.update_metadata_error = None
+        self.update_metadata_answered.set()
         self.metadata_broker_epoch = (self.broker_epoch
                                       if request.broker_epoch == UNKNOWN_BROKER_EPOCH
                                       else request.broker_epoch)

@@ -93,6 +93,7 @@ class MetadataSnapshot:
     topic_names: Mapping[uuid.UUID, str] = field(default_factory=lambda: MappingProxyType({}))
     controller_id: int | None = None
     brokers: Mapping[int, LiveBroker] = field(default_factory=lambda: MappingProxyType({}))
+    updated: bool = False  # built from a controller's UpdateMetadata (not the empty start)
     # Values derived from this snapshot alone (never from anything else that can change),
     # by key; the only mutable part, and not part of the view.
     memo: dict[Hashable, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -132,6 +133,11 @@ class MetadataCache:
 
     def has_alive_broker(self, broker_id: int) -> bool:
         return broker_id in self._snapshot.brokers
+
+    @property
+    def updated(self) -> bool:
+        """A controller's UpdateMetadata has been applied (since the broker started)."""
+        return self._snapshot.updated
 
     # ------------------------------------------------------------ topics and partitions
 
@@ -228,6 +234,7 @@ class MetadataCache:
             topic_names=MappingProxyType({v: k for k, v in topic_ids.items()}),
             controller_id=request.controller_id if request.controller_id >= 0 else None,
             brokers=MappingProxyType(brokers),
+            updated=True,
         )
         return deleted
 

@@ -195,8 +195,8 @@ class BrokerServer:
             self.network.start(self.broker)
             if self._zk is not None:
                 from broker import cluster_mode
-                await cluster_mode.wait_for_metadata(self.broker.metadata_cache,
-                                                     self.broker.broker_id)
+                await cluster_mode.wait_for_metadata(
+                    self.broker.metadata_cache, self.broker.control, self.broker.broker_id)
             endpoints = ",".join(str(e) for e in self.broker.advertised_listeners)
             log.info("[KafkaServer id=%d] started (cluster id %s, listening on %s)",
                      self.broker.broker_id, self.broker.cluster_id, endpoints)

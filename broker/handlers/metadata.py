@@ -17,6 +17,9 @@ Behavior:
   answer when the wait runs out). An illegal name -> INVALID_TOPIC_EXCEPTION; auto-creation
   off -> UNKNOWN_TOPIC_OR_PARTITION. Internal topics (``__consumer_offsets``) are never
   auto-created here: their owner creates them.
+- Before the first UpdateMetadata (a cluster broker whose controller has not told it of
+  the cluster yet): every requested topic LEADER_NOT_AVAILABLE, nothing auto-created (this
+  broker cannot tell whether a topic exists); no brokers, as Kafka answers then.
 - By topic id (v12, name null): UNKNOWN_TOPIC_ID (name null) for an unknown id. A null
   name or a topic id before v12 -> INVALID_REQUEST for that topic (Kafka rejects it).
 - Authorization (with an authorizer): an all-topics answer leaves out the topics the
@@ -87,6 +90,14 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Hand
         for name in _topic_names(snapshot):
             if authorize(ctx, Op.DESCRIBE, RT.TOPIC, name, log_denied=False):
                 _add(response, _describe(ctx, name))
+        return Respond(response)
+    if not cache.updated:
+        # No UpdateMetadata yet (a cluster broker serving before the controller told it of
+        # the cluster): whether a topic exists is not known here; the retriable answer.
+        nullable = ctx.api_version >= 12
+        for t in request.topics:
+            _add(response, _error(ctx, ErrorCode.LEADER_NOT_AVAILABLE,
+                                  t.name if nullable else t.name or "", t.topic_id))
         return Respond(response)
     auto_create = broker.admin.auto_create_enabled and (
         ctx.api_version < 4 or request.allow_auto_topic_creation

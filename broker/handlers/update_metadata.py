@@ -22,12 +22,13 @@ from broker.handlers.authz import authorize_cluster
 from broker.handlers.base import HandlerResult, RequestContext, Respond, api
 from broker.security.acl import AclOperation as Op
 from protocol.errors import ErrorCode
-from protocol.messages.update_metadata import UpdateMetadataRequest, UpdateMetadataResponse
+from protocol.messages.update_metadata import UpdateMetadataRequest
 
 
 @api(UpdateMetadataRequest.API_KEY, min_version=7, max_version=8, request=UpdateMetadataRequest)
 async def handle_update_metadata(ctx: RequestContext,
                                  request: UpdateMetadataRequest) -> HandlerResult:
     if not authorize_cluster(ctx, Op.CLUSTER_ACTION):
-        return Respond(UpdateMetadataResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
+        return Respond(ctx.broker.control.refuse_update_metadata(
+            ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
     return Respond(await ctx.broker.control.update_metadata(request))

@@ -318,3 +318,47 @@ def test_controller_answered_cluster_authorization_failed(
         eventually(lambda: topic_leader(admin, "granted") == 1,
                    "the broker leads the topic created after the grant")
     assert broker.stderr_text().count("Received error CLUSTER_AUTHORIZATION_FAILED") == refusals
+
+
+@pytest.mark.broker_errors(re.escape(UPDATE_METADATA_REFUSED))
+def test_broker_whose_first_update_metadata_is_refused_serves_at_once(
+        cluster_brokers: Callable[..., ClusterBrokers]) -> None:
+    """A broker that refuses the controller's first UpdateMetadata (its principal lacks
+    CLUSTER_ACTION once the cluster has an ACL) gets nothing more until the controller's
+    next change, so it serves once registered, as Kafka's broker does, instead of waiting
+    out the 30 s bound for metadata; until metadata arrives it answers Metadata for a topic
+    that exists LEADER_NOT_AVAILABLE (retriable), never UNKNOWN_TOPIC_OR_PARTITION, and
+    auto-creates nothing."""
+    brokers = cluster_brokers(count=0)
+    brokers.props.update({**SECURE_PROPS, "super.users": "User:alice",
+                          "allow.everyone.if.no.acl.found": "true"})
+    broker = brokers.start(1)  # the controller
+    with alice(broker) as admin:
+        create_topic_request(admin, "known", [1])
+        eventually(lambda: topic_leader(admin, "known") == 1, "broker 1 leads known")
+        grant([admin], "User:alice", Op.DESCRIBE)  # the cluster now has an ACL
+        started = time.monotonic()
+        second = brokers.start(2)
+        took_s = time.monotonic() - started
+        with alice(second) as admin2:
+            text = second.stderr_text()
+            assert ("refused the controller's UpdateMetadata (CLUSTER_AUTHORIZATION_FAILED): "
+                    "serving without cluster metadata") in text, text[-3000:]
+            assert "serving anyway" not in text
+            assert took_s < 20, took_s  # the bound it used to wait out was 30 s
+            _cid, body = admin2.request(3, 12, MetadataRequest(
+                topics=[MetadataRequest.MetadataRequestTopic(name="known"),
+                        MetadataRequest.MetadataRequestTopic(name="unheard-of")],
+                allow_auto_topic_creation=True))
+            assert [(t.name, t.error_code) for t in body.topics] == [
+                ("known", ErrorCode.LEADER_NOT_AVAILABLE),
+                ("unheard-of", ErrorCode.LEADER_NOT_AVAILABLE)]
+            assert body.brokers == []
+            assert metadata_error(admin, "unheard-of") == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            # Granted, the controller's next change reaches broker 2: the live brokers and
+            # what changed (as in Kafka, the refused request is not sent again).
+            grant([admin, admin2], "User:ANONYMOUS", Op.CLUSTER_ACTION)
+            create_topic_request(admin, "after-grant", [1])
+            eventually(lambda: topic_leader(admin2, "after-grant") == 1,
+                       "broker 2 learns of the controller's next change")
+            assert broker_count(admin2) == 2
