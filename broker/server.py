@@ -63,7 +63,6 @@ from broker.cluster_ops import ClusterOps, LocalClusterOps
 from broker.config import BrokerConfig, ConfigError, Endpoint
 from broker.control_requests import ControlRequestHandler
 from broker.dynamic_broker_config import NUM_IO_THREADS, DynamicBrokerConfig
-from broker.faults import FaultInjector
 from broker.group.partitioning import GROUP_METADATA_TOPIC
 from broker.group.service import GroupService
 from broker.log_cleaning import cleaner_config, partition_states_from_loop
@@ -97,6 +96,9 @@ from storage.log_dir_failure import LogDirFailure
 from storage.manager import LogDirInUseError, LogManager
 
 if TYPE_CHECKING:
+    # Tests of an in-process broker only (never configured): not loaded by a broker process.
+    from broker.faults import FaultInjector
+
     # A cluster only: broker.cluster_mode and the ZooKeeper controller (kazoo) are imported
     # when zookeeper.connect is set, so a single node's start-up does not load them.
     from controller.zk import ZkController

@@ -42,7 +42,6 @@ from collections.abc import Awaitable, Callable, Coroutine, Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
-from broker.faults import Delay, Drop, Fail, FaultInjector
 from broker.handlers.base import (
     LOADED_SPECS,
     ApiSpec,
@@ -60,6 +59,7 @@ from protocol.fileslice import ResponseParts
 from protocol.frames import API_VERSIONS_KEY, RequestHeader, encode_response
 
 if TYPE_CHECKING:
+    from broker.faults import FaultInjector
     from broker.metrics.requests import RequestMetrics, RequestStats
     from broker.services import Broker
 
@@ -309,6 +309,9 @@ class RequestChannel:
     def _inject(self, request: Request, body: object) -> bool:
         """Apply an armed fault (broker.faults); True when the request is answered by it."""
         assert self._faults is not None
+        # Loaded with the injector (tests of an in-process broker only): a lookup.
+        from broker.faults import Delay, Drop, Fail
+
         header = request.header
         action = self._faults.take(header.api_key, header.api_version, body)
         if isinstance(action, Fail):

@@ -27,7 +27,6 @@ import time
 from typing import TYPE_CHECKING
 
 from broker.config import BrokerConfig, Endpoint
-from broker.faults import FaultInjector
 from broker.handlers.api_versions import answer_before_authentication
 from broker.metrics.network import ListenerStats
 from broker.network.connection import Connection
@@ -44,6 +43,7 @@ from broker.security.tls import describe_handshake_error
 from storage.throttled_log import BurstLog
 
 if TYPE_CHECKING:
+    from broker.faults import FaultInjector
     from broker.metrics.requests import RequestMetrics
     from broker.security.sasl.authenticator import SaslAuthenticator
     from broker.services import Broker
