@@ -26,6 +26,9 @@ Wire formats, as the clients write them:
 ``DecompressionBombError``; any undecodable input raises ``CorruptRecordError``
 (Kafka answers CORRUPT_MESSAGE). Both are ``ProtocolError`` subclasses.
 
+The snappy, lz4 and zstd libraries are imported the first time a batch of theirs is
+compressed or decompressed: a broker whose clients do not compress never loads them.
+
 This module also defines the record-layer errors; ``protocol.records`` re-exports them.
 """
 
@@ -35,11 +38,7 @@ import enum
 import gzip
 import struct
 import zlib
-from typing import ClassVar
-
-import cramjam
-import lz4.frame
-import zstandard
+from typing import Any, ClassVar
 
 from protocol.errors import ErrorCode, ProtocolError
 
@@ -91,6 +90,24 @@ class UnsupportedCompressionError(ProtocolError):
     error_code: ClassVar[ErrorCode] = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
 
 
+def _cramjam() -> Any:
+    import cramjam
+
+    return cramjam
+
+
+def _lz4_frame() -> Any:
+    import lz4.frame
+
+    return lz4.frame
+
+
+def _zstandard() -> Any:
+    import zstandard
+
+    return zstandard
+
+
 def _codec(codec: int) -> CompressionType:
     try:
         return CompressionType(codec)
@@ -108,16 +125,17 @@ def compress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
     if kind is CompressionType.SNAPPY:
         return _xerial_encode(memoryview(data).cast("B"))
     if kind is CompressionType.LZ4:
+        lz4_frame = _lz4_frame()
         return bytes(
-            lz4.frame.compress(
+            lz4_frame.compress(
                 bytes(data),
-                block_size=lz4.frame.BLOCKSIZE_MAX64KB,
+                block_size=lz4_frame.BLOCKSIZE_MAX64KB,
                 block_linked=False,
                 content_checksum=False,
                 store_size=False,
             )
         )
-    return bytes(zstandard.ZstdCompressor(level=3).compress(bytes(data)))
+    return bytes(_zstandard().ZstdCompressor(level=3).compress(bytes(data)))
 
 
 def decompress(
@@ -142,16 +160,9 @@ def decompress(
             out = _zstd_decode(data, max_size_bytes)
     except ProtocolError:
         raise
-    except (
-        zlib.error,
-        zstandard.ZstdError,
-        cramjam.DecompressionError,
-        RuntimeError,
-        ValueError,
-        OSError,
-        EOFError,
-    ) as exc:
-        # lz4 raises RuntimeError; cramjam its own DecompressionError.
+    except (zlib.error, RuntimeError, ValueError, OSError, EOFError) as exc:
+        # lz4 raises RuntimeError; cramjam's and zstandard's own errors are turned into
+        # CorruptRecordError where those libraries are called.
         raise CorruptRecordError(f"{kind.name} data does not decompress: {exc}") from exc
     if len(out) > max_size_bytes:
         raise DecompressionBombError(
@@ -191,8 +202,9 @@ def _gzip_decode(data: bytes | bytearray | memoryview, max_size_bytes: int) -> b
 
 def _xerial_encode(data: memoryview) -> bytes:
     parts = [_XERIAL_HEADER.pack(XERIAL_MAGIC, 1, 1)]
+    snappy = _cramjam().snappy
     for start in range(0, len(data), XERIAL_BLOCK_SIZE_BYTES):
-        block = bytes(cramjam.snappy.compress_raw(data[start : start + XERIAL_BLOCK_SIZE_BYTES]))
+        block = bytes(snappy.compress_raw(data[start : start + XERIAL_BLOCK_SIZE_BYTES]))
         parts.append(_INT32.pack(len(block)))
         parts.append(block)
     return b"".join(parts)
@@ -200,10 +212,14 @@ def _xerial_encode(data: memoryview) -> bytes:
 
 def _raw_snappy_decode(block: memoryview, budget_bytes: int, max_size_bytes: int) -> bytes:
     # The raw format starts with the uncompressed length: check it before allocating.
-    size = int(cramjam.snappy.decompress_raw_len(block))
-    if size > budget_bytes:
-        raise _bomb("SNAPPY", max_size_bytes)
-    return bytes(cramjam.snappy.decompress_raw(block))
+    cramjam = _cramjam()
+    try:
+        size = int(cramjam.snappy.decompress_raw_len(block))
+        if size > budget_bytes:
+            raise _bomb("SNAPPY", max_size_bytes)
+        return bytes(cramjam.snappy.decompress_raw(block))
+    except cramjam.DecompressionError as exc:
+        raise CorruptRecordError(f"SNAPPY data does not decompress: {exc}") from exc
 
 
 def _snappy_decode(data: memoryview, max_size_bytes: int) -> bytes:
@@ -234,8 +250,9 @@ def _lz4_decode(data: bytes | bytearray | memoryview, max_size_bytes: int) -> by
     pending = bytes(data)
     if not pending:
         raise CorruptRecordError("LZ4 data is empty")
+    lz4_frame = _lz4_frame()
     while pending:  # one frame per outer turn; each consumes input
-        d = lz4.frame.LZ4FrameDecompressor()
+        d = lz4_frame.LZ4FrameDecompressor()
         chunk = pending
         while True:
             budget = max_size_bytes + 1 - len(out)
@@ -260,16 +277,21 @@ def _zstd_decode(data: bytes | bytearray | memoryview, max_size_bytes: int) -> b
         raise CorruptRecordError("ZSTD data is empty")
     out = bytearray()
     pos = 0
-    while pos < len(view):  # one frame per turn; each turn consumes input
-        dobj = zstandard.ZstdDecompressor().decompressobj()
-        while not dobj.eof:  # each turn consumes >= 1 input byte
-            if pos >= len(view):
-                raise CorruptRecordError(f"ZSTD data ends inside a frame at byte {pos}")
-            step = max(_ZSTD_MIN_STEP_BYTES, (max_size_bytes + 1 - len(out)) // _ZSTD_MAX_RATIO)
-            chunk = view[pos : pos + step]
-            pos += len(chunk)
-            out += dobj.decompress(chunk)
-            if len(out) > max_size_bytes:
-                raise _bomb("ZSTD", max_size_bytes)
-        pos -= len(dobj.unused_data)
+    zstd = _zstandard()
+    try:
+        while pos < len(view):  # one frame per turn; each turn consumes input
+            dobj = zstd.ZstdDecompressor().decompressobj()
+            while not dobj.eof:  # each turn consumes >= 1 input byte
+                if pos >= len(view):
+                    raise CorruptRecordError(f"ZSTD data ends inside a frame at byte {pos}")
+                step = max(_ZSTD_MIN_STEP_BYTES,
+                           (max_size_bytes + 1 - len(out)) // _ZSTD_MAX_RATIO)
+                chunk = view[pos : pos + step]
+                pos += len(chunk)
+                out += dobj.decompress(chunk)
+                if len(out) > max_size_bytes:
+                    raise _bomb("ZSTD", max_size_bytes)
+            pos -= len(dobj.unused_data)
+    except zstd.ZstdError as exc:
+        raise CorruptRecordError(f"ZSTD data does not decompress: {exc}") from exc
     return bytes(out)
