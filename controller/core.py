@@ -27,8 +27,13 @@ What it does, all on its event task (``ControllerEventManager``):
   UpdateMetadata with leader LEADER_DURING_DELETE makes every broker forget it, so an admin
   request that waits for the metadata cache sees a deletion that is complete (Kafka sends
   that UpdateMetadata first; sending it last means a topic of the same name can be created
-  as soon as DeleteTopics answers). A replica whose broker is not live, or that answers an
-  error, keeps the topic marked: deletion resumes when the controller next starts.
+  as soon as DeleteTopics answers). A topic with a replica on a broker that is not live
+  waits for it (``DeletionsRequested`` again once brokers start). A replica whose broker
+  answers an error, or no answer, becomes deletion-ineligible (Kafka's
+  ReplicaDeletionIneligible); once no StopReplica of the topic is outstanding, its deletion
+  halts, and resumes (StopReplica again to the replicas not deleted yet) when a broker
+  holding an ineligible replica starts again (``resume_deletions``, Kafka's
+  ``resumeDeletionForTopics``), or when the controller next starts.
 
 A broker's error answer is logged at ERROR and not retried, as Kafka's controller does:
 LeaderAndIsr (``_on_leader_and_isr_response``), UpdateMetadata, StopReplica (the deletion
@@ -110,6 +115,8 @@ class ControllerCore:
         self._batch = ControlRequestBatch(controller_id, controller_epoch, inter_broker_listener)
         # topic -> replicas (partition, broker) whose StopReplica(delete) has not succeeded
         self._deleting: dict[str, set[tuple[TopicPartition, int]]] = {}
+        # topic -> those of its replicas whose last StopReplica(delete) failed (ineligible)
+        self._deletion_failed: dict[str, set[tuple[TopicPartition, int]]] = {}
 
     # ------------------------------------------------------------ becoming active
 
@@ -231,11 +238,38 @@ class ControllerCore:
             return
         log.info("[Controller id=%d] deleting topic %s", self.controller_id, topic)
         self._deleting[topic] = replicas
-        for tp in ctx.partitions_of(topic):
-            self._batch.add_stop_replica(ctx.replicas(tp), tp, delete=True,
+        self._deletion_failed[topic] = set()
+        self._send_stop_replicas(topic, replicas)
+
+    def _send_stop_replicas(self, topic: str, replicas: set[tuple[TopicPartition, int]]) -> None:
+        by_partition: dict[TopicPartition, list[int]] = {}
+        for tp, broker_id in sorted(replicas):
+            by_partition.setdefault(tp, []).append(broker_id)
+        for tp, broker_ids in by_partition.items():
+            self._batch.add_stop_replica(broker_ids, tp, delete=True,
                                          leader_epoch=EPOCH_DURING_DELETE)
         for broker_id, _request, future in self._send():
             future.add_done_callback(self._on_stop_replica_future(broker_id, topic))
+
+    def resume_deletions(self, started: Iterable[int]) -> None:
+        """Brokers ``started`` (again): a halted deletion with an ineligible replica on one of
+        them is retried (StopReplica to its replicas not deleted yet, on live brokers)."""
+        ctx = self.context
+        started_ids = set(started)
+        for topic in sorted(self._deleting):
+            pending = self._deleting[topic]
+            failed = self._deletion_failed.get(topic, set())
+            if not failed or not pending <= failed:  # not halted: answers still outstanding
+                continue
+            if not any(b in started_ids for _, b in failed):
+                continue
+            retry = {(tp, b) for tp, b in pending if b in ctx.live_brokers}
+            if not retry:
+                continue
+            log.info("[Controller id=%d] deletion of %s resumed: replicas %s on restarted "
+                     "brokers", self.controller_id, topic, _replicas_text(retry))
+            self._deletion_failed[topic] = failed - retry
+            self._send_stop_replicas(topic, retry)
 
     def _on_stop_replica_future(
         self, broker_id: int, topic: str
@@ -249,36 +283,46 @@ class ControllerCore:
 
     async def _on_stop_replica_response(self, event: StopReplicaResponseReceived) -> None:
         response = event.response
+        broker_id = event.broker_id
         for topic in event.topics:
             pending = self._deleting.get(topic)
             if pending is None:
                 continue
+            failed = self._deletion_failed.setdefault(topic, set())
+            on_broker = {key for key in pending if key[1] == broker_id}
             if not isinstance(response, StopReplicaResponse):
-                log.error("[Controller id=%d] no StopReplica answer from broker %d: deletion"
-                          " of %s resumes when the controller next starts",
-                          self.controller_id, event.broker_id, topic)
-                continue
-            if response.error_code != ErrorCode.NO_ERROR:
+                log.error("[Controller id=%d] no StopReplica answer from broker %d for %s",
+                          self.controller_id, broker_id, topic)
+                failed |= on_broker
+            elif response.error_code != ErrorCode.NO_ERROR:
                 log.error("[Controller id=%d] broker %d refused StopReplica for %s: %s",
-                          self.controller_id, event.broker_id, topic,
+                          self.controller_id, broker_id, topic,
                           ErrorCode(response.error_code).name)
-                continue
-            for pe in response.partition_errors:
-                if pe.topic_name != topic:
-                    continue
-                key = (TopicPartition(pe.topic_name, pe.partition_index), event.broker_id)
-                if pe.error_code == ErrorCode.NO_ERROR:
-                    pending.discard(key)
-                else:
-                    log.error("[Controller id=%d] broker %d could not delete %s: %s",
-                              self.controller_id, event.broker_id, key[0],
-                              ErrorCode(pe.error_code).name)
+                failed |= on_broker
+            else:
+                for pe in response.partition_errors:
+                    if pe.topic_name != topic:
+                        continue
+                    key = (TopicPartition(pe.topic_name, pe.partition_index), broker_id)
+                    if pe.error_code == ErrorCode.NO_ERROR:
+                        pending.discard(key)
+                        failed.discard(key)
+                    else:
+                        log.error("[Controller id=%d] broker %d could not delete %s: %s",
+                                  self.controller_id, broker_id, key[0],
+                                  ErrorCode(pe.error_code).name)
+                        failed.add(key)
             if not pending:
                 await self._complete_deletion(topic)
+            elif pending <= failed:  # nothing outstanding: Kafka's "Halted deletion"
+                log.warning("[Controller id=%d] Halted deletion of topic %s due to replica "
+                            "deletion failure: replicas %s; retried when their brokers start "
+                            "again", self.controller_id, topic, _replicas_text(failed))
 
     async def _complete_deletion(self, topic: str) -> None:
         ctx = self.context
         del self._deleting[topic]
+        self._deletion_failed.pop(topic, None)
         partitions = ctx.partitions_of(topic)
         states = {tp: ctx.leadership.get(tp) for tp in partitions}
         replicas = {tp: ctx.replicas(tp) for tp in partitions}
@@ -382,3 +426,9 @@ class ControllerCore:
 def _flag(configs: Mapping[str, str], name: str, default: bool) -> bool:
     raw = configs.get(name)
     return default if raw is None else raw.strip().lower() == "true"
+
+
+def _replicas_text(replicas: Iterable[tuple[TopicPartition, int]]) -> str:
+    """Kafka's PartitionAndReplica form: ``[Topic=t,Partition=0,Replica=2]`` each."""
+    return ",".join(f"[Topic={tp.topic},Partition={tp.partition},Replica={b}]"
+                    for tp, b in sorted(replicas))

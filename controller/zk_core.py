@@ -292,6 +292,7 @@ class ZkControllerCore(ReassignmentCore):
                                        if tp not in ctx.leadership
                                        and tp.topic not in ctx.topics_to_delete])
         if ctx.topics_to_delete:
+            self.resume_deletions(ids)  # halted on a replica of these brokers
             self.events.put(DeletionsRequested())  # deletions that waited for these brokers
 
     async def _on_broker_failure(self, ids: list[int]) -> None:

@@ -28,6 +28,7 @@ from devcluster.apache_kafka import kafka_tool
 from protocol.errors import ErrorCode
 from protocol.messages.create_acls import CreateAclsRequest, CreateAclsResponse
 from protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+from protocol.messages.delete_topics import DeleteTopicsRequest
 from protocol.messages.describe_acls import DescribeAclsRequest, DescribeAclsResponse
 from protocol.messages.describe_client_quotas import (
     DescribeClientQuotasRequest,
@@ -39,6 +40,7 @@ from protocol.messages.sasl_handshake import SaslHandshakeRequest
 from protocol.records import NewRecord, build_batch
 from protocol.topic_partition import TopicPartition
 from tests.cluster.conftest import ClusterBrokers
+from tests.cluster.zk_support import kazoo_client
 from tests.integration.broker_process import REPO_ROOT
 from tests.integration.data_path_client import create_topic
 from tests.integration.netclient import RawClient, sasl_plain_login
@@ -362,3 +364,52 @@ def test_broker_whose_first_update_metadata_is_refused_serves_at_once(
             eventually(lambda: topic_leader(admin2, "after-grant") == 1,
                        "broker 2 learns of the controller's next change")
             assert broker_count(admin2) == 2
+
+
+STOP_REPLICA_REFUSED = "refused StopReplica for doomed: CLUSTER_AUTHORIZATION_FAILED"
+DELETION_HALTED = ("Halted deletion of topic doomed due to replica deletion failure: replicas "
+                   "[Topic=doomed,Partition=0,Replica=2]")
+
+
+@pytest.mark.broker_errors(re.escape(STOP_REPLICA_REFUSED))
+def test_refused_stop_replica_halts_deletion_until_the_broker_starts_again(
+        cluster_brokers: Callable[..., ClusterBrokers]) -> None:
+    """Kafka's TopicDeletionManager: a replica whose StopReplica(delete) is refused becomes
+    deletion-ineligible and the topic's deletion halts (it stays marked, nothing is sent
+    again on its own); when that replica's broker starts again the deletion resumes and
+    completes, without a new controller."""
+    brokers = cluster_brokers(count=0)
+    brokers.props.update({**SECURE_PROPS, "super.users": "User:alice",
+                          "allow.everyone.if.no.acl.found": "true"})
+    controller = brokers.start(1)
+    second = brokers.start(2)
+    zk = kazoo_client(brokers.zk_connect)
+    try:
+        with alice(controller) as admin, alice(second) as admin2:
+            create_topic_request(admin, "doomed", [2])
+            eventually(lambda: topic_leader(admin, "doomed") == 2, "broker 2 leads doomed")
+            grant([admin, admin2], "User:alice", Op.DESCRIBE)  # the cluster now has an ACL
+            _cid, body = admin.request(20, 4, DeleteTopicsRequest(topic_names=["doomed"],
+                                                                  timeout_ms=0))
+            assert [(r.name, r.error_code) for r in body.responses] == [
+                ("doomed", ErrorCode.REQUEST_TIMED_OUT)]
+            eventually(lambda: STOP_REPLICA_REFUSED in controller.stderr_text(),
+                       "broker 2 refuses the StopReplica")
+            grant([admin, admin2], "User:ANONYMOUS", Op.CLUSTER_ACTION)
+            time.sleep(1.0)  # halted: nothing is sent again on its own (as in Kafka)
+            assert zk.exists("/admin/delete_topics/doomed") is not None
+            assert zk.exists("/brokers/topics/doomed") is not None
+            assert (second.log_dir / "doomed-0").is_dir()
+        assert second.stop() == 0
+        second = brokers.start(2)
+        eventually(lambda: zk.exists("/brokers/topics/doomed") is None,
+                   "the deletion resumed once broker 2 started again", timeout_s=30)
+        assert zk.exists("/admin/delete_topics/doomed") is None
+        assert DELETION_HALTED in controller.stderr_text()
+        assert "deletion of doomed resumed: replicas [Topic=doomed,Partition=0,Replica=2] " \
+               "on restarted brokers" in controller.stderr_text()
+        eventually(lambda: not (second.log_dir / "doomed-0").exists(),
+                   "broker 2 deleted its replica")
+    finally:
+        zk.stop()
+        zk.close()
