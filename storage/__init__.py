@@ -21,6 +21,8 @@ Modules, one job each:
 - ``testhooks``: test-only pause points (environment only, off by default).
 - ``epoch_cache``: the leader epoch cache (``leader-epoch-checkpoint``).
 - ``checkpoints``: Kafka's checkpoint, ``partition.metadata`` and ``meta.properties`` files.
+- ``partition_metadata``: when a log's ``partition.metadata`` is written (recorded at
+  creation, written after it, many at once, and before the log's first data).
 - ``log_dir``: one log directory (lock, checkpoints, loading its partitions).
 - ``manager``: ``LogManager``, every log of the log directories (JBOD).
 - ``fileio``: every write to disk goes through it (and a test-only fault injection hook).
