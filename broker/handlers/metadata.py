@@ -60,6 +60,8 @@ AUTHORIZED_OPERATIONS_OMITTED: Final = -2147483648
 AUTO_CREATE_WAIT_MS: Final = 25_000  # a bound of ours, below the clients' request timeouts
 _ZERO_UUID: Final = uuid.UUID(int=0)
 _ENTRY_KEY: Final = "metadata.topic-entry"  # memo keys of this handler
+_BUILT_KEY: Final = "metadata.topic-built"
+LISTENER_NOT_FOUND_FROM: Final = 6  # versions before answer LEADER_NOT_AVAILABLE instead
 _TOPIC_NAMES_KEY: Final = "metadata.topic-names"
 
 Topic = MetadataResponse.MetadataResponseTopic
@@ -187,11 +189,18 @@ def _describe(ctx: RequestContext, name: str) -> tuple[Topic, bytes]:
     """The topic's entry as the metadata cache holds it now, built and encoded once per
     cache snapshot, listener and version (``broker.handlers.metadata_entries``)."""
     snapshot = ctx.broker.metadata_cache.snapshot()
-    key = (_ENTRY_KEY, ctx.listener_name, ctx.api_version, name)
+    version = ctx.api_version
+    key = (_ENTRY_KEY, ctx.listener_name, version, name)
     entry: tuple[Topic, bytes] | None = snapshot.memo_get(key)
     if entry is None:
-        topic = _build(snapshot, ctx.listener_name, ctx.api_version, name)
-        entry = (topic, encode_topic_entry(topic, ctx.api_version))
+        # The built entry is the same for every version on either side of v6; only its
+        # encoding differs. So one is kept per listener and side, shared by the versions.
+        built_key = (_BUILT_KEY, ctx.listener_name, version >= LISTENER_NOT_FOUND_FROM, name)
+        topic: Topic | None = snapshot.memo_get(built_key)
+        if topic is None:
+            topic = _build(snapshot, ctx.listener_name, version, name)
+            snapshot.memo_put(built_key, topic)
+        entry = (topic, encode_topic_entry(topic, version))
         snapshot.memo_put(key, entry)
     return entry
 
@@ -205,7 +214,7 @@ def _build(snapshot: MetadataSnapshot, listener: str, version: int, name: str) -
         if leader is None:
             error, leader_id = ErrorCode.LEADER_NOT_AVAILABLE, -1
         elif leader.endpoint(listener) is None:
-            error = (ErrorCode.LISTENER_NOT_FOUND if version >= 6
+            error = (ErrorCode.LISTENER_NOT_FOUND if version >= LISTENER_NOT_FOUND_FROM
                      else ErrorCode.LEADER_NOT_AVAILABLE)
             leader_id = -1
         partitions.append(PartitionMeta(

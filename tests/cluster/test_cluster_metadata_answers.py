@@ -9,6 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from client.sync import SyncClient
+from protocol.errors import ErrorCode
 from protocol.messages.metadata import MetadataRequest, MetadataResponse
 from tests.cluster.conftest import ClusterBrokers
 from tests.cluster.zk_support import wait_until
@@ -66,3 +67,39 @@ def test_cached_answers_follow_leaders_isr_brokers_and_partitions(
         admin.create_partitions("cached", 6)
     settles(one.bootstrap, lambda v: sorted(v[1]) == [0, 1, 2, 3, 4, 5],
             "the new partitions")
+
+
+def test_leader_without_the_listener_by_version(
+        cluster_brokers: Callable[..., ClusterBrokers]) -> None:
+    """A partition whose leader has no endpoint on the asking listener: LEADER_NOT_AVAILABLE
+    before v6, LISTENER_NOT_FOUND from v6 (leader -1 both), each version right however
+    the answers are interleaved (built entries are shared by the versions on either side
+    of v6, encoded per version)."""
+    brokers = cluster_brokers(0)
+    one = brokers.start(1, listeners="PLAINTEXT://127.0.0.1:0,EXTRA://127.0.0.1:0",
+                        listener_security_protocol_map="PLAINTEXT:PLAINTEXT,EXTRA:PLAINTEXT",
+                        inter_broker_listener_name="PLAINTEXT")
+    brokers.start(2)
+    extra = one.endpoints["EXTRA"]
+    with SyncClient(one.bootstrap, timeout_ms=30_000) as admin:
+        admin.create_topic("cached", 2, 1, {})
+
+    def partitions(version: int) -> dict[int, tuple[int, int]]:
+        with SyncClient(extra, timeout_ms=10_000) as client:
+            answer: MetadataResponse = client.send(
+                MetadataRequest(topics=None, allow_auto_topic_creation=version < 4), version)
+        assert [b.node_id for b in answer.brokers] == [1]  # broker 2 has no EXTRA endpoint
+        return {p.partition_index: (p.error_code, p.leader_id)
+                for t in answer.topics if t.name == "cached" for p in t.partitions}
+
+    wait_until(lambda: len(partitions(12)) == 2, timeout_s=PROPAGATION_S,
+               what="both partitions in broker 1's metadata")
+    led_here = {p for p, (error, _) in partitions(12).items() if error == 0}
+    assert len(led_here) == 1  # one partition on each broker
+    for version in (5, 6, 1, 12, 5, 9, 12, 5):
+        expected = (ErrorCode.LISTENER_NOT_FOUND if version >= 6
+                    else ErrorCode.LEADER_NOT_AVAILABLE)
+        assert {p: error for p, (error, _) in partitions(version).items()} == {
+            p: 0 if p in led_here else expected for p in (0, 1)}, version
+        assert all(leader == (1 if p in led_here else -1)
+                   for p, (_, leader) in partitions(version).items())
