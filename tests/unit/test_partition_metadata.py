@@ -6,6 +6,7 @@ refused."""
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 import pytest
@@ -100,3 +101,34 @@ def test_close_writes_what_is_left(tmp_path: Path) -> None:
     m.get_or_create_log(TopicPartition("t", 0), topic_id=TOPIC_ID)
     m.shutdown()  # a clean stop leaves every file written
     assert read_partition_metadata(meta(tmp_path, 0)) == TOPIC_ID
+
+
+@pytest.mark.broker_errors(r"partition\.metadata of t-1 failed")
+def test_batched_write_on_a_full_disk_then_a_failed_one(tmp_path: Path) -> None:
+    """A full disk leaves the id recorded (no temp file, the dir online) and the next
+    batch writes it; any other error takes the log dir offline."""
+    m = started(tmp_path)
+    m.get_or_create_log(TopicPartition("t", 0), topic_id=TOPIC_ID)
+    fileio.inject(fileio.FaultPlan(nth=1, errno=errno.ENOSPC, op=fileio.Op.WRITE,
+                                   path_prefix=str(meta(tmp_path, 0))))
+    try:
+        assert m.flush_partition_metadata() == 0
+    finally:
+        fileio.clear()
+    lg = m.get_log(TopicPartition("t", 0))
+    assert lg is not None and lg.topic_id_unwritten and not lg.offline
+    assert not m.is_offline(tmp_path) and not list(tmp_path.glob("t-0/*.tmp"))
+    assert m.flush_partition_metadata() == 1
+    assert read_partition_metadata(meta(tmp_path, 0)) == TOPIC_ID
+
+    m.get_or_create_log(TopicPartition("t", 1), topic_id=TOPIC_ID)
+    fileio.inject(fileio.FaultPlan(nth=1, errno=errno.EIO, op=fileio.Op.FSYNC,
+                                   path_prefix=str(meta(tmp_path, 1))))
+    try:
+        assert m.flush_partition_metadata() == 0
+    finally:
+        fileio.clear()
+    assert m.is_offline(tmp_path)
+    failed = m.get_log(TopicPartition("t", 1))
+    assert failed is not None and failed.offline
+    m.abandon()
