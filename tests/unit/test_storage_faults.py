@@ -1,9 +1,9 @@
 """Fault injection at every write site of storage (``storage.fileio``).
 
 A deterministic workload drives a ``LogManager`` through every kind of write storage
-makes: creating logs (directory, ``partition.metadata``, segment and index files), leader
-appends with index entries, rolls, flushes (fsync, msync, directory fsync, leader epoch
-checkpoint), offset and high watermark checkpoints, DeleteRecords with a retention pass
+makes: creating logs (directory, segment and index files), ``partition.metadata`` (written
+by the first append), leader appends with index entries, rolls, flushes (fsync, msync,
+directory fsync, leader epoch checkpoint), offset and high watermark checkpoints, DeleteRecords with a retention pass
 (segment renames and unlinks), follower appends with a truncation, deleting a log, and a
 clean shutdown (final index entries, trims, checkpoints, the clean-shutdown marker).
 
