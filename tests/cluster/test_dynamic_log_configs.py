@@ -3,7 +3,8 @@ minikafka brokers and a real ZooKeeper, set with Kafka's own kafka-configs: a cl
 default (``--entity-default``) and one broker's own value (``--entity-name``) reach every
 existing log whose topic has no override of that config, without a restart, with Kafka's
 precedence (topic override > this broker's dynamic value > cluster default >
-server.properties), and DescribeConfigs reports where a topic's value comes from."""
+server.properties), and DescribeConfigs reports where a topic's value comes from; a dynamic
+unclean.leader.election.enable reaches the controller's elections at once."""
 
 from __future__ import annotations
 
@@ -17,8 +18,12 @@ from kafka import TopicPartition as KafkaTopicPartition
 from kafka.admin import NewTopic
 
 from cli.configs import main as configs_main
+from client.errors import ClientError
 from devcluster.apache_kafka import kafka_tool
 from tests.cluster.conftest import ClusterBrokers
+from tests.cluster.replication_support import alive_brokers, controller_id
+from tests.cluster.test_cluster_brokers import create, describe
+from tests.cluster.test_cluster_metrics import produce_some
 from tests.cluster.zk_support import wait_until
 from tests.integration.broker_process import BrokerProcess
 
@@ -39,6 +44,15 @@ def _earliest(bootstrap: str, topic: str) -> int:
         return int(consumer.beginning_offsets([tp])[tp])
     finally:
         consumer.close()
+
+
+def _state(broker: BrokerProcess, topic: str) -> tuple[int, list[int], list[int]] | None:
+    """Partition 0's (leader, replicas, ISR) as ``broker`` tells it; None if it does not
+    know the topic yet."""
+    try:
+        return describe(broker.bootstrap, topic)[0]
+    except ClientError:
+        return None
 
 
 def _describe(bootstrap: str, *args: str) -> str:
@@ -137,3 +151,38 @@ def test_dynamic_log_retention_reaches_logs_without_an_override(
     assert (f"retention.ms={7 * 24 * HOUR_MS} sensitive=false synonyms={{DYNAMIC_TOPIC_CONFIG:"
             f"retention.ms={7 * 24 * HOUR_MS}, DYNAMIC_DEFAULT_BROKER_CONFIG:"
             f"log.retention.ms={HOUR_MS}, DEFAULT_CONFIG:log.retention.hours=168}}") in kept
+
+
+@pytest.mark.broker_errors(r"no leader for two-0: no live replica in the ISR \[\d\]")
+def test_dynamic_unclean_leader_election_elects_offline_partitions(
+        cluster_brokers: object) -> None:
+    """unclean.leader.election.enable turned on as a cluster-wide dynamic default: the
+    controller elects a partition that waits offline (its only live replica is out of the
+    ISR) at once, without another broker change (Kafka's UncleanLeaderElectionEnable)."""
+    cluster: ClusterBrokers = cluster_brokers(  # type: ignore[operator]
+        3, replica_lag_time_max_ms="2000", auto_leader_rebalance_enable="false")
+    first = controller_id(cluster.bootstrap())
+    a, b = [i for i in (1, 2, 3) if i != first]
+    controller = cluster.brokers[first]
+    create(cluster.bootstrap(), "two", {0: [a, b]})
+    wait_until(lambda: all(_state(cluster.brokers[i], "two") == (a, [a, b], [a, b])
+                           for i in (1, 2, 3)),
+               timeout_s=30, what="a leads two, b in sync, as every broker knows")
+    cluster.brokers[b].kill9()
+    produce_some(cluster.brokers[a].bootstrap, "two", 0, acks=1)
+    wait_until(lambda: describe(controller.bootstrap, "two")[0][2] == [a], timeout_s=30,
+               what="b out of the ISR of two")
+    cluster.brokers[a].kill9()
+    wait_until(lambda: alive_brokers(controller.bootstrap) == {first}, timeout_s=30,
+               what="the sessions of a and b expired")
+    cluster.start(b)  # the only live replica, out of the ISR: no clean leader
+    wait_until(lambda: "no leader for two-0: no live replica in the ISR" in
+               controller.stderr_text(), timeout_s=30, what="two offline")
+    time.sleep(0.5)
+    assert describe(controller.bootstrap, "two")[0][0] == -1
+    out = io.StringIO()
+    assert configs_main(["--bootstrap-server", controller.bootstrap, "--alter",
+                         "--entity-type", "brokers", "--entity-default", "--add-config",
+                         "unclean.leader.election.enable=true"], out) == 0, out.getvalue()
+    wait_until(lambda: describe(controller.bootstrap, "two")[0][0] == b, timeout_s=15,
+               what="b elected uncleanly once the dynamic default allows it")
