@@ -164,7 +164,7 @@ class _Index:
             finally:
                 os.close(fd)  # the map keeps its own duplicate
             self._buf = buf
-            MAPS.mapped(self)
+            MAPS.mapped(self.evict_map)
         return buf
 
     def evict_map(self) -> None:
@@ -174,7 +174,7 @@ class _Index:
 
     def _drop_buffer(self) -> None:
         if not self._writable and self._buf is not None:
-            MAPS.unmapped(self)
+            MAPS.unmapped(self.evict_map)
         self._buf = None
 
     # ------------------------------------------------------------------ disk

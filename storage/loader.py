@@ -247,13 +247,15 @@ def load_log(
     fileio.mkdir(directory)
     bases = _tidy(directory)
     now = clock_ms()
-    segments = [
-        LogSegment.open(
+    segments = []
+    for base in bases:
+        seg = LogSegment.open(
             directory, base, index_interval_bytes=config.index_interval_bytes,
             max_index_size_bytes=config.segment_index_bytes, now_ms=now,
         )
-        for base in bases
-    ]
+        if base != bases[-1]:
+            seg.seal_file()  # the open-file budget may close it before the next one opens
+        segments.append(seg)
     if not segments:
         start = max(log_start_offset, 0)
         segments.append(LogSegment.open(

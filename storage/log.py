@@ -167,6 +167,8 @@ class Log:
         self._corrupt_reported: set[str] = set()
         self._log_dir = directory.parent
         self._failures = failure_channel if failure_channel is not None else LogDirFailureChannel()
+        for seg in segments[:-1]:
+            seg.seal_file()  # sealed: the open-file budget may close their files
         segments[-1].make_active()
 
     # ------------------------------------------------------------------ state
@@ -638,7 +640,8 @@ class Log:
             return got
         if valid_end > begin:
             return FileSlice(got.file, begin, valid_end - begin)
-        stored = os.pread(seg.file.fileno(), 8, begin)  # baseOffset lies outside the CRC
+        f = seg.file
+        stored = os.pread(f.fileno(), 8, begin)  # baseOffset lies outside the CRC
         base = f" (base offset {_INT64.unpack(stored)[0]})" if len(stored) == 8 else ""
         message = f"{seg.log_path}: corrupt batch at byte {begin}{base}: {why}"
         self._report_corrupt(message, offset)
@@ -861,9 +864,10 @@ class Log:
         with ``pread``; the segments' own state is never touched off the lock); None if
         any segment left the log."""
         with self._lock:
-            if self._closed or any(seg.deleted or seg.file.closed for seg in segments):
+            if self._closed or any(seg.deleted or seg.closed for seg in segments):
                 return None
-            return [os.dup(seg.file.fileno()) for seg in segments]
+            files = [seg.file for seg in segments]  # held while their descriptors are copied
+            return [os.dup(f.fileno()) for f in files]
 
     def cleaning_view(self, *, largest_timestamps: bool, first_timestamps: bool) -> CleaningView:
         """What the cleaner plans with, read under the lock: every segment but the active
@@ -921,6 +925,7 @@ class Log:
                 raise self._io_error("segment swap", exc, undone=False) from exc
             self._segments[first:last] = [new]
             self._bases[first:last] = [new.base_offset]
+            new.seal_file()
             self._bound_cache = None
             self._dir_dirty = True
             step("swap-done")
@@ -969,7 +974,7 @@ class Log:
                     # Deleted (files closed) or the log closed meanwhile, by another thread:
                     # ValueError, or EBADF when the close came between fileno() and fsync.
                     if isinstance(exc, OSError) and not (
-                        seg.deleted or seg.file.closed or self._closed
+                        seg.deleted or seg.closed or self._closed
                     ):
                         raise
                     log.debug("%s: flush skipped %s: %s", self.topic_partition, seg, exc)

@@ -11,11 +11,15 @@ three header fields (``baseOffset`` @0, ``batchLength`` @8, ``lastOffsetDelta`` 
 yet mapped (or when the map was evicted); the map is refreshed once per
 ``_REMAP_STEP_BYTES`` of growth, not per append.
 
-Open files: the ``.log`` file stays open for the segment's life (appends, ``sendfile``),
-as Kafka's ``FileRecords`` does. Everything else is bounded per process, not per
-segment: the indexes hold no descriptor (``storage.index``), and the ``.log`` map, which
-holds one (Python's ``mmap`` keeps a duplicate), is registered with
-``storage.map_budget.MAPS``, which drops the oldest maps beyond its bound.
+Open files: the active segment keeps its ``.log`` open (appends, ``sendfile``). Everything
+else is bounded per process, not per segment: the indexes hold no descriptor
+(``storage.index``); a sealed segment's ``.log`` file and any segment's ``.log`` map (one
+descriptor each: Python's ``mmap`` keeps a duplicate) are registered with
+``storage.map_budget.MAPS``, which drops the oldest beyond its bound; ``file`` opens the
+file again on next use. A dropped file object closes when its last reference goes, so
+a ``FileSlice`` already handed to ``sendfile`` keeps its file open, and code here holds
+the object in a local for as long as it uses the descriptor (``f = self.file``), never
+``self.file.fileno()`` alone: a drop from another thread in between could close it.
 
 Indexes are opened lazily (a clean start of thousands of partitions touches no index
 until it is used); an index that fails its sanity check is rebuilt from the log. When
@@ -40,7 +44,7 @@ import struct
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import BinaryIO, NamedTuple
 
 from protocol.batch_header import HEAD_TO_MAX_TIMESTAMP
 from protocol.fileslice import FileSlice
@@ -127,7 +131,9 @@ class LogSegment:
         self.suffix = suffix  # "" for a live segment, ".cleaned" / ".swap" while cleaning
         self.log_path = _with_suffix(log_file(directory, base_offset), suffix)
         fd = fileio.open_new(self.log_path, os.O_RDWR)
-        self.file = os.fdopen(fd, "r+b", buffering=0)
+        self._file: BinaryIO | None = os.fdopen(fd, "r+b", buffering=0)
+        self._closed = False
+        self._file_budgeted = False  # sealed: the map budget may drop the open file
         self._size = os.fstat(fd).st_size
         self._mm: mmap.mmap | None = None
         self._mapped_bytes = 0
@@ -164,6 +170,49 @@ class LogSegment:
             suffix=suffix,
         )
 
+    # ------------------------------------------------------------------ the .log file
+    @property
+    def file(self) -> BinaryIO:
+        """The open ``.log`` file, opened again if the map budget dropped it. Hold the
+        returned object while its descriptor is in use (see the module docstring)."""
+        f = self._file
+        if f is None:
+            if self._closed:
+                raise ValueError(f"{self.log_path} is closed")
+            f = os.fdopen(os.open(self.log_path, os.O_RDWR), "r+b", buffering=0)
+            self._file = f
+            if self._file_budgeted:
+                MAPS.mapped(self.evict_file)
+        return f
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def evict_file(self) -> None:
+        """The map budget drops the open file (a sealed segment's)."""
+        if not self._closed:
+            self._file = None
+
+    def seal_file(self) -> None:
+        """The segment takes no more appends: its open file counts against the budget."""
+        if not self._file_budgeted and not self._closed:
+            self._file_budgeted = True
+            if self._file is not None:
+                MAPS.mapped(self.evict_file)
+
+    def _unseal_file(self) -> None:
+        if self._file_budgeted:
+            self._file_budgeted = False
+            MAPS.unmapped(self.evict_file)
+
+    def _close_file(self) -> None:
+        self._closed = True
+        self._unseal_file()
+        f = self._file
+        if f is not None:  # (None: dropped by the budget; ``file`` raises ValueError)
+            f.close()
+
     # ------------------------------------------------------------------ indexes
     @property
     def offset_index(self) -> OffsetIndex:
@@ -182,6 +231,7 @@ class LogSegment:
     def make_active(self) -> None:
         """Open the indexes writable at ``segment.index.bytes`` (this segment takes appends)."""
         self._writable_indexes = True
+        self._unseal_file()
         if self._offset_index is not None and not self._offset_index.writable:
             self._close_indexes()
         if self._offset_index is not None:
@@ -326,7 +376,8 @@ class LogSegment:
         start = self._size
         if start == 0:
             self._rolling_based_ts = batches[0].max_timestamp
-        fileio.pwrite_all(self.file.fileno(), data, start, self.log_path)
+        f = self.file
+        fileio.pwrite_all(f.fileno(), data, start, self.log_path)
         self._size = start + len(data)
         if self._verified_bytes == start:  # the caller checked these batches' CRCs
             self._verified_bytes = self._size
@@ -353,7 +404,8 @@ class LogSegment:
         if self._mapped_bytes > mark.size_bytes:
             self._drop_map()
         # Always cut: a failed write may have extended the file past what _size says.
-        fileio.ftruncate(self.file.fileno(), mark.size_bytes, self.log_path)
+        f = self.file
+        fileio.ftruncate(f.fileno(), mark.size_bytes, self.log_path)
         self._size = mark.size_bytes
         self._verified_bytes = min(self._verified_bytes, mark.size_bytes)
 
@@ -383,6 +435,7 @@ class LogSegment:
         self.offset_index.seal()
         self.time_index.seal()
         self._writable_indexes = False
+        self.seal_file()
 
     # ------------------------------------------------------------------ batch walks
     def _buffer_for(self, end: int) -> mmap.mmap | None:
@@ -401,17 +454,18 @@ class LogSegment:
     def _remap(self) -> mmap.mmap | None:
         """Map the whole file now (registered with the map budget); None when empty."""
         self._drop_map()
-        if self._size == 0 or self.file.closed:
+        if self._size == 0 or self._closed:
             return None
-        mm = mmap.mmap(self.file.fileno(), self._size, access=mmap.ACCESS_READ)
+        f = self.file
+        mm = mmap.mmap(f.fileno(), self._size, access=mmap.ACCESS_READ)
         self._mm = mm
         self._mapped_bytes = self._size
-        MAPS.mapped(self)
+        MAPS.mapped(self.evict_map)
         return mm
 
     def _drop_map(self) -> None:
         """Forget the map (any views of it keep it alive until they go)."""
-        MAPS.unmapped(self)
+        MAPS.unmapped(self.evict_map)
         self._mm = None
         self._mapped_bytes = 0
 
@@ -437,7 +491,8 @@ class LogSegment:
         if mm is not None:
             fields = _HEAD.unpack_from(mm, position)
         else:
-            raw = os.pread(self.file.fileno(), _HEAD_BYTES, position)
+            f = self.file
+            raw = os.pread(f.fileno(), _HEAD_BYTES, position)
             if len(raw) < _HEAD_BYTES:
                 raise CorruptSegmentError(f"{self.log_path}: no batch header at byte {position}")
             fields = _HEAD.unpack(raw)
@@ -498,7 +553,8 @@ class LogSegment:
 
     def _next_offset_from_tail(self, start: int) -> int:
         """Walk the headers of ``[start, end)`` read with one ``pread``."""
-        tail = os.pread(self.file.fileno(), self._size - start, start)
+        f = self.file
+        tail = os.pread(f.fileno(), self._size - start, start)
         pos = 0
         next_offset = self.base_offset
         end = len(tail)
@@ -577,8 +633,12 @@ class LogSegment:
             return end, ""
         start = self._verified_bytes if begin <= self._verified_bytes else begin
         mm = self._buffer_for(end)
-        data: bytes | memoryview = (memoryview(mm)[start:end] if mm is not None
-                                    else os.pread(self.file.fileno(), end - start, start))
+        data: bytes | memoryview
+        if mm is not None:
+            data = memoryview(mm)[start:end]
+        else:
+            f = self.file
+            data = os.pread(f.fileno(), end - start, start)
         try:
             result = scan_batches(data, True, keep_batches=False)
         finally:
@@ -592,7 +652,8 @@ class LogSegment:
         return valid_end, _WHY.get(result.stop_reason, result.stop_reason.value)
 
     def read_batch_bytes(self, head: BatchHead) -> bytes:
-        return os.pread(self.file.fileno(), head.size_bytes, head.position)
+        f = self.file
+        return os.pread(f.fileno(), head.size_bytes, head.position)
 
     def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
         """(timestamp, offset) of the first record with timestamp >= ``timestamp`` and
@@ -619,7 +680,8 @@ class LogSegment:
         if removed <= 0:
             return 0
         self._drop_map()
-        fileio.ftruncate(self.file.fileno(), position, self.log_path)
+        f = self.file
+        fileio.ftruncate(f.fileno(), position, self.log_path)
         self._size = position
         self._verified_bytes = min(self._verified_bytes, position)
         if position == 0:
@@ -645,14 +707,15 @@ class LogSegment:
     # ------------------------------------------------------------------ lifecycle
     def flush(self) -> None:
         """fsync the log and msync the indexes (blocking)."""
-        fileio.fsync(self.file.fileno(), self.log_path)
+        f = self.file
+        fileio.fsync(f.fileno(), self.log_path)
         for idx in (self._offset_index, self._time_index):
             if idx is not None:
                 idx.flush()
 
     def close(self) -> None:
         """Write the final time index entry, trim and close everything (Kafka's close)."""
-        if self.file.closed:
+        if self._closed:
             return
         if self._time_index is not None and self._time_index.writable:
             mts = self.max_timestamp_so_far
@@ -660,7 +723,7 @@ class LogSegment:
                 self._time_index.maybe_append(mts.timestamp, mts.offset, skip_full_check=True)
         self._close_indexes()
         self._drop_map()
-        self.file.close()
+        self._close_file()
 
     def abandon(self) -> None:
         """Close handles without the final index entry or trimming (crash simulation)."""
@@ -670,8 +733,8 @@ class LogSegment:
         self._offset_index = None
         self._time_index = None
         self._drop_map()
-        if not self.file.closed:
-            self.file.close()
+        if not self._closed:
+            self._close_file()
 
     def paths(self) -> list[Path]:
         return [self.log_path, *self._index_paths()]
@@ -727,8 +790,8 @@ class LogSegment:
         """Close and unlink every file of this segment (after ``mark_deleted`` or not)."""
         self._close_indexes()
         self._drop_map()
-        if not self.file.closed:
-            self.file.close()
+        if not self._closed:
+            self._close_file()
         for path in self.paths():
             path.unlink(missing_ok=True)
             if not self.deleted:

@@ -1,14 +1,15 @@
-"""Open files of a real broker: one descriptor per segment (its ``.log``), whatever the
-number of partitions or segments, plus a bounded number of maps for the process.
+"""Open files of a real broker: one descriptor per partition (its active segment's
+``.log``), whatever the number of segments, plus a bounded number for the process.
 
 The broker runs under an open-file limit of ``NOFILE`` (1,024, a common default), which
-makes its map budget 128 (``storage.map_budget``: an eighth of the limit). With five
-descriptors per partition (the ``.log``, and each index file plus the duplicate Python's
-``mmap`` keeps of it), 400 partitions would need 2,000 and the broker would fail with
-EMFILE; held to one per segment they fit with room to spare. Counts are read from
-``/proc/<pid>/fd``. The sealed segments' lookups are checked after a clean restart (no
-index open) and after the map budget evicted their maps: Fetch from old offsets,
-ListOffsets by timestamp, retention by time.
+makes its budget of maps and sealed segments' files 128 (``storage.map_budget``: an eighth
+of the limit). With five descriptors per segment (the ``.log``, and each index file plus
+the duplicate Python's ``mmap`` keeps of it), 400 partitions would need 2,000 and the
+broker would fail with EMFILE; held to one per partition they fit with room to spare, and
+so do 1,100 segments of one partition. Counts are read from ``/proc/<pid>/fd``. The sealed
+segments' lookups are checked after a clean restart (no index open) and after the budget
+closed their files and maps: Fetch from old offsets, ListOffsets by timestamp, retention
+by time.
 """
 
 from __future__ import annotations
@@ -126,13 +127,14 @@ def test_hundreds_of_partitions_hold_one_descriptor_each(
     assert sum(open_files(proc).values()) <= idle + partitions + MAP_BUDGET + SLACK
 
 
-def test_many_segments_hold_one_descriptor_each_and_sealed_lookups_work(
+def test_many_segments_stay_within_the_budget_and_sealed_lookups_work(
         limited: Callable[[], BrokerProcess]) -> None:
-    """300 one-batch segments: 300 ``.log`` descriptors, index maps within the budget, and
-    the sealed segments' indexes (closed by a restart, then evicted by the budget) still
-    answer Fetch at old offsets, ListOffsets by timestamp and retention by time."""
+    """1,100 one-batch segments (more than the limit of open files): the active ``.log``
+    plus at most the budget's files and maps, and the sealed segments (closed by a restart,
+    then by the budget) still answer Fetch at old offsets, ListOffsets by timestamp and
+    retention by time."""
     proc = limited()
-    segments = 300
+    segments = 1100
     topic = "segs"
     create_topic(proc.bootstrap, topic, 1, {"segment.bytes": "1024", "file.delete.delay.ms": "0",
                                             "retention.ms": "-1"})  # until set below
@@ -146,23 +148,22 @@ def test_many_segments_hold_one_descriptor_each_and_sealed_lookups_work(
     log_dir = proc.log_dir / f"{topic}-0"
     assert len(list(log_dir.glob("*.log"))) == segments
     files = open_files(proc)
-    assert segments <= files[".log"] <= segments + MAP_BUDGET, files
-    assert files[".index"] + files[".timeindex"] <= MAP_BUDGET, files
+    assert 1 <= files[".log"] + files[".index"] + files[".timeindex"] <= 1 + MAP_BUDGET, files
 
     proc.restart()
     files = open_files(proc)
-    assert files[".log"] == segments and files[".index"] == files[".timeindex"] == 0, files
+    assert 1 <= files[".log"] <= 1 + MAP_BUDGET and files[".index"] == files[".timeindex"] == 0, files
     with SyncClient(proc.bootstrap, timeout_ms=30_000) as client:
         for _ in range(2):  # the second pass finds the first one's maps evicted
             for i in range(segments):
                 part = fetch(client, topic, 0, i).responses[0].partitions[0]
                 (record,) = records_of(part.records)
                 assert (record.offset, record.value) == (i, value + b"%d" % i)
-        for i in range(0, segments, 7):
+        for i in range(0, segments, 37):
             assert list_offset(client, topic, 0, old_ms + i * 1000)[:3] == (0, old_ms + i * 1000, i)
             assert list_offset(client, topic, 0, old_ms + i * 1000 - 500)[2] == i
         files = open_files(proc)
-        assert files[".index"] + files[".timeindex"] + files[".log"] <= segments + MAP_BUDGET, files
+        assert files[".index"] + files[".timeindex"] + files[".log"] <= 1 + MAP_BUDGET, files
 
         # Retention by time reads every sealed segment's largest timestamp from its time index.
         client.alter_topic_configs(topic, {"retention.ms": str(24 * 3_600_000)})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,7 @@ from storage.errors import (
 )
 from storage.loader import load_log
 from storage.log import Log
+from storage.map_budget import MAPS
 from storage.naming import TopicPartition
 
 pytestmark = pytest.mark.timeout(60)
@@ -453,3 +455,44 @@ def test_retention_never_deletes_the_active_segment(tmp_path: Path, props: dict[
         assert lg.append(batch(3), leader_epoch=0).first_offset == 24
     finally:
         lg.close()
+
+
+def test_sealed_segments_files_are_closed_by_the_budget_and_slices_outlive_it(
+        tmp_path: Path) -> None:
+    """Under a budget of 2, 20 sealed segments keep at most 2 files and maps open besides the
+    active one; a slice taken before its segment's file was closed still reads its bytes,
+    and reads after it open the file again. A clean reopen keeps them closed too."""
+    lg = open_log(tmp_path, **{"segment.bytes": "600"})
+    sent = [batch(1, value_bytes=400) for _ in range(21)]
+    for b in sent:
+        lg.append(b, leader_epoch=0)
+    assert len(lg.segment_base_offsets) == 21
+    fd_dir = Path("/proc/self/fd")
+
+    def segment_fds() -> int:
+        return sum(1 for fd in fd_dir.iterdir()
+                   if os.path.realpath(fd).startswith(str(tmp_path.resolve()) + "/"))
+
+    limit = MAPS.limit
+    MAPS.set_limit(2)
+    try:
+        slices = [lg.read(i, 1 << 20) for i in range(21)]  # each: one segment's file
+        assert segment_fds() <= 1 + 2 + 21  # the active, the budget, files the slices hold
+        del slices
+        assert segment_fds() <= 1 + 2
+        held = lg.read(0, 1 << 20)
+        for i in range(1, 21):
+            assert lg.read(i, 1 << 20).read_bytes()[16:] == sent[i][16:]  # from the magic byte
+        assert segment_fds() <= 1 + 2 + 1
+        assert held.read_bytes()[16:] == sent[0][16:]  # its file closed by the budget, not for it
+        del held
+        lg.close()
+        assert segment_fds() == 0
+        lg2 = open_log(tmp_path, **{"segment.bytes": "600"})
+        assert segment_fds() <= 1 + 2
+        for i in range(21):
+            assert lg2.read(i, 1 << 20).read_bytes()[16:] == sent[i][16:]
+        assert segment_fds() <= 1 + 2
+        lg2.close()
+    finally:
+        MAPS.set_limit(limit)
