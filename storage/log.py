@@ -971,12 +971,15 @@ class Log:
                 try:
                     seg.flush()
                 except (ValueError, OSError) as exc:
-                    # Deleted (files closed) or the log closed meanwhile, by another thread:
-                    # ValueError, or EBADF when the close came between fileno() and fsync.
-                    if isinstance(exc, OSError) and not (
-                        seg.deleted or seg.closed or self._closed
-                    ):
-                        raise
+                    # Deleted (files closed or renamed) or the log closed meanwhile, by another
+                    # thread: ValueError, EBADF when the close came between fileno() and
+                    # fsync, ENOENT when a closed file was opened again by its old name. The
+                    # lock waits for a deletion under way to finish before it is judged.
+                    if isinstance(exc, OSError):
+                        with self._lock:
+                            gone = seg.deleted or seg.closed or self._closed
+                        if not gone:
+                            raise
                     log.debug("%s: flush skipped %s: %s", self.topic_partition, seg, exc)
         except OSError as exc:
             with self._lock:

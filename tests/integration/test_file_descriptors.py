@@ -42,6 +42,9 @@ pytestmark = pytest.mark.timeout(240)
 NOFILE = 1024
 MAP_BUDGET = NOFILE // 8
 SLACK = 40  # sockets, the log dir lock, pipes, epoll, files opened for a moment
+# A flush under way (after a roll, in a thread pool) has the segment's .log and its two
+# index files open for fsync, outside the budget: a moment's descriptors.
+IN_FLIGHT = 3
 WAIT_S = 60.0
 _WITH_LIMIT = ("import os, resource, sys; n = int(sys.argv[1]); "
                "resource.setrlimit(resource.RLIMIT_NOFILE, (n, n)); "
@@ -113,7 +116,7 @@ def test_hundreds_of_partitions_hold_one_descriptor_each(
             assert part.error_code == 0 and [r.value for r in records_of(part.records)] == [b"v%d" % p]
     files = open_files(proc)
     assert files[".index"] == files[".timeindex"] == 0  # active indexes hold no descriptor
-    assert partitions <= files[".log"] <= partitions + MAP_BUDGET
+    assert partitions <= files[".log"] <= partitions + MAP_BUDGET + IN_FLIGHT
     assert sum(files.values()) <= idle + partitions + MAP_BUDGET + SLACK, files
 
     proc.restart()  # clean stop and start: no map, no index open
@@ -148,11 +151,13 @@ def test_many_segments_stay_within_the_budget_and_sealed_lookups_work(
     log_dir = proc.log_dir / f"{topic}-0"
     assert len(list(log_dir.glob("*.log"))) == segments
     files = open_files(proc)
-    assert 1 <= files[".log"] + files[".index"] + files[".timeindex"] <= 1 + MAP_BUDGET, files
+    segment_files = files[".log"] + files[".index"] + files[".timeindex"]
+    assert 1 <= segment_files <= 1 + MAP_BUDGET + IN_FLIGHT, files
 
     proc.restart()
     files = open_files(proc)
-    assert 1 <= files[".log"] <= 1 + MAP_BUDGET and files[".index"] == files[".timeindex"] == 0, files
+    assert 1 <= files[".log"] <= 1 + MAP_BUDGET, files
+    assert files[".index"] == files[".timeindex"] == 0, files
     with SyncClient(proc.bootstrap, timeout_ms=30_000) as client:
         for _ in range(2):  # the second pass finds the first one's maps evicted
             for i in range(segments):
@@ -163,7 +168,8 @@ def test_many_segments_stay_within_the_budget_and_sealed_lookups_work(
             assert list_offset(client, topic, 0, old_ms + i * 1000)[:3] == (0, old_ms + i * 1000, i)
             assert list_offset(client, topic, 0, old_ms + i * 1000 - 500)[2] == i
         files = open_files(proc)
-        assert files[".index"] + files[".timeindex"] + files[".log"] <= 1 + MAP_BUDGET, files
+        segment_files = files[".log"] + files[".index"] + files[".timeindex"]
+        assert segment_files <= 1 + MAP_BUDGET + IN_FLIGHT, files
 
         # Retention by time reads every sealed segment's largest timestamp from its time index.
         client.alter_topic_configs(topic, {"retention.ms": str(24 * 3_600_000)})
