@@ -166,9 +166,12 @@ def refuse_broker_changes(names: Sequence[str]) -> None:
 
 def incremental_overrides(
     overrides: Mapping[str, str], ops: Sequence[tuple[str, int, str | None]],
-    broker_props: Mapping[str, str],
+    broker_props: Mapping[str, str], *, broker: bool = False,
 ) -> dict[str, str | None]:
-    """The topic's new override set after applying (name, op, value) operations."""
+    """The resource's new override set after applying (name, op, value) operations: a
+    topic's overrides, or (``broker``) one level of dynamic broker configs. APPEND and
+    SUBTRACT start from the override, else -- for a topic -- the value the broker gives it
+    (``broker_props``), or -- for a broker -- Kafka's default (ConfigAdminManager's)."""
     new: dict[str, str | None] = dict(overrides)
     for name, op, value in ops:
         try:
@@ -180,16 +183,11 @@ def incremental_overrides(
         elif kind is OpType.DELETE:
             new.pop(name, None)
         else:
-            definition = topic_config.TOPIC_CONFIGS.get(name)
-            if definition is None:
-                raise TopicError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
-            if definition.type is not ConfigType.LIST:
-                raise TopicError(
-                    ErrorCode.INVALID_CONFIG,
-                    f"Config value {kind.name.lower()} is not allowed for config key: {name}")
             current = new.get(name)
+            base = (_broker_list_base(name, kind) if broker
+                    else _topic_list_base(name, kind, broker_props))
             if current is None:
-                current = topic_config.resolve(name, {}, broker_props).value
+                current = base
             items = [v.strip() for v in current.split(",") if v.strip()]
             given = [v.strip() for v in (value or "").split(",") if v.strip()]
             if kind is OpType.APPEND:
@@ -198,6 +196,29 @@ def incremental_overrides(
                 items = [v for v in items if v not in given]
             new[name] = ",".join(items)
     return new
+
+
+def _not_a_list(kind: OpType, name: str) -> TopicError:
+    return TopicError(ErrorCode.INVALID_CONFIG,
+                      f"Config value {kind.name.lower()} is not allowed for config key: {name}")
+
+
+def _topic_list_base(name: str, kind: OpType, broker_props: Mapping[str, str]) -> str:
+    definition = topic_config.TOPIC_CONFIGS.get(name)
+    if definition is None:
+        raise TopicError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
+    if definition.type is not ConfigType.LIST:
+        raise _not_a_list(kind, name)
+    return topic_config.resolve(name, {}, broker_props).value
+
+
+def _broker_list_base(name: str, kind: OpType) -> str:
+    prop = PROPERTIES.get(name)
+    if prop is None:
+        raise TopicError(ErrorCode.INVALID_CONFIG, f"Unknown config name: {name}")
+    if prop.type is not PropType.LIST:
+        raise _not_a_list(kind, name)
+    return prop.default or ""
 
 
 async def apply_topic_configs(

@@ -44,7 +44,9 @@ def _apply_operations(
 ) -> dict[str, str | None]:
     """The topic's overrides after the resource's operations, in request order."""
     ops = [(c.name, c.config_operation, c.value) for c in resource.configs]
-    return config_admin.incremental_overrides(current, ops, admin.log_broker_props())
+    return config_admin.incremental_overrides(
+        current, ops, admin.log_broker_props(),
+        broker=resource.resource_type == config_admin.ResourceType.BROKER)
 
 
 @api(IncrementalAlterConfigsRequest.API_KEY, min_version=0, max_version=1,

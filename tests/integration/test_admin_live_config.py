@@ -12,6 +12,7 @@ from client.sync import SyncClient
 from protocol.errors import ErrorCode
 from protocol.messages.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
 from tests.integration.data_path_client import batch, produce
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -49,3 +50,56 @@ def test_deleted_topic_is_unknown_to_produce(module_broker: Any) -> None:
         admin.delete_topics(["live-del"])
         assert produce(client, "live-del", 1, batch([b"x"])).error_code == (
             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+
+
+def test_incremental_append_and_subtract_on_a_dynamic_broker_list(module_broker: Any) -> None:
+    """IncrementalAlterConfigs APPEND / SUBTRACT on a broker's dynamic LIST config
+    (log.cleanup.policy, a dynamic log default) start from Kafka's default when the level
+    has no value (ConfigAdminManager), reach the topics without an override at once, and
+    are refused on a config that is not a list, with Kafka's message."""
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ConfigSource,
+        ResourceType,
+    )
+
+    bs = module_broker.bootstrap
+    with SyncClient(bs) as client:
+        client.create_topic("incr-list", 1, 1)
+    admin = AdminClient({"bootstrap.servers": bs})
+
+    def alter(name: str, value: str, op: AlterConfigOpType) -> None:
+        resource = ConfigResource(ResourceType.BROKER, "0", incremental_configs=[
+            ConfigEntry(name, value, incremental_operation=op)])
+        admin.incremental_alter_configs([resource])[resource].result(timeout=30)
+
+    def topic_policy() -> str:
+        resource = ConfigResource(ResourceType.TOPIC, "incr-list")
+        entries = admin.describe_configs([resource])[resource].result(timeout=30)
+        return str(entries["cleanup.policy"].value)
+
+    def broker_policy() -> str | None:
+        resource = ConfigResource(ResourceType.BROKER, "0")
+        entry = admin.describe_configs([resource])[resource].result(timeout=30)[
+            "log.cleanup.policy"]
+        return str(entry.value) if entry.source == ConfigSource.DYNAMIC_BROKER_CONFIG.value else None
+
+    def shows(broker: str | None, topic: str) -> None:
+        # The broker applies a stored change when its notification arrives (as Kafka).
+        wait_for(lambda: (broker_policy(), topic_policy()) == (broker, topic), timeout_s=10,
+                 what=f"log.cleanup.policy {broker}, the topic's {topic}", step_s=0.05)
+
+    try:
+        alter("log.cleanup.policy", "compact", AlterConfigOpType.APPEND)
+        shows("delete,compact", "delete,compact")
+        alter("log.cleanup.policy", "delete", AlterConfigOpType.SUBTRACT)
+        shows("compact", "compact")
+        with pytest.raises(Exception, match=r"Config value append is not allowed for config "
+                                            r"key: num\.io\.threads"):
+            alter("num.io.threads", "9", AlterConfigOpType.APPEND)
+    finally:
+        alter("log.cleanup.policy", "", AlterConfigOpType.DELETE)
+    shows(None, "delete")
