@@ -20,6 +20,14 @@ and does not start Spark. A first run that fails before any batch lands removes 
 and checkpoint directories it created. Prints one progress line per batch and a summary that
 counts the records landed by this run (a batch an interrupted run had landed already is
 rewritten, and counted apart); exit status 0 on success, 1 otherwise (one line on stderr).
+
+Spark starts the source's streaming reader in a Python worker that must connect back to the
+driver within a fixed 10 s (``PythonWorkerFactory.createSimpleWorker``; no setting changes
+it). On an overloaded machine that start can take longer, and the query then fails before
+it reads anything ("Python worker failed to connect back"). Such a query is started again
+from its checkpoint, which keeps the exactly-once guarantee, at most
+``WORKER_START_ATTEMPTS`` times in all, each restart announced on stdout; any other failure
+ends the run at once.
 """
 
 from __future__ import annotations
@@ -37,6 +45,9 @@ from spark_ingest.offsets import SourceError
 from spark_ingest.options import SourceOptions, parse_options
 
 PREFLIGHT_TIMEOUT_MS: Final = 4_000
+WORKER_START_ATTEMPTS: Final = 3
+# What Spark says (its SparkException's message) when the Python worker did not connect back.
+WORKER_DID_NOT_CONNECT_BACK: Final = "Python worker failed to connect back"
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,24 +168,40 @@ def run(args: argparse.Namespace) -> Summary:
 
 
 def _run_query(args: argparse.Namespace, output: Path, checkpoint: Path) -> list[Any]:
+    from pyspark.errors import StreamingQueryException
+
     from spark_ingest.parquet_sink import ParquetBatchSink
     from spark_ingest.session import local_session
 
     spark = local_session("minikafka-spark-ingest", args.cores,
                           kafka_jars=True if args.source == "kafka" else None)
     sink = ParquetBatchSink(output, log=lambda line: print(line, flush=True))
+    deadline = time.monotonic() + args.timeout_s
     try:
-        reader = spark.readStream.format(args.source)
-        for key, value in source_options(args).items():
-            reader = reader.option(key, value)
-        query = (reader.load().writeStream.foreachBatch(sink.write_batch)
-                 .option("checkpointLocation", str(checkpoint))
-                 .trigger(availableNow=True).start())
-        if not query.awaitTermination(args.timeout_s):
-            query.stop()
-            raise SourceError(f"--timeout-s: the run did not finish within {args.timeout_s} s")
-        if query.exception() is not None:
-            raise SourceError(clear_error(str(query.exception())))
+        for attempt in range(1, WORKER_START_ATTEMPTS + 1):
+            reader = spark.readStream.format(args.source)
+            for key, value in source_options(args).items():
+                reader = reader.option(key, value)
+            query = (reader.load().writeStream.foreachBatch(sink.write_batch)
+                     .option("checkpointLocation", str(checkpoint))
+                     .trigger(availableNow=True).start())
+            try:
+                finished = query.awaitTermination(max(deadline - time.monotonic(), 0.001))
+            except StreamingQueryException as exc:  # the query stopped on this failure
+                failure: object = exc
+            else:
+                if not finished:
+                    query.stop()
+                    raise SourceError(f"--timeout-s: the run did not finish within {args.timeout_s} s")
+                failure = query.exception()
+                if failure is None:
+                    break
+            if WORKER_DID_NOT_CONNECT_BACK in str(failure) and attempt < WORKER_START_ATTEMPTS:
+                print(f"restart: Spark's Python worker did not connect back within Spark's fixed 10 s "
+                      f"(an overloaded machine?); starting the query again from its checkpoint "
+                      f"(attempt {attempt + 1} of {WORKER_START_ATTEMPTS})", flush=True)
+                continue
+            raise SourceError(clear_error(str(failure)))
     finally:
         spark.stop()
     return list(sink.results)

@@ -186,3 +186,38 @@ def test_options_and_topics_are_checked_before_spark_starts(module_broker: Broke
         err = capsys.readouterr().err
         assert err.startswith(f"minikafka spark-ingest: error: {message}") and err.count("\n") == 1, err
         assert not out.exists()
+
+
+def test_query_starts_again_when_sparks_python_worker_connects_back_late(
+        module_broker: BrokerProcess, tmp_path: Path) -> None:
+    """Spark gives the streaming reader's Python worker a fixed 10 s to connect back. Here the
+    first such worker starts 12 s late (the workers' Python is a wrapper that sleeps once
+    before running the real one): the job says so, starts the query again from its checkpoint
+    and lands every record exactly once."""
+    bootstrap = module_broker.bootstrap
+    with SyncClient(bootstrap, timeout_ms=10_000) as admin:
+        admin.create_topic("slow-start", 2, 1, {})
+    produce(bootstrap, "slow-start", 0, 1_000, 2)
+    marker = tmp_path / "slowed-once"
+    wrapper = tmp_path / "python"
+    wrapper.write_text("#!/bin/sh\n"
+                       'case "$*" in *python_streaming_source_runner*)\n'
+                       f'  if mkdir "{marker}" 2>/dev/null; then sleep 12; fi;;\n'
+                       "esac\n"
+                       f'exec "{sys.executable}" "$@"\n')
+    wrapper.chmod(0o755)
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "cli", "spark-ingest", "--bootstrap-server", bootstrap,
+                           "--topics", "slow-start", "--output", str(out), "--timeout-s", str(RUN_TIMEOUT_S)],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=RUN_TIMEOUT_S + 60,
+                          check=False, env={**os.environ, "PYSPARK_PYTHON": str(wrapper)})
+    assert proc.returncode == 0, (proc.stdout, proc.stderr[-3000:])
+    assert marker.is_dir()  # the wrapper did delay a streaming reader's worker
+    restarts = [line for line in proc.stdout.splitlines() if line.startswith("restart: ")]
+    assert restarts == ["restart: Spark's Python worker did not connect back within Spark's fixed 10 s "
+                        "(an overloaded machine?); starting the query again from its checkpoint "
+                        "(attempt 2 of 3)"], proc.stdout
+    assert "summary: " in proc.stdout and " 1000 records" in proc.stdout, proc.stdout
+    rows = landed(out)
+    assert len(rows) == 1_000 and len({(t, p, o) for t, p, o, _ in rows}) == 1_000
+    assert sorted(r[3] for r in rows) == sorted(f"slow-start-{i}".encode() for i in range(1_000))
