@@ -31,6 +31,7 @@ whole batch is dropped, as in Kafka (KIP-467).
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass
 from typing import NamedTuple, NoReturn
 
@@ -79,7 +80,9 @@ class ValidationConfig:
 class ValidBatch(NamedTuple):
     """A client's batch that passed the checks: its bytes and its header (read once)."""
 
-    buffer: memoryview
+    # builtins.memoryview: mypyc looks a NamedTuple's field types up by name in the module's
+    # globals, where memoryview is not (it knows int, str and the like without that).
+    buffer: builtins.memoryview
     head: BatchHeader
 
 

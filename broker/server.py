@@ -90,6 +90,7 @@ from controller.local_broker_configs import LocalBrokerConfigStore
 from controller.local_store import STORE_FILE as TOPICS_FILE
 from controller.local_store import LocalTopicStore, TopicStoreLoadError
 from controller.topic_store import TopicStore
+from protocol import native
 from storage import fileio
 from storage.errors import StorageError
 from storage.log_dir_failure import LogDirFailure
@@ -200,6 +201,7 @@ class BrokerServer:
                 await cluster_mode.wait_for_metadata(
                     self.broker.metadata_cache, self.broker.control, self.broker.broker_id)
             endpoints = ",".join(str(e) for e in self.broker.advertised_listeners)
+            log.info("Request path: %s", native.BUILD)
             log.info("[KafkaServer id=%d] started (cluster id %s, listening on %s)",
                      self.broker.broker_id, self.broker.cluster_id, endpoints)
             assert self.controller is not None

@@ -21,6 +21,8 @@ PREFIX: Final = "MINIKAFKA_"
 RESERVED: Final = frozenset({
     "MINIKAFKA_LOG_LEVEL", "MINIKAFKA_LOG_LEVELS", "MINIKAFKA_FETCH_COPY", "MINIKAFKA_KAFKA_LIBS",
     "MINIKAFKA_FULL_COMMIT_TEST",
+    # which build runs: storage.cleaner_native, protocol.native (not broker properties)
+    "MINIKAFKA_CLEANER_SCAN", "MINIKAFKA_REQUEST_PATH",
 })
 RESERVED_PREFIXES: Final = ("MINIKAFKA_TEST_",)
 _UNDERSCORES: Final = re.compile(r"_+")

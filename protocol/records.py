@@ -177,8 +177,15 @@ class RecordBatch:
 
     __slots__ = ("_buf",)
 
-    def __init__(self, buf: bytes | bytearray | memoryview) -> None:
-        """Wrap ``buf``, which must hold exactly one batch (header checked, CRC not)."""
+    def __init__(self, buf: bytes | bytearray | memoryview, checked: bool = False) -> None:
+        """Wrap ``buf``, which must hold exactly one batch (header checked, CRC not).
+
+        ``checked``: ``buf`` is a byte view whose header ``_check_at`` has already checked
+        (no ``cls.__new__`` shortcut: mypyc's compiled classes have none).
+        """
+        if checked and isinstance(buf, memoryview):
+            self._buf = buf
+            return
         view = _as_bytes_view(buf)
         size = len(view)
         if size < _HEADER_UP_TO_MAGIC_BYTES:
@@ -197,13 +204,6 @@ class RecordBatch:
                 f"the buffer holds {size}"
             )
         self._buf = view
-
-    @classmethod
-    def _checked(cls, view: memoryview) -> RecordBatch:
-        """Wrap a view whose header ``_check_at`` has already checked."""
-        batch = cls.__new__(cls)
-        batch._buf = view
-        return batch
 
     @property
     def buffer(self) -> memoryview:
@@ -446,7 +446,7 @@ def iter_batches(
         size = _check_at(view, pos, max_batch_bytes)
         if isinstance(size, _Stop):
             raise _error_for(size.reason, size.message)
-        yield RecordBatch._checked(view[pos : pos + size])
+        yield RecordBatch(view[pos : pos + size], True)
         pos += size
 
 
@@ -511,7 +511,7 @@ def scan_batches(
         size = _check_at(view, pos, max_batch_bytes)
         if isinstance(size, _Stop):
             return ScanResult(batches, pos, size.reason, size.message, count)
-        batch = RecordBatch._checked(view[pos : pos + size])
+        batch = RecordBatch(view[pos : pos + size], True)
         if verify_crc:
             actual = batch.compute_crc()
             if actual != batch.crc:

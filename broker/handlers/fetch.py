@@ -115,14 +115,17 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> HandlerRes
     else:
         readable = None if authorize_cluster(ctx, Op.CLUSTER_ACTION) else set()
     statuses: list[FetchPartitionStatus] = []
-    slots: list[int | ErrorCode] = []
+    # Each partition's place in ``statuses``, or the answer to an error read. Not an
+    # ``int | ErrorCode`` union: ErrorCode is an int, and code compiled by mypyc keeps such a
+    # union as a plain int, which loses the enum (isinstance could not tell them apart).
+    slots: list[int | ReadResult] = []
     for _key, cached in context.partitions:
         if readable is not None and cached.topic not in readable and (
                 cached.topic is not None or replica_id >= 0):
-            slots.append(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            slots.append(ReadResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
             continue
         if cached.topic is None or not cache.contains((cached.topic, cached.partition)):
-            slots.append(unknown)
+            slots.append(ReadResult(unknown))
             continue
         slots.append(len(statuses))
         statuses.append(FetchPartitionStatus(cached.topic, cached.partition, cached.fetch_offset,
@@ -139,7 +142,7 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> HandlerRes
         if window_bytes is not None:
             max_bytes = min(max_bytes, int(window_bytes))
     # An unknown partition is an error read: Kafka answers at once instead of waiting.
-    any_unknown = any(isinstance(slot, ErrorCode) for slot in slots)
+    any_unknown = any(isinstance(slot, ReadResult) for slot in slots)
     params = FetchParams(
         replica_id=replica_id,
         max_wait_ms=0 if any_unknown else min(max(0, request.max_wait_ms), MAX_WAIT_CAP_MS),
@@ -165,7 +168,7 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> HandlerRes
     aborted_empty = isolation is IsolationLevel.READ_COMMITTED
     answered: list[tuple[PartitionKey, CachedPartition, FetchResponse.PartitionData]] = []
     for (key, cached), slot in zip(context.partitions, slots, strict=True):
-        r = ReadResult(slot) if isinstance(slot, ErrorCode) else results[slot]
+        r = slot if isinstance(slot, ReadResult) else results[slot]
         data = _R.PartitionData(
             partition_index=cached.partition,
             error_code=r.error,

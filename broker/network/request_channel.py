@@ -35,12 +35,15 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import logging
 import time
 import types
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
+
+from mypy_extensions import mypyc_attr
 
 from broker.handlers.base import (
     LOADED_SPECS,
@@ -124,6 +127,10 @@ class Request:
             self.on_outcome(outcome)
 
 
+# A regular Python class even where this module is compiled (protocol.native): mypyc's
+# native classes cannot be weakly referenced, and broker.metrics.stages keeps a weak
+# reference to each channel. Its methods are compiled all the same.
+@mypyc_attr(native_class=False)
 class RequestChannel:
     def __init__(self, broker: Broker, *, queued_max_requests: int, num_workers: int,
                  metrics: RequestMetrics | None = None,
@@ -322,13 +329,10 @@ class RequestChannel:
             request.finish(CloseConnection("fault injected: connection dropped"))
             return True
         if isinstance(action, Delay):
-            deliver = request.on_outcome
-            delay_s = action.delay_ms / 1000
-
-            def later(outcome: Outcome) -> None:
-                asyncio.get_running_loop().call_later(delay_s, deliver, outcome)
-
-            request.on_outcome = later
+            # A partial, not a closure: mypyc cannot compile a closure in a method of a
+            # class that is not native (this one).
+            request.on_outcome = functools.partial(_deliver_later, action.delay_ms / 1000,
+                                                   request.on_outcome)
         return False
 
     async def _run_handler(self, spec: ApiSpec, ctx: RequestContext, body: object,
@@ -374,6 +378,10 @@ class RequestChannel:
             request.finish(outcome)
         else:
             request.finish(NoOp(throttle_ms))
+
+
+def _deliver_later(delay_s: float, deliver: Callable[[Outcome], None], outcome: Outcome) -> None:
+    asyncio.get_running_loop().call_later(delay_s, deliver, outcome)
 
 
 @types.coroutine

@@ -56,7 +56,9 @@ def test_environment_variable_names() -> None:
         with pytest.raises(EnvConfigError):
             property_name(bad)
     env = {"MINIKAFKA_LOG_LEVEL": "DEBUG", "MINIKAFKA_TEST_PAUSE_AT": "x", "MINIKAFKA_NUM_PARTITIONS": "3",
-           "KAFKA_LOG_DIRS": "/x", "PATH": "/bin"}
+           "KAFKA_LOG_DIRS": "/x", "PATH": "/bin",
+           # which builds run (storage.cleaner_native, protocol.native): not properties
+           "MINIKAFKA_CLEANER_SCAN": "pure", "MINIKAFKA_REQUEST_PATH": "pure"}
     assert broker_overrides(env) == [("MINIKAFKA_NUM_PARTITIONS", "num.partitions", "3")]
 
 
