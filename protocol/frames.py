@@ -151,10 +151,10 @@ def decode_request_header(frame: memoryview | bytes | bytearray) -> tuple[Reques
         client_id, p = _p.read_nullable_string(b, 8)
         if hv == 2:
             p = _p.skip_tagged_fields(b, p)
-    except ProtocolError as e:
-        raise ProtocolError(f"request header: {e}") from None
-    except (IndexError, ValueError) as e:
-        raise ProtocolError(f"request header: malformed: {e}") from None
+    except ProtocolError as error:  # one name per clause (protocol.primitives.decode_message)
+        raise ProtocolError(f"request header: {error}") from None
+    except (IndexError, ValueError) as malformed:
+        raise ProtocolError(f"request header: malformed: {malformed}") from None
     return RequestHeader(api_key, api_version, correlation_id,
                          "" if client_id is None else client_id), p
 

@@ -530,12 +530,14 @@ def decode_message(
     fn = table.get(version)
     if fn is None:
         raise UnsupportedVersionError(f"{name} has no version {version}")
+    # One name per except clause: mypyc types a name reused by several clauses as the
+    # first clause's exception, and fails on the others (protocol.native).
     try:
         return fn(as_view(buf), offset)
-    except ProtocolError as e:
-        raise ProtocolError(f"{name} v{version}: {e}") from None
-    except _DECODE_ERRORS as e:
-        raise ProtocolError(f"{name} v{version}: malformed: {e}") from None
+    except ProtocolError as error:
+        raise ProtocolError(f"{name} v{version}: {error}") from None
+    except _DECODE_ERRORS as malformed:
+        raise ProtocolError(f"{name} v{version}: malformed: {malformed}") from None
     except RecursionError:
         raise ProtocolError(f"{name} v{version}: nested too deeply") from None
 
@@ -557,12 +559,12 @@ def encode_message_parts(
     parts: list[Part] = []
     try:
         fn(obj, b, parts)
-    except UnsupportedVersionError as e:
-        raise UnsupportedVersionError(f"{name} v{version}: {e}") from None
-    except ProtocolError as e:
-        raise ProtocolError(f"{name} v{version}: {e}") from None
-    except _ENCODE_ERRORS as e:
-        raise ProtocolError(f"{name} v{version}: cannot encode: {e}") from None
+    except UnsupportedVersionError as unsupported:  # one name per clause, as in decode_message
+        raise UnsupportedVersionError(f"{name} v{version}: {unsupported}") from None
+    except ProtocolError as error:
+        raise ProtocolError(f"{name} v{version}: {error}") from None
+    except _ENCODE_ERRORS as bad_value:
+        raise ProtocolError(f"{name} v{version}: cannot encode: {bad_value}") from None
     if not parts:
         return [b]
     if b:

@@ -3,6 +3,7 @@ modules otherwise, and the pure modules still tested where the compiled ones are
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -25,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # broker's, the integration tests of that part, on brokers started with the same
 # environment): run again against the pure modules when the compiled ones run here.
 UNIT_TESTS: dict[str, tuple[str, ...]] = {
-    "protocol/primitives.py": ("unit/test_messages_primitives.py",),
+    "protocol/primitives.py": ("unit/test_messages_primitives.py",
+                               "unit/test_messages_bad_input.py"),
     "protocol/frames.py": ("unit/test_frames.py", "unit/test_frames_fastpath.py"),
     "protocol/batch_header.py": ("unit/test_records.py", "unit/test_record_validation.py"),
     "protocol/records.py": ("unit/test_records.py", "unit/test_records_fuzz.py"),
@@ -70,15 +72,35 @@ def test_the_compiled_build_runs_where_setup_could_build_it() -> None:
 
 
 def test_every_compiled_module_has_unit_tests_listed_here() -> None:
-    script = (ROOT / "scripts" / "build-request-path").read_text()
-    listed = script[script.index("MODULES = ["):script.index("]", script.index("MODULES = ["))]
-    modules = set(re.findall(r'"([\w/]+\.py)"', listed))
+    modules = set(compiled_modules())
     assert modules and modules <= set(UNIT_TESTS), modules - set(UNIT_TESTS)
     for tests in UNIT_TESTS.values():
         assert all((ROOT / "tests" / t).is_file() for t in tests), tests
     if native.COMPILED:
         manifest = json.loads((native.BUILD_DIR / native.MANIFEST).read_text())
         assert set(manifest["sources"]) == modules
+
+
+def compiled_modules() -> list[str]:
+    script = (ROOT / "scripts" / "build-request-path").read_text()
+    listed = script[script.index("MODULES = ["):script.index("]", script.index("MODULES = ["))]
+    return re.findall(r'"([\w/]+\.py)"', listed)
+
+
+def test_no_except_name_is_bound_to_two_exception_types_in_a_compiled_function() -> None:
+    """mypyc types ``e`` in ``except A as e: ... except B as e:`` as an A, and the B clause
+    then raises TypeError instead of running (in the compiled build only)."""
+    reused = []
+    for module in compiled_modules():
+        for fn in ast.walk(ast.parse((ROOT / module).read_text())):
+            if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                types: dict[str, set[str]] = {}
+                for node in ast.walk(fn):
+                    if isinstance(node, ast.ExceptHandler) and node.name and node.type:
+                        types.setdefault(node.name, set()).add(ast.unparse(node.type))
+                reused += [f"{module}:{fn.lineno} {fn.name}: {name} as {sorted(t)}"
+                           for name, t in types.items() if len(t) > 1]
+    assert not reused
 
 
 def test_the_environment_forces_the_pure_modules() -> None:
