@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from broker.config import BrokerConfig, ConfigError
 from broker.replica_manager import ReplicaManager
 from storage.cleaner import CleanerConfig, PartitionState, PartitionStates
-from storage.cleaner_filter import LastRecord
+from storage.cleaner_stats import LastRecord
 from storage.naming import TopicPartition
 from storage.offset_map import OffsetMap
 

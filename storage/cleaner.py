@@ -51,9 +51,9 @@ from storage.cleaner_engine import (
     cleaned_paths,
     read_chunks,
 )
-from storage.cleaner_filter import CleanerStats, LastRecord
 from storage.cleaner_manager import CleanerManager, LogToClean
 from storage.cleaner_process import CleanerProcess, WorkerDiedError
+from storage.cleaner_stats import CleanerStats, LastRecord
 from storage.errors import LogDirOfflineError, LogIOError
 from storage.naming import CLEANED_SUFFIX, TopicPartition
 from storage.segment import LogSegment

@@ -33,7 +33,7 @@ import time
 from typing import NamedTuple
 
 from storage.cleaner_engine import CleanerConfig, CleaningJob
-from storage.cleaner_filter import CleanerStats
+from storage.cleaner_stats import CleanerStats
 
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 MAX_FDS_PER_READ = 16

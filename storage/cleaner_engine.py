@@ -32,10 +32,10 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from protocol.batch_header import BATCH_LENGTH, LOG_OVERHEAD_BYTES
-from storage.cleaner_filter import BatchFilter, CleanerStats, LastRecord, batch_body
+from storage.cleaner_stats import CleanerStats, LastRecord
 from storage.errors import CorruptSegmentError
 from storage.naming import (
     CLEANED_SUFFIX,
@@ -44,9 +44,14 @@ from storage.naming import (
     log_file,
     time_index_file,
 )
-from storage.offset_map import OffsetMap
 from storage.offsets import INT32_MAX
 from storage.segment import BatchMeta, LogSegment
+
+if TYPE_CHECKING:
+    # Imported by the engine when it is built: only a cleaning (in the worker process, or
+    # the in-thread Cleaner) scans records, so the broker that drives the workers does not
+    # load the filter and the compiled record scan.
+    from storage.cleaner_filter import BatchFilter
 
 log = logging.getLogger("storage.cleaner")
 
@@ -230,14 +235,17 @@ def cleaned_paths(directory: Path, base_offset: int) -> list[Path]:
                       time_index_file(directory, base_offset))]
 
 
-def _body_of(chunk: bytes, pos: int, size: int, attributes: int) -> bytes:
-    return batch_body(memoryview(chunk)[pos : pos + size], attributes)
-
-
 class CleaningEngine:
     """Cleans one log at a time; it owns its offset map (one per cleaner)."""
 
     def __init__(self, config: CleanerConfig, throttler: Throttler) -> None:
+        from storage.cleaner_filter import batch_body
+        from storage.offset_map import OffsetMap
+
+        def body_of(chunk: bytes, pos: int, size: int, attributes: int) -> bytes:
+            return batch_body(memoryview(chunk)[pos : pos + size], attributes)
+
+        self._body_of = body_of
         threads = max(config.threads, 1)
         self.offset_map = OffsetMap(config.dedupe_buffer_size // threads,
                                     config.dedupe_buffer_load_factor)
@@ -246,6 +254,8 @@ class CleaningEngine:
 
     def clean(self, job: CleaningJob, host: CleaningHost) -> tuple[int, CleanerStats]:
         """Clean the job's log; returns the next first dirty offset and the statistics."""
+        from storage.cleaner_filter import BatchFilter
+
         stats = CleanerStats(start_s=time.monotonic())
         tp = job.tp
         log.info("Beginning cleaning of log %s", tp)
@@ -288,7 +298,7 @@ class CleaningEngine:
             for chunk in read_chunks(fd, seg.size_bytes, self.io_buffer_bytes):
                 host.check_done()
                 self.throttler.maybe_throttle(len(chunk))
-                messages, nulls, full = omap.map_chunk(chunk, job.first_dirty_offset, _body_of)
+                messages, nulls, full = omap.map_chunk(chunk, job.first_dirty_offset, self._body_of)
                 stats.map_messages_read += messages
                 stats.invalid_messages_read += nulls
                 if full:

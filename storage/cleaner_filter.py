@@ -40,7 +40,6 @@ import enum
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 from protocol import checksum
 from protocol.batch_header import (
@@ -61,6 +60,7 @@ from protocol.records import (
 )
 from storage.cleaner_native import scan
 from storage.cleaner_records import parse_records
+from storage.cleaner_stats import CleanerStats, LastRecord
 from storage.offset_map import OffsetMap
 from storage.segment import BatchMeta
 
@@ -72,43 +72,10 @@ _CONTROL_COMMIT = 1
 _CRC_START = 21
 
 
-class LastRecord(NamedTuple):
-    """An active producer's last data offset (None if its last entry is a marker) and epoch
-    (Kafka's ``LastRecord``)."""
-
-    last_data_offset: int | None
-    producer_epoch: int
-
-
 class BatchRetention(enum.Enum):
     DELETE = 0  # drop the batch without looking at its records
     RETAIN_EMPTY = 1  # keep the batch, as a bare header if no record is kept
     DELETE_EMPTY = 2  # drop the batch if no record is kept
-
-
-@dataclass(slots=True)
-class CleanerStats:
-    """What one cleaning read and wrote (Kafka's ``CleanerStats``)."""
-
-    start_s: float = 0.0
-    map_done_s: float = 0.0
-    end_s: float = 0.0
-    bytes_read: int = 0
-    bytes_written: int = 0
-    map_bytes_read: int = 0
-    map_messages_read: int = 0
-    messages_read: int = 0
-    messages_written: int = 0
-    invalid_messages_read: int = 0
-    buffer_utilization: float = 0.0
-
-    @property
-    def elapsed_s(self) -> float:
-        return max(self.end_s - self.start_s, 1e-9)
-
-    @property
-    def elapsed_index_s(self) -> float:
-        return max(self.map_done_s - self.start_s, 0.0)
 
 
 @dataclass(slots=True)

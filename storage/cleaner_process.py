@@ -51,7 +51,7 @@ from storage.cleaner_engine import (
     CleaningHost,
     CleaningJob,
 )
-from storage.cleaner_filter import CleanerStats
+from storage.cleaner_stats import CleanerStats
 from storage.naming import TopicPartition
 
 log = logging.getLogger("storage.cleaner")

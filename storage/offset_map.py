@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 
-from storage.cleaner_native import scan
 from storage.cleaner_scan import ENTRY_OVERHEAD_BYTES, MAX_RAW_KEY_BYTES, BodyOf
 
 __all__ = ["ENTRY_OVERHEAD_BYTES", "MAX_RAW_KEY_BYTES", "OffsetMap"]
@@ -96,6 +95,10 @@ class OffsetMap:
         """Put the keys of every record at or after ``start_offset`` in the whole batches of
         ``chunk`` (see ``storage.cleaner_scan.map_chunk``). Returns (records read, records
         without a key, full): when full, the map stopped before a key it had no room for."""
+        # Here, not at import: the broker builds an OffsetMap only to check its size at
+        # start-up; which scan runs (compiled or pure) matters to a cleaning.
+        from storage.cleaner_native import scan
+
         self._kept = None
         if chunk and int.from_bytes(chunk[:8], "big", signed=True) <= self._last_seen:
             self.in_order = False  # this chunk starts at or below where the last one ended
