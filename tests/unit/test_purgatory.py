@@ -109,3 +109,37 @@ async def test_zero_delay_completes_immediately() -> None:
 def test_negative_delay_refused() -> None:
     with pytest.raises(ValueError):
         Counter(-1, {"n": 0}, 1)
+
+
+async def test_wait_returns_once_completed_whether_parked_or_not() -> None:
+    # Completed before anyone waits: returns at once.
+    done = Counter(1000, {"n": 1}, 1)
+    done.force_complete()
+    await asyncio.wait_for(done.wait(), HANG_S)
+    # Never parked (no purgatory made its waiter): a wait made here ends at completion.
+    loose = Counter(1000, {"n": 0}, 1)
+    waiting = asyncio.create_task(loose.wait())
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    loose.force_complete()
+    await asyncio.wait_for(waiting, HANG_S)
+    assert loose.completions == 1
+
+
+async def test_a_cancelled_wait_leaves_the_operation_waitable() -> None:
+    p: Purgatory[str] = Purgatory("t")
+    state = {"n": 0}
+    op = Counter(5000, state, 1)
+    assert p.try_complete_else_watch(op, ["a"]) is False
+    first = asyncio.create_task(op.wait())
+    await asyncio.sleep(0)
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    again = asyncio.create_task(op.wait())
+    await asyncio.sleep(0)
+    assert not again.done()
+    state["n"] = 1
+    assert p.check_and_complete("a") == 1
+    await asyncio.wait_for(again, HANG_S)
+    assert (op.completions, op.expirations) == (1, 0)
