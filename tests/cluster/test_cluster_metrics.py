@@ -18,7 +18,7 @@ import pytest
 
 from client.sync import SyncClient
 from devcluster.zookeeper import ZooKeeper, free_ports
-from tests.cluster.conftest import ClusterBrokers
+from tests.cluster.conftest import ClusterBrokers, KazooFactory
 from tests.cluster.replication_support import alive_brokers
 from tests.cluster.tcp_proxy import TcpProxy
 from tests.cluster.test_cluster_brokers import controller_of, create, describe
@@ -220,7 +220,7 @@ SESSION_TIMEOUT_MS = 6000
 
 def test_ready_only_while_registered_in_zookeeper(
         cluster_brokers: Callable[..., ClusterBrokers], zk_chroot: str,
-        zk_proxy: TcpProxy) -> None:
+        zk_proxy: TcpProxy, kazoo_factory: KazooFactory, zk_connect: str) -> None:
     base = f"http://127.0.0.1:{free_ports(1)[0]}"
     brokers = cluster_brokers(0, zookeeper_session_timeout_ms=str(SESSION_TIMEOUT_MS))
     # ZooKeeper is not reachable yet: the broker waits for it (connection timeout 60 s).
@@ -257,6 +257,12 @@ def test_ready_only_while_registered_in_zookeeper(
     _, body = get(f"{base}/ready")
     assert "not registered in ZooKeeper" in body
     assert _status(base, "/health") == 200  # live all along
+    # The broker judges by its own clock; the server expires a session up to a tick later.
+    # Restored before that, the broker would rightly resume its old session: wait until
+    # ZooKeeper (asked directly, not through the cut proxy) has dropped the registration.
+    zk = kazoo_factory(zk_connect)
+    wait_until(lambda: zk.exists("/brokers/ids/1") is None, timeout_s=30,
+               what="ZooKeeper to expire the broker's session and drop /brokers/ids/1")
     # Back: a new session, registered again, the controller's metadata for it: ready.
     zk_proxy.restore()
     wait_until(lambda: _status(base, "/ready") == 200, timeout_s=30,
