@@ -21,30 +21,34 @@ An index holds no open file while it is not being written (Kafka's ``AbstractInd
 maps its file and closes the channel; here a map would cost a descriptor, see
 ``storage.map_budget``), so a partition costs one descriptor, its active ``.log``:
 
-- **Writable (active)**: the entries live in a ``bytearray`` (what Kafka's map of the
-  active index holds in memory), appended and searched there; the file is opened only
-  to write the entries not yet on disk, which happens at ``flush`` (before the log's
-  recovery point moves past them), ``trim`` (roll, close) and ``resize``, and to zero
-  entries removed by truncation that had reached the disk. The file is preallocated to
-  ``segment.index.bytes`` (10 MiB, rounded down to whole entries) when the index opens
-  and trimmed to the used size when the segment rolls or the log closes. After an
-  unclean stop the file holds the entries of the last flush and a zero tail, which
-  ``sanity_check`` detects (the segment then rebuilds it; recovery rebuilds every
-  segment past the recovery point anyway).
+- **Writable (active)**: new entries gather in memory (a ``bytearray``) and reach the
+  file, preallocated to ``segment.index.bytes`` (10 MiB, rounded down to whole entries)
+  when the index opens, in one ``pwrite`` when ``MEMORY_ENTRIES`` have gathered (the
+  last one stays in memory, for the order check of the next append), at ``flush``
+  (before the log's recovery point moves past them), ``trim`` (roll, close, which also
+  shrinks the file to the used size) and ``resize``; truncation zeroes the dropped
+  entries the file holds at once. Entries already in the file are read through its
+  map, like a sealed index's. Memory per partition stays bounded (Kafka keeps the same
+  bytes in its map of the file); the file is opened only for those writes. After an
+  unclean stop the file holds what was written and a zero tail, which ``sanity_check``
+  detects (the segment then rebuilds it; recovery rebuilds every segment past the
+  recovery point anyway).
 - **Read-only (sealed)**: the file is mapped on first lookup (open, ``mmap``, close) and
   the map is registered with ``storage.map_budget.MAPS``, which drops the oldest maps of
   the process beyond its bound; the next lookup maps the file again.
 
-Lookups binary-search the buffer in place (``struct.unpack_from``; nothing is copied);
-the offset index first narrows the range with a 1/64 in-memory sample (see
-``OffsetIndex``). Every operation reads the buffer into a local once, so a map evicted
-meanwhile (from any thread) stays valid until the operation ends.
+Lookups binary-search the entries in place (``struct.unpack_from`` on the memory or the
+map; only a block that spans both is copied); the offset index first narrows the range
+with a 1/64 in-memory sample (see ``OffsetIndex``). A lookup holds the map it reads in a
+local, so a map evicted meanwhile (from any thread) stays valid until it ends.
 
 Thread-safety: the owning ``Log`` serialises appends, truncation, resizing and lookups
 under its lock. ``flush`` may run without it (from a thread pool, while appends go on): a
-small per-index lock orders its disk writes against truncation's and ``close``; appends
-only extend the buffer before they count the entry, so a flush writes whole entries.
+small per-index lock orders its disk writes against the owner's (truncation, writing
+out a full memory, ``close``); appends only extend the memory before they count the
+entry, so a flush writes whole entries.
 """
+
 
 from __future__ import annotations
 
@@ -65,8 +69,10 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
-_READ_CHUNK_BYTES = 1 << 20
-_Buffer = bytearray | mmap.mmap
+_Buffer = bytearray | bytes | mmap.mmap
+# Entries a writable index keeps in memory: at the 4,096-byte index interval, the last
+# 4 MiB of log (8 KiB of offset entries, 12 KiB of time entries per partition).
+MEMORY_ENTRIES = 1024
 
 
 class OffsetPosition(NamedTuple):
@@ -87,21 +93,30 @@ def round_down_to_entries(size_bytes: int, entry_size_bytes: int) -> int:
     return size_bytes - size_bytes % entry_size_bytes
 
 
-def _read_prefix(fd: int, size_bytes: int) -> bytearray:
-    """The first ``size_bytes`` of the file (``pread`` in bounded chunks)."""
-    out = bytearray()
-    for _ in range(size_bytes // _READ_CHUNK_BYTES + 2):  # every turn reads or stops
-        if len(out) >= size_bytes:
+def _pread_exact(fd: int, size_bytes: int, position: int) -> bytes:
+    """``size_bytes`` at ``position``, fewer only at the end of the file."""
+    chunks: list[bytes] = []
+    got = 0
+    for _ in range(size_bytes // (1 << 20) + 2):  # every turn reads or stops
+        if got >= size_bytes:
             break
-        chunk = os.pread(fd, min(_READ_CHUNK_BYTES, size_bytes - len(out)), len(out))
+        chunk = os.pread(fd, size_bytes - got, position + got)
         if not chunk:
             break
-        out += chunk
-    return out
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
 
 
 class _Index:
-    """What both indexes share: the entries' buffer, the file behind it, resizing."""
+    """What both indexes share: where entries are (memory, file map), the file, resizing.
+
+    Entry ``i`` is in ``_mem`` at ``(i - _mem_start) * entry_size`` when ``i >= _mem_start``,
+    else in the file (read through ``_map``). Read-only: ``_mem_start == entries``, nothing
+    in memory. Writable: ``_mem_start <= _disk_entries`` (what memory dropped is in the
+    file) and, when there are entries, ``_mem_start < entries`` (the last entry, which an
+    append compares with, is in memory).
+    """
 
     entry_size_bytes: ClassVar[int]
 
@@ -117,10 +132,8 @@ class _Index:
         self._lock = threading.Lock()  # disk writes: flush (any thread) vs truncation, close
         self._closed = False
         self._unsynced = False  # written since the last fsync
-        # Writable: every entry, in a bytearray. Read-only: the file's map, or None until
-        # the next lookup maps it (never mapped yet, or evicted by the map budget).
-        self._buf: _Buffer | None = None
-        self._disk_entries = 0  # entries of the buffer that the file holds (writable)
+        self._mem = bytearray()
+        self._map: mmap.mmap | None = None  # the file, mapped on demand (map budget)
         if writable:
             self._open_writable()
         else:
@@ -132,50 +145,68 @@ class _Index:
             # An existing file's entry count is its whole entries (Kafka does the same);
             # a zero-padded tail from an unclean stop is caught by sanity_check().
             self._entries = self._file_size_bytes // self.entry_size_bytes
+            self._disk_entries = self._entries
+            self._mem_start = self._entries
 
     def _open_writable(self) -> None:
-        """Create or read the file, size it to ``segment.index.bytes``, close it."""
+        """Create or open the file, read its last entries, size it to
+        ``segment.index.bytes``, close it."""
         es = self.entry_size_bytes
         fd = fileio.open_new(self.path, os.O_RDWR)
         try:
             size = os.fstat(fd).st_size
             entries = size // es
-            buf = _read_prefix(fd, entries * es)
-            entries = len(buf) // es
-            del buf[entries * es:]
+            start = max(0, entries - MEMORY_ENTRIES)
+            mem = bytearray(_pread_exact(fd, (entries - start) * es, start * es))
+            entries = start + len(mem) // es
+            del mem[(entries - start) * es:]
             target = max(self._max_size_bytes, entries * es)
             if target != size:
                 fileio.ftruncate(fd, target, self.path)
         finally:
             os.close(fd)  # no descriptor leaks when sizing the file fails
-        self._buf = buf
+        self._mem = mem
+        self._mem_start = start
         self._entries = entries
         self._disk_entries = entries
         self._file_size_bytes = target
 
-    # ------------------------------------------------------------------ buffer
-    def _view(self) -> _Buffer | None:
-        """The entries' buffer, mapping a read-only file if it is not mapped now."""
-        buf = self._buf
-        if buf is None and self._entries and not self._closed and not self._writable:
+    # ------------------------------------------------------------------ reading
+    def _file_map(self, need_bytes: int) -> mmap.mmap:
+        """The file's map covering ``need_bytes`` (mapped again when it does not)."""
+        m = self._map
+        if m is None or len(m) < need_bytes:
+            self._drop_map()
             fd = os.open(self.path, os.O_RDONLY)
             try:
-                buf = mmap.mmap(fd, self._file_size_bytes, access=mmap.ACCESS_READ)
+                m = mmap.mmap(fd, os.fstat(fd).st_size, access=mmap.ACCESS_READ)
             finally:
                 os.close(fd)  # the map keeps its own duplicate
-            self._buf = buf
+            if len(m) < need_bytes:
+                raise CorruptIndexError(f"{self.path} is shorter than its {need_bytes} bytes")
+            self._map = m
             MAPS.mapped(self.evict_map)
-        return buf
+        return m
+
+    def _source(self, lo: int, hi: int) -> tuple[_Buffer, int]:
+        """A buffer holding entries ``lo..hi`` and the index of its first entry."""
+        ms = self._mem_start
+        es = self.entry_size_bytes
+        if lo >= ms:
+            return self._mem, ms
+        if hi < ms:
+            return self._file_map(ms * es), 0
+        head = self._file_map(ms * es)[lo * es:ms * es]  # a block across the two
+        return head + self._mem[:(hi + 1 - ms) * es], lo
 
     def evict_map(self) -> None:
-        """The map budget drops this index's map (the next lookup maps the file again)."""
-        if not self._writable:
-            self._buf = None
+        """The map budget drops this index's map (the next read maps the file again)."""
+        self._map = None
 
-    def _drop_buffer(self) -> None:
-        if not self._writable and self._buf is not None:
+    def _drop_map(self) -> None:
+        if self._map is not None:
             MAPS.unmapped(self.evict_map)
-        self._buf = None
+        self._map = None
 
     # ------------------------------------------------------------------ disk
     def _write_out(self, size_bytes: int | None = None) -> None:
@@ -183,17 +214,18 @@ class _Index:
         one ``open``. Called with ``self._lock`` held."""
         es = self.entry_size_bytes
         n = self._entries  # appends may go on (another thread): write what is counted now
-        buf = self._buf
-        pending = self._writable and n > self._disk_entries and buf is not None
+        pending = self._writable and n > self._disk_entries
         if not pending and (size_bytes is None or size_bytes == self._file_size_bytes):
             return
+        if size_bytes is not None and size_bytes < self._file_size_bytes:
+            self._drop_map()  # never a map past the end of the file
         fd = os.open(self.path, os.O_RDWR)
         try:
             self._unsynced = True
             if pending:
-                assert buf is not None
-                start = self._disk_entries * es
-                fileio.pwrite_all(fd, buf[start:n * es], start, self.path)
+                start, ms = self._disk_entries, self._mem_start
+                fileio.pwrite_all(fd, self._mem[(start - ms) * es:(n - ms) * es], start * es,
+                                  self.path)
                 self._disk_entries = n
                 self._file_size_bytes = max(self._file_size_bytes, n * es)
             if size_bytes is not None and size_bytes != self._file_size_bytes:
@@ -201,6 +233,16 @@ class _Index:
                 self._file_size_bytes = size_bytes
         finally:
             os.close(fd)
+
+    def _spill(self) -> None:
+        """Write the entries in memory and keep only the last one there (appends call it
+        when ``MEMORY_ENTRIES`` have gathered; the owner's thread, under its lock)."""
+        es = self.entry_size_bytes
+        with self._lock:
+            self._write_out()
+            keep_from = self._entries - 1
+            del self._mem[:(keep_from - self._mem_start) * es]
+            self._mem_start = keep_from
 
     # ------------------------------------------------------------------ sizing
     @property
@@ -242,8 +284,10 @@ class _Index:
         the next lookup maps the file."""
         if self._writable:
             self.trim()
-            self._writable = False
-            self._buf = None
+            with self._lock:
+                self._writable = False
+                self._mem = bytearray()
+                self._mem_start = self._entries
 
     def resize(self, max_index_size_bytes: int) -> None:
         """Grow a writable index back to ``segment.index.bytes`` (a truncated segment
@@ -266,21 +310,34 @@ class _Index:
         es = self.entry_size_bytes
         with self._lock:
             keep = max(0, min(self._entries, entries))
-            if self._writable and keep < self._disk_entries:
-                # Zero the dropped entries the file holds, so an untrimmed file never shows
-                # stale ones (bounded by segment.index.bytes).
-                end = min(self._disk_entries * es, self._file_size_bytes)
-                if end > keep * es:
-                    fd = os.open(self.path, os.O_RDWR)
-                    try:
+            if not self._writable:
+                self._entries = self._mem_start = keep
+                return
+            ms = self._mem_start
+            # The new last entry back into memory when memory no longer holds it.
+            reload_from = keep - 1 if 0 < keep <= ms else None
+            if keep < self._disk_entries or reload_from is not None:
+                fd = os.open(self.path, os.O_RDWR)
+                try:
+                    # Zero the dropped entries the file holds, so an untrimmed file never
+                    # shows stale ones (bounded by segment.index.bytes).
+                    end = min(self._disk_entries * es, self._file_size_bytes)
+                    if end > keep * es:
                         self._unsynced = True
                         fileio.pwrite_all(fd, bytes(end - keep * es), keep * es, self.path)
-                    finally:
-                        os.close(fd)
-                self._disk_entries = keep
-            buf = self._buf
-            if self._writable and isinstance(buf, bytearray):
-                del buf[keep * es:]
+                    if reload_from is not None:
+                        last = _pread_exact(fd, (keep - reload_from) * es, reload_from * es)
+                finally:
+                    os.close(fd)
+                self._disk_entries = min(self._disk_entries, keep)
+            if reload_from is not None:
+                self._mem = bytearray(last)
+                self._mem_start = reload_from
+            elif keep == 0:
+                self._mem = bytearray()
+                self._mem_start = 0
+            else:
+                del self._mem[(keep - ms) * es:]
             self._entries = keep
 
     def flush(self) -> None:
@@ -309,14 +366,16 @@ class _Index:
             self.trim()
         with self._lock:
             self._closed = True
-            self._drop_buffer()
+            self._drop_map()
+            self._mem = bytearray()
 
     def abandon(self) -> None:
-        """Close without writing or trimming: the file keeps what the last flush wrote
-        and its preallocated size (as after a crash)."""
+        """Close without writing or trimming: the file keeps what was written (at flush,
+        or when memory filled) and its preallocated size, as after a crash."""
         with self._lock:
             self._closed = True
-            self._drop_buffer()
+            self._drop_map()
+            self._mem = bytearray()
 
     def rename_to(self, path: Path) -> None:
         with self._lock:
@@ -329,13 +388,16 @@ class _Index:
         self.close()
         self.path.unlink(missing_ok=True)
 
-    def _require_writable_space(self) -> bytearray:
-        buf = self._buf
-        if not self._writable or not isinstance(buf, bytearray) or self._closed:
+    def _append_position(self) -> int:
+        """Where the next entry goes in ``_mem`` (writing out first when it is full);
+        raises for a read-only, closed or full index."""
+        if not self._writable or self._closed:
             raise InvalidIndexAppendError(f"{self.path} is read-only")
         if self._entries >= self._max_size_bytes // self.entry_size_bytes:
             raise InvalidIndexAppendError(f"{self.path} is full ({self._entries} entries)")
-        return buf
+        if self._entries - self._mem_start >= MEMORY_ENTRIES:
+            self._spill()
+        return (self._entries - self._mem_start) * self.entry_size_bytes
 
     def _relative(self, offset: int) -> int:
         relative = offset - self.base_offset
@@ -354,9 +416,9 @@ class OffsetIndex(_Index):
 
     Lookups are two-level: a small in-memory sample (every 64th entry's relative offset
     and position, 1/64 of the file, kept in step by append and truncation) is bisected
-    in C, then the final step binary-searches that block of at most 64 entries in the
-    buffer. The buffer stays the only full copy; the sample is rebuilt from it on first
-    use, and outlives an evicted map.
+    in C, then the final step binary-searches that block of at most 64 entries where it
+    lies (memory or the file's map). The sample is built from the entries on first use
+    and outlives an evicted map.
     """
 
     entry_size_bytes = 8
@@ -368,12 +430,13 @@ class OffsetIndex(_Index):
         self._sample_pos: list[int] = []
         super().__init__(path, base_offset, max_index_size_bytes, writable=writable)
 
-    def _sample(self, buf: _Buffer) -> list[int]:
+    def _sample(self) -> list[int]:
         if self._sample_rel is None:
             rel: list[int] = []
             pos: list[int] = []
             for i in range(0, self._entries, _SAMPLE_STRIDE):
-                r, p = _OFFSET_ENTRY.unpack_from(buf, i * 8)
+                buf, first = self._source(i, i)
+                r, p = _OFFSET_ENTRY.unpack_from(buf, (i - first) * 8)
                 rel.append(r)
                 pos.append(p)
             self._sample_rel, self._sample_pos = rel, pos
@@ -387,10 +450,10 @@ class OffsetIndex(_Index):
             del self._sample_pos[keep:]
 
     def entry(self, n: int) -> OffsetPosition:
-        buf = self._view() if 0 <= n < self._entries else None
-        if buf is None:
+        if not 0 <= n < self._entries or self._closed:
             raise IndexError(f"entry {n} of {self._entries} in {self.path}")
-        relative, position = _OFFSET_ENTRY.unpack_from(buf, n * 8)
+        buf, first = self._source(n, n)
+        relative, position = _OFFSET_ENTRY.unpack_from(buf, (n - first) * 8)
         return OffsetPosition(Offset(self.base_offset + relative), Position(position))
 
     def last_entry(self) -> OffsetPosition:
@@ -401,70 +464,76 @@ class OffsetIndex(_Index):
 
     def append(self, offset: int, position: int) -> None:
         """Add (offset, position); offsets must increase strictly (Kafka's rule)."""
-        buf = self._require_writable_space()
+        at = self._append_position()
         relative = self._relative(offset)
-        n = self._entries
-        if n > 0 and relative <= _I32.unpack_from(buf, (n - 1) * 8)[0]:
+        mem = self._mem
+        if at and relative <= _I32.unpack_from(mem, at - 8)[0]:
             raise InvalidIndexAppendError(
                 f"offset {offset} is not above the last entry of {self.path}"
             )
         if not 0 <= position <= INT32_MAX:
             raise InvalidIndexAppendError(f"position {position} does not fit an int32")
-        buf += _OFFSET_ENTRY.pack(relative, position)  # the bytes first, then the count
+        n = self._entries
+        mem += _OFFSET_ENTRY.pack(relative, position)  # the bytes first, then the count
         if self._sample_rel is not None and n % _SAMPLE_STRIDE == 0:
             self._sample_rel.append(relative)
             self._sample_pos.append(position)
         self._entries = n + 1
 
-    def _search(self, buf: _Buffer, target: int, sample: list[int],
-                field_offset: int) -> OffsetPosition:
-        """Bisect the sample (C), then binary-search its block of <= 64 entries in the
-        buffer; ``field_offset`` 0 compares relative offsets, 4 compares positions."""
+    def _search(self, target: int, sample: list[int], field_offset: int) -> OffsetPosition:
+        """Bisect the sample (C), then binary-search its block of <= 64 entries where it
+        lies; ``field_offset`` 0 compares relative offsets, 4 compares positions."""
         k = bisect.bisect_right(sample, target) - 1
         if k < 0:
             return OffsetPosition(Offset(self.base_offset), Position(0))
         lo = k * _SAMPLE_STRIDE
         hi = min(lo + _SAMPLE_STRIDE - 1, self._entries - 1)
+        ms = self._mem_start
+        if lo >= ms:  # the active segment's recent entries: in memory
+            buf: _Buffer = self._mem
+            first = ms
+        else:
+            buf, first = self._source(lo, hi)
         unpack = _I32.unpack_from
         while lo < hi:  # at most 6 turns: 64 entries, halved each time
             mid = (lo + hi + 1) >> 1
-            if unpack(buf, mid * 8 + field_offset)[0] <= target:
+            if unpack(buf, (mid - first) * 8 + field_offset)[0] <= target:
                 lo = mid
             else:
                 hi = mid - 1
-        relative, position = _OFFSET_ENTRY.unpack_from(buf, lo * 8)
+        relative, position = _OFFSET_ENTRY.unpack_from(buf, (lo - first) * 8)
         return OffsetPosition(Offset(self.base_offset + relative), Position(position))
 
     def lookup(self, target_offset: int) -> OffsetPosition:
         """The entry with the largest offset <= target, or (base offset, 0) if none."""
-        buf = self._buf if self._entries else None
-        if buf is None and self._entries:
-            buf = self._view()
-        if buf is None:
+        if self._entries == 0 or self._closed:
             return OffsetPosition(Offset(self.base_offset), Position(0))
-        return self._search(buf, target_offset - self.base_offset, self._sample(buf), 0)
+        return self._search(target_offset - self.base_offset, self._sample(), 0)
 
     def lookup_position(self, target_position: int) -> OffsetPosition:
         """The entry with the largest position <= target, or (base offset, 0) if none.
 
         Positions increase with offsets, so the same two-level search applies.
         """
-        buf = self._view() if self._entries else None
-        if buf is None:
+        if self._entries == 0 or self._closed:
             return OffsetPosition(Offset(self.base_offset), Position(0))
-        self._sample(buf)
-        return self._search(buf, target_position, self._sample_pos, 4)
+        self._sample()
+        return self._search(target_position, self._sample_pos, 4)
+
+    def _relative_at(self, i: int) -> int:
+        buf, first = self._source(i, i)
+        value: int = _I32.unpack_from(buf, (i - first) * 8)[0]
+        return value
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry whose offset is >= ``offset``."""
-        buf = self._view() if self._entries else None
         relative = offset - self.base_offset
-        if buf is None:
+        if self._entries == 0 or self._closed:
             return
         lo, hi = 0, self._entries  # first entry with relative >= target
         while lo < hi:  # at most 32 turns
             mid = (lo + hi) >> 1
-            if _I32.unpack_from(buf, mid * 8)[0] < relative:
+            if self._relative_at(mid) < relative:
                 lo = mid + 1
             else:
                 hi = mid
@@ -477,15 +546,14 @@ class OffsetIndex(_Index):
             raise CorruptIndexError(
                 f"{self.path}: size {self._file_size_bytes} is not a multiple of 8"
             )
-        buf = self._view() if self._entries else None
-        if buf is None:
+        if self._entries == 0 or self._closed:
             return
-        first = _I32.unpack_from(buf, 0)[0]
-        last_relative = _I32.unpack_from(buf, (self._entries - 1) * 8)[0]
+        first = self._relative_at(0)
+        last_relative = self._relative_at(self._entries - 1)
         if first < 0 or last_relative < 0:
             raise CorruptIndexError(f"{self.path}: negative relative offset")
         if self._entries > 1:
-            prev_relative = _I32.unpack_from(buf, (self._entries - 2) * 8)[0]
+            prev_relative = self._relative_at(self._entries - 2)
             if last_relative <= prev_relative:
                 raise CorruptIndexError(
                     f"{self.path}: last entry (relative offset {last_relative}) is not above "
@@ -503,11 +571,15 @@ class TimeIndex(_Index):
     def is_full(self) -> bool:
         return self._entries >= self.max_entries - 1
 
+    def _at(self, n: int) -> tuple[int, int]:
+        buf, first = self._source(n, n)
+        timestamp, relative = _TIME_ENTRY.unpack_from(buf, (n - first) * 12)
+        return timestamp, relative
+
     def entry(self, n: int) -> TimestampOffset:
-        buf = self._view() if 0 <= n < self._entries else None
-        if buf is None:
+        if not 0 <= n < self._entries or self._closed:
             raise IndexError(f"entry {n} of {self._entries} in {self.path}")
-        timestamp, relative = _TIME_ENTRY.unpack_from(buf, n * 12)
+        timestamp, relative = self._at(n)
         return TimestampOffset(timestamp, Offset(self.base_offset + relative))
 
     def last_entry(self) -> TimestampOffset:
@@ -523,47 +595,45 @@ class TimeIndex(_Index):
         """
         if not skip_full_check and self.is_full:
             raise InvalidIndexAppendError(f"{self.path} is full ({self._entries} entries)")
-        buf = self._require_writable_space()
+        at = self._append_position()
         relative = self._relative(offset)
-        n = self._entries
-        if n > 0:
-            last_ts, last_rel = _TIME_ENTRY.unpack_from(buf, (n - 1) * 12)
+        mem = self._mem
+        if at:
+            last_ts, last_rel = _TIME_ENTRY.unpack_from(mem, at - 12)
             if relative < last_rel:
                 raise InvalidIndexAppendError(
                     f"offset {offset} is below the last entry of {self.path}"
                 )
             if timestamp <= last_ts:
                 return False
-        buf += _TIME_ENTRY.pack(timestamp, relative)  # the bytes first, then the count
-        self._entries = n + 1
+        mem += _TIME_ENTRY.pack(timestamp, relative)  # the bytes first, then the count
+        self._entries += 1
         return True
 
     def lookup(self, target_timestamp: int) -> TimestampOffset:
         """The entry with the largest timestamp <= target, or (-1, base offset) if none."""
         hi = self._entries - 1
-        buf = self._view() if hi >= 0 else None
-        if buf is None or _I64.unpack_from(buf, 0)[0] > target_timestamp:
+        if hi < 0 or self._closed or self._at(0)[0] > target_timestamp:
             return TimestampOffset(NO_TIMESTAMP, Offset(self.base_offset))
         lo = 0
         while lo < hi:  # at most 32 turns
             mid = (lo + hi + 1) >> 1
-            if _I64.unpack_from(buf, mid * 12)[0] <= target_timestamp:
+            if self._at(mid)[0] <= target_timestamp:
                 lo = mid
             else:
                 hi = mid - 1
-        timestamp, relative = _TIME_ENTRY.unpack_from(buf, lo * 12)
+        timestamp, relative = self._at(lo)
         return TimestampOffset(timestamp, Offset(self.base_offset + relative))
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry whose offset is >= ``offset``."""
-        buf = self._view() if self._entries else None
         relative = offset - self.base_offset
-        if buf is None:
+        if self._entries == 0 or self._closed:
             return
         lo, hi = 0, self._entries
         while lo < hi:  # at most 32 turns
             mid = (lo + hi) >> 1
-            if _I32.unpack_from(buf, mid * 12 + 8)[0] < relative:
+            if self._at(mid)[1] < relative:
                 lo = mid + 1
             else:
                 hi = mid
@@ -575,15 +645,14 @@ class TimeIndex(_Index):
             raise CorruptIndexError(
                 f"{self.path}: size {self._file_size_bytes} is not a multiple of 12"
             )
-        buf = self._view() if self._entries else None
-        if buf is None:
+        if self._entries == 0 or self._closed:
             return
-        last_ts, last_rel = _TIME_ENTRY.unpack_from(buf, (self._entries - 1) * 12)
-        first_ts = _I64.unpack_from(buf, 0)[0]
+        last_ts, last_rel = self._at(self._entries - 1)
+        first_ts = self._at(0)[0]
         if last_rel < 0 or last_ts < first_ts:
             raise CorruptIndexError(f"{self.path}: last entry ({last_ts}, {last_rel}) is corrupt")
         if self._entries > 1:
-            prev_ts, prev_rel = _TIME_ENTRY.unpack_from(buf, (self._entries - 2) * 12)
+            prev_ts, prev_rel = self._at(self._entries - 2)
             if last_ts <= prev_ts or last_rel < prev_rel:
                 raise CorruptIndexError(
                     f"{self.path}: last entry ({last_ts}, {last_rel}) is not above the one "

@@ -230,11 +230,10 @@ def test_sealed_indexes_are_mapped_within_the_budget(tmp_path: Path) -> None:
             for n, idx in enumerate(indexes):
                 assert idx.lookup(n * 1000 + 151) == (n * 1000 + 150, 50 * 50)
                 assert len(MAPS) <= 2 and _open_fds() <= before + 2
-        held = indexes[0]._view()  # a reader's map stays valid after its eviction
-        assert held is not None
-        for idx in indexes[1:]:
-            idx.lookup(0)
-        assert indexes[0]._buf is None
+        held = indexes[0]._file_map(8)  # a reader's map stays valid after its eviction
+        for n in range(1, 6):
+            indexes[n].lookup(n * 1000 + 151)
+        assert indexes[0]._map is None
         assert struct.unpack_from(">ii", held, 8) == (6, 100)
         del held
         for idx in indexes:
@@ -242,3 +241,54 @@ def test_sealed_indexes_are_mapped_within_the_budget(tmp_path: Path) -> None:
         assert _open_fds() <= before
     finally:
         MAPS.set_limit(limit)
+
+
+def test_active_index_keeps_a_bounded_tail_in_memory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With 8 entries in memory at most, lookups, truncations across the boundary between
+    memory and file, a flush and a reopen all agree with the entries appended."""
+    import random
+
+    import storage.index as index_module
+
+    monkeypatch.setattr(index_module, "MEMORY_ENTRIES", 8)
+    rng = random.Random(3)
+    path, tpath = tmp_path / "c.index", tmp_path / "c.timeindex"
+    idx = OffsetIndex(path, 0, 8 * 2000, writable=True)
+    tidx = TimeIndex(tpath, 0, 12 * 2000, writable=True)
+    entries: list[tuple[int, int, int]] = []  # (offset, position, timestamp)
+    off = pos = ts = 0
+    for round_ in range(5):
+        for _ in range(rng.randint(20, 300)):
+            off, pos, ts = off + rng.randint(1, 9), pos + rng.randint(1, 5000), ts + 7
+            idx.append(off, pos)
+            assert tidx.maybe_append(ts, off)
+            entries.append((off, pos, ts))
+            assert len(idx._mem) <= 8 * 8 and len(tidx._mem) <= 8 * 12
+        for _ in range(100):
+            key = rng.randint(0, off + 5)
+            want = max((e for e in entries if e[0] <= key), default=(0, 0, -1))
+            assert idx.lookup(key) == want[:2]
+            tkey = rng.randint(0, ts + 5)
+            twant = max((e for e in entries if e[2] <= tkey), default=(0, 0, -1))
+            assert tidx.lookup(tkey) == ((twant[2], twant[0]) if twant[2] >= 0 else (-1, 0))
+        if round_ == 2:
+            idx.flush()
+            tidx.flush()
+        cut = rng.choice(entries[: max(1, len(entries) - 20)])[0]  # mostly into the file
+        idx.truncate_to(cut)
+        tidx.truncate_to(cut)
+        entries = [e for e in entries if e[0] < cut]
+        assert idx.entries == tidx.entries == len(entries)
+        off, pos, ts = entries[-1] if entries else (0, 0, 0)
+        assert idx.last_entry() == ((off, pos) if entries else (0, 0))
+    idx.close()
+    tidx.close()
+    assert path.read_bytes() == b"".join(struct.pack(">ii", o, p) for o, p, _ in entries)
+    assert tpath.read_bytes() == b"".join(struct.pack(">qi", t, o) for o, _, t in entries)
+    reopened = OffsetIndex(path, 0, 8 * 2000, writable=True)  # an active segment at start-up
+    assert len(reopened._mem) <= 8 * 8
+    for o, p, _ in entries[::13]:
+        assert reopened.lookup(o) == (o, p)
+    reopened.sanity_check()
+    reopened.close()
