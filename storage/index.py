@@ -209,12 +209,12 @@ class _Index:
         self._map = None
 
     # ------------------------------------------------------------------ disk
-    def _write_out(self, size_bytes: int | None = None) -> None:
-        """Write the entries the file lacks and, with ``size_bytes``, set the file's size:
-        one ``open``. Called with ``self._lock`` held."""
+    def _write_out(self, size_bytes: int | None = None, *, entries: bool = True) -> None:
+        """Write the entries the file lacks (unless not ``entries``) and, with
+        ``size_bytes``, set the file's size: one ``open``. Called with ``self._lock`` held."""
         es = self.entry_size_bytes
         n = self._entries  # appends may go on (another thread): write what is counted now
-        pending = self._writable and n > self._disk_entries
+        pending = entries and self._writable and n > self._disk_entries
         if not pending and (size_bytes is None or size_bytes == self._file_size_bytes):
             return
         if size_bytes is not None and size_bytes < self._file_size_bytes:
@@ -291,12 +291,13 @@ class _Index:
 
     def resize(self, max_index_size_bytes: int) -> None:
         """Grow a writable index back to ``segment.index.bytes`` (a truncated segment
-        that becomes active again)."""
+        that becomes active again, the undoing of a failed roll). Writes no entry: sizing
+        a sparse file needs no free space, so undoing a roll on a full disk succeeds."""
         if not self._writable:
             raise InvalidIndexAppendError(f"{self.path} is read-only")
         self._max_size_bytes = round_down_to_entries(max_index_size_bytes, self.entry_size_bytes)
         with self._lock:
-            self._write_out(max(self._max_size_bytes, self.size_bytes))
+            self._write_out(max(self._max_size_bytes, self.size_bytes), entries=False)
 
     def reset(self) -> None:
         """Drop every entry (before a rebuild)."""
@@ -340,13 +341,21 @@ class _Index:
                 del self._mem[(keep - ms) * es:]
             self._entries = keep
 
+    def write_entries(self) -> None:
+        """Write the entries the file lacks (no fsync)."""
+        with self._lock:
+            if not self._closed:
+                self._write_out()
+
     def flush(self) -> None:
         """Write the entries the file lacks and fsync it (blocking; any thread)."""
+        self.write_entries()
+        self.sync()
+
+    def sync(self) -> None:
+        """fsync what was written to the file, writing nothing (blocking; any thread)."""
         with self._lock:
-            if self._closed:
-                return
-            self._write_out()
-            if not self._unsynced:
+            if self._closed or not self._unsynced:
                 return
             fd = os.open(self.path, os.O_RDONLY)
             self._unsynced = False

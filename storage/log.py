@@ -959,12 +959,17 @@ class Log:
             if target <= start and not self._epoch_cache.is_dirty and not self._dir_dirty:
                 self._last_flush_ms = self._clock_ms()
                 return  # nothing new since the last flush
-            dir_dirty, self._dir_dirty = self._dir_dirty, False
             segs = [
                 s for i, s in enumerate(self._segments)
                 if (self._bases[i + 1] if i + 1 < len(self._bases) else LONG_MAX) > start
                 and s.base_offset < max(target, start + 1)
             ]
+            try:  # index entries kept in memory reach their files before anything is synced
+                for seg in segs:
+                    seg.write_index_entries()
+            except OSError as exc:  # nothing moved: a full disk leaves the log online
+                raise self._io_error("flush (index entries)", exc, undone=True) from exc
+            dir_dirty, self._dir_dirty = self._dir_dirty, False
         started_ns = time.monotonic_ns()
         try:
             for seg in segs:

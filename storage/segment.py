@@ -232,14 +232,24 @@ class LogSegment:
         """Open the indexes writable at ``segment.index.bytes`` (this segment takes appends)."""
         self._writable_indexes = True
         self._unseal_file()
-        if self._offset_index is not None and not self._offset_index.writable:
-            self._close_indexes()
-        if self._offset_index is not None:
-            assert self._time_index is not None
-            self._offset_index.resize(self.max_index_size_bytes)
-            self._time_index.resize(self.max_index_size_bytes)
-        elif self._size == 0:
-            self._load_indexes(writable=True)  # a new segment: create its index files now
+        oi, ti = self._offset_index, self._time_index
+        if oi is None or ti is None:  # (loaded together)
+            if self._size == 0:
+                self._load_indexes(writable=True)  # a new segment: create its index files now
+            return
+        # Each index on its own: a roll that failed half-way (undone now) may have sealed
+        # one, whose file then holds all its entries, and left the other writable, whose
+        # newest entries are still only in memory.
+        if not oi.writable:
+            oi.close()
+            self._offset_index = oi = OffsetIndex(oi.path, self.base_offset,
+                                                  self.max_index_size_bytes, writable=True)
+        if not ti.writable:
+            ti.close()
+            self._time_index = ti = TimeIndex(ti.path, self.base_offset,
+                                              self.max_index_size_bytes, writable=True)
+        oi.resize(self.max_index_size_bytes)
+        ti.resize(self.max_index_size_bytes)
 
     def _index_paths(self) -> tuple[Path, Path]:
         return (_with_suffix(index_file(self.directory, self.base_offset), self.suffix),
@@ -705,13 +715,21 @@ class LogSegment:
         return removed
 
     # ------------------------------------------------------------------ lifecycle
+    def write_index_entries(self) -> None:
+        """Write the index entries still only in memory to the index files (no fsync;
+        under the owner's lock: a full disk here fails the flush before anything moved)."""
+        for idx in (self._offset_index, self._time_index):
+            if idx is not None:
+                idx.write_entries()
+
     def flush(self) -> None:
-        """fsync the log and msync the indexes (blocking)."""
+        """fsync the log and what was written to the indexes (blocking; writes nothing, so
+        it may run beside appends: ``write_index_entries`` first)."""
         f = self.file
         fileio.fsync(f.fileno(), self.log_path)
         for idx in (self._offset_index, self._time_index):
             if idx is not None:
-                idx.flush()
+                idx.sync()
 
     def close(self) -> None:
         """Write the final time index entry, trim and close everything (Kafka's close)."""

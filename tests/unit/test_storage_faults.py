@@ -373,7 +373,7 @@ def test_every_write_site_is_recorded(tmp_path: Path) -> None:
         (fileio.Op.TRUNCATE, "_Index._write_out"),  # trim and resize
         (fileio.Op.TRUNCATE, "LogSegment.truncate_to_position"),
         (fileio.Op.FSYNC, "LogSegment.flush"),
-        (fileio.Op.FSYNC, "_Index.flush"),
+        (fileio.Op.FSYNC, "_Index.sync"),
         (fileio.Op.RENAME, "LogSegment.mark_deleted"),
         (fileio.Op.RENAME, "atomic_write_bytes"),
         (fileio.Op.RENAME, "LogManager.delete_log"),
