@@ -95,7 +95,11 @@ _ids = itertools.count()
 JOIN_MAX_BYTES = 1 << 20
 
 
-class Connection(asyncio.Protocol):
+class Connection:
+    """An asyncio protocol (its six methods), not an ``asyncio.Protocol`` subclass: so that
+    where mypyc compiles this module (``protocol.native``) it is a native class, whose
+    attributes are struct fields rather than a dict (the loop only calls the methods)."""
+
     def __init__(self, channel: RequestChannel, *, max_frame_bytes: int, copy_fetch_data: bool,
                  memory_pool: MemoryPool, read_limit_bytes: int,
                  security: ListenerSecurity,

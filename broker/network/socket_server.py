@@ -24,7 +24,7 @@ import itertools
 import logging
 import socket
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from broker.config import BrokerConfig, Endpoint
 from broker.handlers.api_versions import answer_before_authentication
@@ -226,13 +226,14 @@ class SocketServer:
             if not self._accepting:  # shutting down: close at once
                 connection.stop_reading()
             loop = asyncio.get_running_loop()
+            protocol = cast(asyncio.Protocol, connection)  # one by its methods
             try:
                 if security.ssl_context is not None:
                     await loop.connect_accepted_socket(
-                        lambda: connection, sock, ssl=security.ssl_context,
+                        lambda: protocol, sock, ssl=security.ssl_context,
                         ssl_handshake_timeout=SSL_HANDSHAKE_TIMEOUT_S)
                 else:
-                    await loop.connect_accepted_socket(lambda: connection, sock)
+                    await loop.connect_accepted_socket(lambda: protocol, sock)
             except (OSError, TimeoutError) as exc:
                 if security.ssl_context is not None:
                     # Kafka's Selector logs the same for a failed TLS handshake.
