@@ -7,7 +7,8 @@ default 2), ``--partitions`` (P7's partition counts, default 1,100,1000,10000; -
 1,100), ``--brokers minikafka,kafka``, ``--profile``
 (py-spy on the minikafka broker during P1, P2, P5; ``minikafka-metrics`` in
 ``--brokers``: minikafka with its Prometheus endpoint on and scraped every 5 s, to
-measure the cost of metrics against ``minikafka``), ``--results-dir`` (default
+measure the cost of metrics against ``minikafka``; ``minikafka-pure``: minikafka with
+``MINIKAFKA_REQUEST_PATH=pure``, its request path not compiled), ``--results-dir`` (default
 bench/results), ``--no-java`` (skip Kafka's perf tools), ``--keep`` (keep the work dir).
 
 Writes ``<results-dir>/latest.md`` and ``<results-dir>/<date>-<time>.md`` (the dated copy
@@ -57,7 +58,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--partitions", help="P7 partition counts, comma-separated "
                         "(default 1,100,1000,10000; --quick: 1,100); above 1,000: multiples of it")
     parser.add_argument("--brokers", help="minikafka,kafka (default both; --quick: minikafka); "
-                        "minikafka-metrics: minikafka with its metrics endpoint on and scraped")
+                        "minikafka-metrics: minikafka with its metrics endpoint on and scraped; "
+                        "minikafka-pure: minikafka on its pure-Python request path")
     parser.add_argument("--profile", action="store_true", help="py-spy minikafka in P1, P2, P5")
     parser.add_argument("--no-java", action="store_true", help="skip Kafka's Java perf tools")
     parser.add_argument("--results-dir", type=Path, default=BENCH_DIR / "results")
@@ -99,11 +101,15 @@ def _brokers(args: argparse.Namespace, work_dir: Path) -> list[BrokerUnderTest]:
             brokers.append(MiniKafka(work_dir / "minikafka"))
         elif name == "minikafka-metrics":
             brokers.append(MiniKafkaWithMetrics(work_dir / "minikafka-metrics"))
+        elif name == "minikafka-pure":  # the request path's pure modules (protocol.native)
+            brokers.append(MiniKafka(work_dir / "minikafka-pure", name="minikafka-pure",
+                                     env={"MINIKAFKA_REQUEST_PATH": "pure"}))
         elif name == "kafka":
             brokers.append(ApacheKafka(work_dir / "kafka"))
         else:
             raise SystemExit(f"unknown broker {name!r}: use minikafka, minikafka-metrics "
-                             "(metrics on, scraped) and/or kafka")
+                             "(metrics on, scraped), minikafka-pure (the request path not "
+                             "compiled) and/or kafka")
     return brokers
 
 
