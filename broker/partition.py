@@ -541,22 +541,27 @@ class Partition:
             active_base = self.log.active_segment.base_offset
             info = self.log.append_client_batch(batch.buffer, head, self.leader_epoch,
                                                 now_ms=now_ms)
-        except RecordValidationError as exc:
+        # One name per except clause: compiled by mypyc (protocol.native), a name shared by
+        # clauses is typed by the first one.
+        except RecordValidationError as invalid:
             log.info("%s-%d: produce refused (%s): %s", self.topic, self.partition,
-                     exc.error_code.name, exc.message)
-            return AppendResult(exc.error_code, log_start_offset=start,
-                                error_message=exc.message, record_errors=exc.record_errors)
-        except ProducerStateError as exc:
+                     invalid.error_code.name, invalid.message)
+            return AppendResult(invalid.error_code, log_start_offset=start,
+                                error_message=invalid.message, record_errors=invalid.record_errors)
+        except ProducerStateError as refused:
             log.info("%s-%d: produce refused (%s): %s", self.topic, self.partition,
-                     exc.error_code.name, exc)
-            return AppendResult(exc.error_code, log_start_offset=start, error_message=str(exc))
-        except PartitionError as exc:
-            return AppendResult(exc.error_code, log_start_offset=start, error_message=str(exc))
-        except StorageError as exc:
-            if not isinstance(exc, LogIOError | LogDirOfflineError):  # those storage logs itself
+                     refused.error_code.name, refused)
+            return AppendResult(refused.error_code, log_start_offset=start,
+                                error_message=str(refused))
+        except PartitionError as not_here:
+            return AppendResult(not_here.error_code, log_start_offset=start,
+                                error_message=str(not_here))
+        except StorageError as failed:
+            if not isinstance(failed, LogIOError | LogDirOfflineError):  # storage logs those
                 log.warning("%s-%d: append failed (%s): %s", self.topic, self.partition,
-                            exc.error_code.name, exc)
-            return AppendResult(exc.error_code, log_start_offset=start, error_message=str(exc))
+                            failed.error_code.name, failed)
+            return AppendResult(failed.error_code, log_start_offset=start,
+                                error_message=str(failed))
         if head.producer_id >= 0:
             first_seq = head.base_sequence
             self.producer_state.update(

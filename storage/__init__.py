@@ -35,3 +35,5 @@ event loop and blocking ones (flush, retention, recovery, close) from a thread p
 cleaner's work runs in worker processes, and its threads take a log's lock only to swap
 segments.
 """
+
+import protocol as _protocol  # noqa: F401  (installs protocol.native's finder first)

@@ -975,18 +975,18 @@ class Log:
             for seg in segs:
                 try:
                     seg.flush()
-                except (ValueError, OSError) as exc:
+                except (ValueError, OSError) as skipped:
                     # Deleted (files closed or renamed) or the log closed meanwhile, by another
                     # thread: ValueError, EBADF when the close came between fileno() and
                     # fsync, ENOENT when a closed file was opened again by its old name. The
                     # lock waits for a deletion under way to finish before it is judged.
-                    if isinstance(exc, OSError):
+                    if isinstance(skipped, OSError):
                         with self._lock:
                             gone = seg.deleted or seg.closed or self._closed
                         if not gone:
                             raise
-                    log.debug("%s: flush skipped %s: %s", self.topic_partition, seg, exc)
-        except OSError as exc:
+                    log.debug("%s: flush skipped %s: %s", self.topic_partition, seg, skipped)
+        except OSError as exc:  # one name per exception type (mypyc: protocol.native)
             with self._lock:
                 if self._closed:  # closed (deleted, renamed) by another thread meanwhile
                     log.debug("%s: flush after close: %s", self.topic_partition, exc)

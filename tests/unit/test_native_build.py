@@ -42,6 +42,10 @@ UNIT_TESTS: dict[str, tuple[str, ...]] = {
                                    "integration/test_produce_fetch_versions.py"),
     "broker/handlers/fetch.py": ("integration/test_fetch.py",
                                  "integration/test_produce_fetch_versions.py"),
+    "broker/network/memory_pool.py": ("integration/test_network_pipeline.py",),
+    "broker/partition.py": ("unit/test_partition_isr.py", "unit/test_partition_metadata.py"),
+    "broker/replica_manager.py": ("unit/test_replica_manager.py",),
+    "storage/log.py": ("unit/test_storage_log.py", "unit/test_storage_faults.py"),
 }
 
 
