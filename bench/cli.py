@@ -4,7 +4,8 @@ Flags: ``--quick`` (smoke: minikafka only, tiny sizes, one run, no Java tools),
 ``--scenarios P1,P2,...`` (P1 P2 P2L P3 P4 P5 P6 P7 ZC; default all but P2L and P7,
 which are long: name them), ``--runs N`` (default 3), ``--size-gb`` (P6 log size,
 default 2), ``--partitions`` (P7's partition counts, default 1,100,1000,10000; --quick
-1,100), ``--brokers minikafka,kafka``, ``--profile``
+1,100), ``--p4-rates`` (P4's rates in records/s, one row each, default 10000,50000;
+--quick 10000), ``--brokers minikafka,kafka``, ``--profile``
 (py-spy on the minikafka broker during P1, P2, P5; ``minikafka-metrics`` in
 ``--brokers``: minikafka with its Prometheus endpoint on and scraped every 5 s, to
 measure the cost of metrics against ``minikafka``; ``minikafka-pure``: minikafka with
@@ -46,6 +47,7 @@ BENCH_DIR = Path(__file__).resolve().parent
 ALL_SCENARIOS = ["P1", "P2", "P2L", "P3", "P4", "P5", "P6", "P7", "ZC"]
 DEFAULT_SCENARIOS = ["P1", "P2", "P3", "P4", "P5", "P6", "ZC"]  # P2L and P7 when named
 QUICK_SCENARIOS = ["P1", "P2", "P4", "P5", "P6"]
+MAX_P4_RATE = 1_000_000  # records/s; one librdkafka producer process tops out well below
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -57,6 +59,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--records", type=int, help="records per P1/P2 run (default 1,000,000)")
     parser.add_argument("--partitions", help="P7 partition counts, comma-separated "
                         "(default 1,100,1000,10000; --quick: 1,100); above 1,000: multiples of it")
+    parser.add_argument("--p4-rates", help="P4 rates in records/s, comma-separated, one row "
+                        "each (default 10000,50000; --quick: 10000)")
     parser.add_argument("--brokers", help="minikafka,kafka (default both; --quick: minikafka); "
                         "minikafka-metrics: minikafka with its metrics endpoint on and scraped; "
                         "minikafka-pure: minikafka on its pure-Python request path")
@@ -80,7 +84,26 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
             check_partition_counts(args.partitions)
         except ValueError as exc:
             parser.error(f"--partitions: {exc}")
+    if args.p4_rates is not None:
+        try:
+            args.p4_rates = parse_rates(args.p4_rates)
+        except ValueError as exc:
+            parser.error(f"--p4-rates: {exc}")
     return args
+
+
+def parse_rates(text: str) -> tuple[int, ...]:
+    """P4's rates from ``--p4-rates``: distinct integers in [1, MAX_P4_RATE], in the order
+    given."""
+    rates = tuple(int(n) for n in text.split(",") if n.strip())
+    if not rates:
+        raise ValueError("no rate given")
+    bad = [r for r in rates if not 1 <= r <= MAX_P4_RATE]
+    if bad:
+        raise ValueError(f"{bad}: each rate must be between 1 and {MAX_P4_RATE:,} records/s")
+    if len(set(rates)) != len(rates):
+        raise ValueError(f"{list(rates)}: a rate is given twice")
+    return rates
 
 
 def _scenarios(args: argparse.Namespace) -> list[str]:
@@ -188,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
         sizes = dataclasses.replace(sizes, p1_records=args.records, p2_records=args.records)
     if args.partitions is not None:
         sizes = dataclasses.replace(sizes, p7_partitions=args.partitions)
+    if args.p4_rates is not None:
+        sizes = dataclasses.replace(sizes, p4_rates=args.p4_rates)
     if args.no_java:
         sizes = dataclasses.replace(sizes, java=False)
     runs = args.runs or (1 if args.quick else 3)

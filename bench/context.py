@@ -34,7 +34,7 @@ class Sizes:
     record_bytes: int = 100
     p1_records: int = 1_000_000
     p2_records: int = 1_000_000
-    p4_rate: int = 10_000
+    p4_rates: tuple[int, ...] = (10_000, 50_000)  # one P4 row per rate, in this order
     p4_duration_s: float = 15.0
     p4_warmup_s: float = 3.0
     p5_producers: int = 16
@@ -56,6 +56,7 @@ QUICK: Final[Sizes] = replace(
     FULL,
     p1_records=20_000,
     p2_records=20_000,
+    p4_rates=(10_000,),
     p4_duration_s=2.0,
     p4_warmup_s=0.5,
     p5_duration_s=1.5,

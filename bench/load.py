@@ -14,7 +14,9 @@ result on stdout (``{"ok": true, ...}`` or ``{"ok": false, "error": ...}``). Wor
   ``rate`` records/s for ``duration_s``, each value starting with ``time.monotonic_ns()``
   (CLOCK_MONOTONIC, shared by all processes on the host) as 8 bytes big-endian; the
   consumer prints ``ready`` once assigned, then reports percentiles of (receive time -
-  value timestamp) after dropping the first ``warmup_s``.
+  value timestamp) after dropping the first ``warmup_records``. The producer sends ``rate / 1000``
+  records per millisecond tick (at least one) and reports ``send_s`` (to its last send) and
+  ``max_behind_ms`` (the most it fell behind its schedule before a send).
 - ``small``: ``producers`` producers in threads, each sending one record per request
   (linger 0, ``batch.num.messages`` 1, one request in flight, wait for the ack before the
   next) for ``duration_s``; result: requests and latency percentiles.
@@ -240,20 +242,24 @@ def run_latency_produce(spec: Spec) -> Result:
     per_tick = max(1, rate // 1000)
     cpu0, t0 = self_cpu_s(), time.monotonic()
     sent = 0
+    max_behind_s = 0.0
     while sent < records:
         target = t0 + (sent / rate)
         delay = target - time.monotonic()
         if delay > 0:
             time.sleep(min(delay, tick_s))
             continue
+        max_behind_s = max(max_behind_s, -delay)
         for _ in range(min(per_tick, records - sent)):
             producer.produce(topic, _TS.pack(time.monotonic_ns()) + pad)
             sent += 1
         producer.poll(0)
+    send_s = time.monotonic() - t0
     remaining = producer.flush(float(spec.get("timeout_s", 120)))
     if remaining:
         raise LoadError(f"{remaining} records unacknowledged")
-    return {"records": sent, "elapsed_s": time.monotonic() - t0, "cpu_s": self_cpu_s() - cpu0}
+    return {"records": sent, "elapsed_s": time.monotonic() - t0, "cpu_s": self_cpu_s() - cpu0,
+            "send_s": send_s, "max_behind_ms": max_behind_s * 1000.0}
 
 
 def run_small(spec: Spec) -> Result:

@@ -11,8 +11,11 @@
   broker's pace, not a client's) and, with the Java tools, ConsumerPerformance: MiB/s,
   broker CPU-seconds per GB (10^9 bytes) consumed, the loopback sendfile limit of the same
   segment bytes measured after each run, and each MiB/s as a percentage of that limit.
-- P4 end-to-end latency at a fixed 10,000 records/s (producer linger.ms 0, acks=1; consumer
-  with librdkafka's defaults, fetch.wait.max.ms 500): p50, p99, p99.9 in ms.
+- P4 end-to-end latency at fixed rates, 10,000 and 50,000 records/s by default (``--p4-rates``;
+  ``--quick``: 10,000), one row per rate (producer linger.ms 0, acks=1; consumer with
+  librdkafka's defaults, fetch.wait.max.ms 500): p50, p99, p99.9 in ms, and the rate the
+  producer achieved (records over the time to its last send) with how far behind its
+  schedule it fell at worst.
 - P5 small requests: 16 producers, linger 0, one record per request, one request in
   flight each: requests/s and p99 ms.
 - P6 restart: fill 20 partitions with ``size`` bytes of 1 KiB records, then (per run)
@@ -322,15 +325,25 @@ class P2LargeRecords(Scenario):
 
 
 class P4Latency(Scenario):
+    """End-to-end latency at each of ``Sizes.p4_rates``: one row per rate, the rates run
+    in turn within each run (a topic of their own each)."""
+
     key = "P4"
-    title = "end-to-end latency at a fixed rate"
+    title = "end-to-end latency at fixed rates"
 
     def run(self, broker: BrokerUnderTest, ctx: RunContext, run: int) -> list[Figure]:
+        figures: list[Figure] = []
+        for rate in ctx.sizes.p4_rates:
+            figures += self._run_rate(broker, ctx, run, rate)
+        return figures
+
+    def _run_rate(self, broker: BrokerUnderTest, ctx: RunContext, run: int,
+                  rate: int) -> list[Figure]:
         sizes = ctx.sizes
-        topic = f"p4-r{run}"
+        topic = f"p4-r{run}-{rate}"
         create_topic(broker.bootstrap, topic, 1)
-        records = int(sizes.p4_rate * sizes.p4_duration_s)
-        warmup = int(sizes.p4_rate * sizes.p4_warmup_s)
+        records = int(rate * sizes.p4_duration_s)
+        warmup = int(rate * sizes.p4_warmup_s)
         consumer = ctx.load(
             broker,
             {
@@ -339,7 +352,7 @@ class P4Latency(Scenario):
                 "records": records,
                 "warmup_records": warmup,
             },
-            name="P4 consumer",
+            name=f"P4 consumer @ {rate}",
         )
         try:
             consumer.wait_line("ready", timeout_s=60.0)
@@ -349,10 +362,10 @@ class P4Latency(Scenario):
                     "workload": "latency_produce",
                     "topic": topic,
                     "records": records,
-                    "rate": sizes.p4_rate,
+                    "rate": rate,
                     "record_bytes": sizes.record_bytes,
                 },
-                name="P4 producer",
+                name=f"P4 producer @ {rate}",
             )
             produced = producer.result(timeout_s=sizes.p4_duration_s + 120.0)
             consumed = consumer.result(timeout_s=120.0)
@@ -362,17 +375,26 @@ class P4Latency(Scenario):
         client_cpu_s = float(produced.result["cpu_s"]) + float(consumed.result["cpu_s"])
         common: dict[str, Any] = {
             "scenario": self.key,
-            "row": f"P4 e2e latency @ {sizes.p4_rate} rec/s",
+            "row": f"P4 e2e latency @ {rate} rec/s",
             "broker": broker.name,
             "run": run,
-            "higher_is_better": False,
             "broker_cpu_pct": cpu_pct(consumed.broker_cpu_s, consumed.wall_s),
             "client_cpu_pct": cpu_pct(client_cpu_s, float(consumed.result["elapsed_s"])),
         }
-        return [
-            Figure(metric=f"{name} ms", value=float(lat[name]), **common)
+        figures = [
+            Figure(metric=f"{name} ms", value=float(lat[name]), higher_is_better=False,
+                   **common)
             for name in ("p50", "p99", "p99.9")
         ]
+        # Whether the producer held the rate: records over the time to its last send, and
+        # how far behind its schedule it fell at worst (it then sends in a burst).
+        send_s = float(produced.result["send_s"])
+        figures.append(Figure(metric="produced rec/s", value=records / send_s if send_s > 0
+                              else 0.0, higher_is_better=True, **common))
+        figures.append(Figure(metric="producer max behind schedule (ms)",
+                              value=float(produced.result["max_behind_ms"]),
+                              higher_is_better=False, **common))
+        return figures
 
 
 class P5SmallRequests(Scenario):

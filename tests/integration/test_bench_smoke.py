@@ -4,7 +4,8 @@ Runs the real command (a real minikafka broker process, librdkafka load processe
 tiny sizes, in a temporary results dir, and checks that it completes without failures and
 that the report holds a number for every quick scenario (P1, P2, P4, P5, P6), and the
 PNG plots; then the same for the scenarios run only when named, P2L (64 KiB records, with
-the loopback limit) and P7 (partition scaling, 1 and 100 partitions in quick mode).
+the loopback limit) and P7 (partition scaling, 1 and 100 partitions in quick mode), with P4
+at two rates (``--p4-rates``: a row per rate, with the rate the producer achieved).
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ NAMED_QUICK_ROWS = [
     ("P7 Metadata (all topics), 100 partitions", "p99 ms"),
     ("P7 Metadata (all topics), 100 partitions", "broker CPU us/request"),
     ("P7 start-up after a clean stop, 100 partitions", "s to all partitions led"),
+    *((f"P4 e2e latency @ {rate} rec/s", metric) for rate in (10_000, 50_000)
+      for metric in ("p50 ms", "p99 ms", "p99.9 ms", "produced rec/s")),
 ]
 NUMBER = re.compile(r"^\d[\d,]*(\.\d+)?(e[+-]?\d+)?( \[.*\])?$")
 
@@ -86,6 +89,7 @@ def test_quick_bench_reports_every_quick_scenario(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(240)
-def test_quick_bench_reports_large_records_and_partition_scaling(tmp_path: Path) -> None:
-    report = _run_quick(tmp_path / "results", "--scenarios", "P2L,P7")
+def test_quick_bench_reports_large_records_partition_scaling_and_p4_rates(tmp_path: Path) -> None:
+    report = _run_quick(tmp_path / "results", "--scenarios", "P2L,P7,P4",
+                        "--p4-rates", "10000,50000")
     _assert_figures(report, NAMED_QUICK_ROWS)
