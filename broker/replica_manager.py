@@ -544,28 +544,14 @@ class ReplicaManager:
             return results
         appended: list[TopicPartition] = []
         for tp, records in entries:
-            p = self.partitions.get(tp)
-            if not internal_topics_allowed and tp[0] in INTERNAL_TOPICS:
-                results[tp] = AppendResult(ErrorCode.INVALID_TOPIC,
-                                           error_message=f"Cannot append to internal topic {tp[0]}")
-                continue
-            if p is None:
-                results[tp] = AppendResult(self.unknown_partition_error(*tp))
-                continue
-            result = p.append_records_as_leader(records, produce_version, required_acks)
+            result = self._append_entry(tp, records, produce_version, required_acks,
+                                        internal_topics_allowed)
             results[tp] = result
-            if self.topic_stats is not None:
-                self.topic_stats.on_append(p, 0 if records is None else len(records), result)
             if result.error is ErrorCode.NO_ERROR:
                 appended.append(tp)
         for tp in appended:
-            self.fetch_purgatory.check_and_complete(tp)
-            self.produce_purgatory.check_and_complete(tp)
-            self._maybe_flush(self.partitions[tp])
-        now = _now_ms()
-        if now - self._last_producer_check_ms >= self.producer_id_expiration_check_interval_ms:
-            self._last_producer_check_ms = now
-            self.expire_producers(now)
+            self._after_append(tp)
+        self._maybe_expire_producers()
         if required_acks != -1 or not appended:
             return results
         statuses = {
@@ -576,6 +562,43 @@ class ReplicaManager:
         if not self.produce_purgatory.try_complete_else_watch(op, appended):
             await op.wait()
         return results
+
+    def append_single(self, tp: TopicPartition, records: memoryview | bytes | None,
+                      produce_version: int, required_acks: int) -> AppendResult:
+        """``append_records`` of one client partition with acks 0 or 1, which never
+        waits (the produce fast path): the same checks and steps, in the same order."""
+        assert required_acks in (0, 1)
+        result = self._append_entry(tp, records, produce_version, required_acks, False)
+        if result.error is ErrorCode.NO_ERROR:
+            self._after_append(tp)
+        self._maybe_expire_producers()
+        return result
+
+    def _append_entry(self, tp: TopicPartition, records: memoryview | bytes | None,
+                      produce_version: int, required_acks: int,
+                      internal_topics_allowed: bool) -> AppendResult:
+        p = self.partitions.get(tp)
+        if not internal_topics_allowed and tp[0] in INTERNAL_TOPICS:
+            return AppendResult(ErrorCode.INVALID_TOPIC,
+                                error_message=f"Cannot append to internal topic {tp[0]}")
+        if p is None:
+            return AppendResult(self.unknown_partition_error(*tp))
+        result = p.append_records_as_leader(records, produce_version, required_acks)
+        if self.topic_stats is not None:
+            self.topic_stats.on_append(p, 0 if records is None else len(records), result)
+        return result
+
+    def _after_append(self, tp: TopicPartition) -> None:
+        """Complete what waited for data on ``tp``; background flush/snapshot if due."""
+        self.fetch_purgatory.check_and_complete(tp)
+        self.produce_purgatory.check_and_complete(tp)
+        self._maybe_flush(self.partitions[tp])
+
+    def _maybe_expire_producers(self) -> None:
+        now = _now_ms()
+        if now - self._last_producer_check_ms >= self.producer_id_expiration_check_interval_ms:
+            self._last_producer_check_ms = now
+            self.expire_producers(now)
 
     def _maybe_flush(self, p: Partition) -> None:
         """Background disk work after an append, in the default thread pool, at most one

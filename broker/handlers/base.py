@@ -36,6 +36,7 @@ from broker.security.principal import ANONYMOUS, KafkaPrincipal
 
 if TYPE_CHECKING:
     from broker.services import Broker
+    from protocol.frames import RequestHeader
 
 
 class RequestContext:
@@ -112,6 +113,12 @@ def no_response(throttle_ms: int = 0) -> _NoResponse:
 
 HandlerResult: TypeAlias = "Respond | _NoResponse | CloseConnection"
 Handler: TypeAlias = Callable[[RequestContext, Any], Awaitable["Respond | _NoResponse | CloseConnection"]]
+# A handler's fast path (see ApiSpec.fast): (broker, request header, frame, body offset,
+# principal) -> the result, or the whole response frame as bytes; None: not served here.
+FastHandler: TypeAlias = Callable[
+    ["Broker", "RequestHeader", bytes, int, KafkaPrincipal],
+    "Respond | _NoResponse | CloseConnection | bytes | None",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +128,11 @@ class ApiSpec:
     max_version: int
     request: type[Any]  # generated request class, has .decode(buf, version)
     handler: Handler
+    # Serves the common request of this key at once, from the frame (no message classes,
+    # context or coroutine), where the broker neither times requests nor injects faults
+    # nor enforces request quotas; it answers exactly as ``handler`` would, and returns
+    # None, having done nothing, for any request it does not serve.
+    fast: FastHandler | None = None
 
 
 # API key -> spec of every handler module loaded so far. A module in the index registers
@@ -199,7 +211,8 @@ REGISTRY: Final = HandlerRegistry()
 
 
 def api(
-    api_key: int, *, min_version: int, max_version: int, request: type[Any]
+    api_key: int, *, min_version: int, max_version: int, request: type[Any],
+    fast: FastHandler | None = None,
 ) -> Callable[[Handler], Handler]:
     """Register ``handler`` for ``api_key`` over ``[min_version, max_version]``, which must
     be the range ``HANDLER_INDEX`` lists for it (keys outside the index: tests)."""
@@ -216,7 +229,7 @@ def api(
             raise RuntimeError(f"API key {api_key} registered twice")
         if not 0 <= min_version <= max_version:
             raise RuntimeError(f"API key {api_key}: bad version range {min_version}-{max_version}")
-        spec = ApiSpec(api_key, min_version, max_version, request, handler)
+        spec = ApiSpec(api_key, min_version, max_version, request, handler, fast)
         (LOADED_SPECS if entry is None else _PENDING)[api_key] = spec
         return handler
 

@@ -25,6 +25,12 @@ Behavior:
 - transactional batches are refused with INVALID_TXN_STATE (no transaction support).
 - clients may not write to internal topics (__consumer_offsets): INVALID_TOPIC_EXCEPTION.
 
+Fast path (``produce_fast``): a request of one batch for one partition of one topic with
+acks=1 and no transactional id, on a broker without an authorizer, metrics, fault
+injection or request quotas, is served at once from its frame: the same append and quota
+calls, the response frame written directly for a plain success (protocol.produce_fast);
+it answers byte for byte as the general path does, which serves everything else.
+
 Version notes:
 - v0-v2 (magic 0/1 message sets) are not supported. v3 adds transactional_id; v5
   log_start_offset; v7 allows zstd; v8 record_errors and error_message; v9+ flexible;
@@ -36,6 +42,7 @@ Version notes:
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from broker.handlers.authz import filter_authorized
 from broker.handlers.base import (
@@ -50,7 +57,14 @@ from broker.security.acl import AclOperation as Op
 from broker.security.acl import ResourceType as RT
 from protocol.errors import ErrorCode
 from protocol.messages.produce import ProduceRequest, ProduceResponse
+from protocol.produce_fast import decode_single, encode_single_response
 from protocol.topic_partition import TopicPartition
+
+if TYPE_CHECKING:
+    from broker.partition import AppendResult
+    from broker.security.principal import KafkaPrincipal
+    from broker.services import Broker
+    from protocol.frames import RequestHeader
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +72,35 @@ _Resp = ProduceResponse
 _new_tuple = tuple.__new__  # a NamedTuple's own __new__ is Python code; this is C
 
 
-@api(ProduceRequest.API_KEY, min_version=3, max_version=11, request=ProduceRequest)
+def produce_fast(broker: Broker, header: RequestHeader, frame: bytes, offset: int,
+                 principal: KafkaPrincipal) -> HandlerResult | bytes | None:
+    """``handle_produce`` at once, for the request nearly every producer sends: one batch for
+    one partition of one topic, acks=1, no transactional id, no authorizer. The body is
+    read from the frame and the response frame written without the message classes
+    (protocol.produce_fast) where the answer is a plain success; the append, its checks and
+    the quota are the same calls. None: not such a request (nothing done)."""
+    if broker.authorizer is not None:
+        return None
+    single = decode_single(frame, offset, header.api_version)
+    if single is None or single[0] != 1:  # acks 0 and -1 answer differently
+        return None
+    topic, index, records = single[2], single[3], single[4]
+    tp = _new_tuple(TopicPartition, (topic, index))
+    r = broker.replica_manager.append_single(tp, records, header.api_version, 1)
+    # producer_byte_rate: the request's bytes count against the client's quota.
+    throttle_ms = broker.quotas.produce.record(principal.name, header.client_id or "",
+                                               len(frame) + 4)
+    if r.error is ErrorCode.NO_ERROR and not r.record_errors and not throttle_ms:
+        response = encode_single_response(header.correlation_id, header.api_version, topic,
+                                          index, r.error, r.base_offset, r.log_append_time_ms,
+                                          r.log_start_offset, 0)
+        if response is not None:
+            return response
+    return _respond({tp: r}, [], throttle_ms)
+
+
+@api(ProduceRequest.API_KEY, min_version=3, max_version=11, request=ProduceRequest,
+     fast=produce_fast)
 async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> HandlerResult:
     entries: dict[TopicPartition, memoryview | bytes | None] = {}
     for topic in request.topic_data:
@@ -93,6 +135,11 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Handle
                 f"{name}-{index}: {error.name}"
             )
         return no_response(throttle_ms)
+    return _respond(results, denied, throttle_ms)
+
+
+def _respond(results: dict[TopicPartition, AppendResult], denied: list[TopicPartition],
+             throttle_ms: int) -> Respond:
     by_topic: dict[str, list[ProduceResponse.PartitionProduceResponse]] = {}
     for name, index in denied:  # Kafka: unauthorized topics are not appended to
         by_topic.setdefault(name, []).append(_Resp.PartitionProduceResponse(

@@ -49,6 +49,7 @@ from broker.handlers.base import (
     LOADED_SPECS,
     ApiSpec,
     CloseConnection,
+    FastHandler,
     RequestContext,
     Respond,
     find_spec,
@@ -63,6 +64,7 @@ from protocol.frames import API_VERSIONS_KEY, RequestHeader, encode_response
 
 if TYPE_CHECKING:
     from broker.faults import FaultInjector
+    from broker.handlers.base import _NoResponse
     from broker.metrics.requests import RequestMetrics, RequestStats
     from broker.services import Broker
 
@@ -261,6 +263,10 @@ class RequestChannel:
             request.finish(_encode(header.correlation_id, API_VERSIONS_KEY, 0,
                                    unsupported_version_response()))
             return
+        if spec.fast is not None and self.metrics is None and self._faults is None:
+            quotas = self._request_quotas
+            if (quotas is None or not quotas.enabled) and self._serve_fast(spec.fast, request):
+                return
         try:
             body, _end = spec.request.decode_at(request.frame, header.api_version,
                                                 request.body_offset)
@@ -361,6 +367,12 @@ class RequestChannel:
             # request_percentage: this request's handler time, as a percentage of a second.
             throttle_ms = max(throttle_ms, quotas.record(ctx.principal.name, ctx.client_id or "",
                                                          spent_ns[0] * NANOS_TO_PERCENTAGE))
+        self._complete(request, result, throttle_ms)
+
+    def _complete(self, request: Request, result: Respond | _NoResponse, throttle_ms: int
+                  ) -> None:
+        """Encode a handler's answer and hand the outcome to the connection."""
+        header = request.header
         if isinstance(result, Respond):
             response = result.body
             if request.stats:
@@ -368,16 +380,45 @@ class RequestChannel:
                     request.stats[0].count_errors(response)
                 except (IndexError, TypeError):  # an error code outside every known range
                     log.warning("Response to api key %d has an unknown error code",
-                                ctx.api_key)
+                                header.api_key)
             if throttle_ms and hasattr(response, "throttle_time_ms"):
                 response.throttle_time_ms = max(response.throttle_time_ms, throttle_ms)
-            outcome = _encode(ctx.correlation_id, ctx.api_key, ctx.api_version, response)
+            outcome = _encode(header.correlation_id, header.api_key, header.api_version,
+                              response)
             if throttle_ms and isinstance(outcome, SendResponse):
                 outcome = SendResponse(outcome.parts, throttle_ms,
-                                       hold=not client_throttles(ctx.api_key, ctx.api_version))
+                                       hold=not client_throttles(header.api_key,
+                                                                 header.api_version))
             request.finish(outcome)
         else:
             request.finish(NoOp(throttle_ms))
+
+    def _serve_fast(self, fast: FastHandler, request: Request) -> bool:
+        """A handler's fast path (``ApiSpec.fast``: Produce), for a broker that neither
+        times requests (metrics), injects faults nor enforces request quotas: answered at
+        once, without decoding the body into message classes, a context or a coroutine.
+        False: the fast path does not serve this request (nothing was done), the general
+        path does."""
+        header = request.header
+        try:
+            result = fast(self._broker, header, request.frame, request.body_offset,
+                          request.principal)
+        except Exception:
+            log.exception("Handler for api key %d v%d (correlation id %d, client %s) failed; "
+                          "closing connection %s", header.api_key, header.api_version,
+                          header.correlation_id, header.client_id, request.connection_id)
+            request.finish(CloseConnection("handler error"))
+            return True
+        if result is None:
+            return False
+        if type(result) is bytes:  # the whole response frame
+            request.finish(SendResponse([result]))
+        elif isinstance(result, CloseConnection):
+            request.finish(result)
+        else:
+            assert not isinstance(result, bytes)
+            self._complete(request, result, result.throttle_ms)
+        return True
 
 
 def _deliver_later(delay_s: float, deliver: Callable[[Outcome], None], outcome: Outcome) -> None:

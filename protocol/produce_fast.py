@@ -1,0 +1,157 @@
+"""Produce v3-11 with one topic and one partition: the body read and the response frame
+written without the generated message classes, for the broker's produce fast path.
+
+This is the shape of nearly every request a non-transactional client sends with
+``linger.ms=0`` (librdkafka, the Java producer): one batch for one partition. Everything
+else (several topics or partitions, a transactional id, null records, tagged fields, a
+multi-byte varint where one byte is the norm, any malformed byte) is left to the generated
+codec (``protocol.messages.produce``): ``decode_single`` then returns None and never
+raises, so the generated decoder reports every error as before. What both read, and the
+frames both write, are equal byte for byte (tests/unit/test_produce_fast.py).
+
+Request body, as read here (after the request header)::
+
+    v3-8   int16 transactional_id length (-1: null, else not served here)
+           int16 acks, int32 timeout_ms
+           int32 topic count (1), int16 name length, name (UTF-8)
+           int32 partition count (1), int32 index, int32 records length (>= 0), records
+    v9-11  uvarint transactional_id length + 1 (0: null, else not served here)
+           int16 acks, int32 timeout_ms
+           uvarint topic count + 1 (2), uvarint name length + 1 (one byte), name
+           uvarint partition count + 1 (2), int32 index,
+           uvarint records length + 1 (one to three bytes), records,
+           0 (partition tags), 0 (topic tags), 0 (request tags)
+
+Bytes after the body are ignored, as the generated decoder (and Kafka) ignores them.
+
+Response frame, for a partition answered with no record errors and no error message (every
+successful append), no current-leader hint and no node endpoints::
+
+    int32 size, int32 correlation_id, [0: header tags, v9+]
+    v3-8   int32 1, int16 name length, name, int32 1,
+           int32 index, int16 error_code, int64 base_offset, int64 log_append_time_ms,
+           [int64 log_start_offset: v5+], [int32 0 record errors, int16 -1 message: v8]
+           int32 throttle_time_ms
+    v9-11  2, name length + 1, name, 2,
+           int32 index, int16 error_code, int64 base_offset, int64 log_append_time_ms,
+           int64 log_start_offset, 1 (no record errors), 0 (null message), 0 (tags),
+           0 (topic tags), int32 throttle_time_ms, 0 (tags)
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Final
+
+MIN_VERSION: Final = 3
+MAX_VERSION: Final = 11
+FLEXIBLE_FROM: Final = 9
+
+_HI = struct.Struct(">hi")
+_I = struct.Struct(">i")
+_H = struct.Struct(">h")
+_CLASSIC_TOPIC = struct.Struct(">ih")  # topic count, name length
+_CLASSIC_PARTITION = struct.Struct(">iii")  # partition count, index, records length
+_SIZE_CORR = struct.Struct(">ii")
+_PART_V3 = struct.Struct(">ihqqi")  # index .. log_append_time_ms, throttle_time_ms
+_PART_V5 = struct.Struct(">ihqqqi")  # + log_start_offset
+_PART_V8 = struct.Struct(">ihqqqihi")  # + record errors (0), error message (-1)
+_PART_V9 = struct.Struct(">ihqqq")
+
+
+def decode_single(frame: bytes, p: int, version: int
+                  ) -> tuple[int, int, str, int, memoryview] | None:
+    """(acks, timeout_ms, topic, partition, records) of the Produce body at ``p`` of
+    ``frame``, if it is one partition of one topic with records and no transactional id;
+    None for anything else (the generated decoder takes it: never raises)."""
+    n = len(frame)
+    try:
+        if version >= FLEXIBLE_FROM:
+            if version > MAX_VERSION or p + 9 > n or frame[p] != 0:
+                return None
+            acks, timeout_ms = _HI.unpack_from(frame, p + 1)
+            if frame[p + 7] != 2:
+                return None
+            name_len = frame[p + 8] - 1
+            if name_len < 0 or name_len >= 0x7F:
+                return None
+            p += 9
+            end = p + name_len
+            if end + 6 > n or frame[end] != 2:
+                return None
+            topic = frame[p:end].decode()
+            (index,) = _I.unpack_from(frame, end + 1)
+            p = end + 5
+            raw = frame[p]
+            if raw < 0x80:
+                p += 1
+            else:
+                second = frame[p + 1]
+                if second < 0x80:
+                    raw = (raw & 0x7F) | (second << 7)
+                    p += 2
+                else:
+                    third = frame[p + 2]
+                    if third >= 0x80:
+                        return None
+                    raw = (raw & 0x7F) | ((second & 0x7F) << 7) | (third << 14)
+                    p += 3
+            if raw == 0:
+                return None
+            end = p + raw - 1
+            if end + 3 > n or frame[end] != 0 or frame[end + 1] != 0 or frame[end + 2] != 0:
+                return None
+        else:
+            if version < MIN_VERSION or p + 14 > n:
+                return None
+            if frame[p] != 0xFF or frame[p + 1] != 0xFF:
+                return None
+            acks, timeout_ms = _HI.unpack_from(frame, p + 2)
+            count, name_len = _CLASSIC_TOPIC.unpack_from(frame, p + 8)
+            if count != 1 or name_len < 0:
+                return None
+            p += 14
+            end = p + name_len
+            if end + 12 > n:
+                return None
+            topic = frame[p:end].decode()
+            count, index, size = _CLASSIC_PARTITION.unpack_from(frame, end)
+            if count != 1 or size < 0:
+                return None
+            p = end + 12
+            end = p + size
+            if end > n:
+                return None
+        records = memoryview(frame)[p:end]
+    except (UnicodeDecodeError, IndexError, struct.error):
+        return None
+    return acks, timeout_ms, topic, index, records
+
+
+def encode_single_response(correlation_id: int, version: int, topic: str, index: int,
+                           error_code: int, base_offset: int, log_append_time_ms: int,
+                           log_start_offset: int, throttle_time_ms: int) -> bytes | None:
+    """The whole response frame (size, header, body) for one partition answered with no
+    record errors and no error message; None where a general encoding is needed (a version
+    outside 3-11, a topic name of 127 bytes or more)."""
+    name = topic.encode()
+    n = len(name)
+    if n >= 0x7F or not MIN_VERSION <= version <= MAX_VERSION:
+        return None
+    if version >= FLEXIBLE_FROM:
+        body = (b"\x02" + bytes((n + 1,)) + name + b"\x02"
+                + _PART_V9.pack(index, error_code, base_offset, log_append_time_ms,
+                                log_start_offset)
+                + b"\x01\x00\x00\x00" + _I.pack(throttle_time_ms) + b"\x00")
+        return _SIZE_CORR.pack(len(body) + 5, correlation_id) + b"\x00" + body
+    head = b"\x00\x00\x00\x01" + _H.pack(n) + name + b"\x00\x00\x00\x01"
+    if version >= 8:
+        tail = _PART_V8.pack(index, error_code, base_offset, log_append_time_ms,
+                             log_start_offset, 0, -1, throttle_time_ms)
+    elif version >= 5:
+        tail = _PART_V5.pack(index, error_code, base_offset, log_append_time_ms,
+                             log_start_offset, throttle_time_ms)
+    else:
+        tail = _PART_V3.pack(index, error_code, base_offset, log_append_time_ms,
+                             throttle_time_ms)
+    return _SIZE_CORR.pack(len(head) + len(tail) + 4, correlation_id) + head + tail
