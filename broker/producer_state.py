@@ -40,7 +40,10 @@ snapshot the whole log is replayed (headers only: no record is decoded). A snaps
 on clean close; the two newest are kept.
 
 Thread-safety: none; the broker's event loop only. ``take_snapshot`` does blocking IO
-(write + fsync + rename): call it from a thread pool or at shutdown.
+(write + fsync + rename): call it from a thread pool or at shutdown. ``load`` reads files
+and the log: ``load_states`` runs it in worker threads for partitions not hosted yet
+(opened by a LeaderAndIsr, at start-up for every partition), whose state nothing else
+touches until they are.
 """
 
 from __future__ import annotations
@@ -50,9 +53,11 @@ import os
 import struct
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from protocol import checksum
 from protocol.errors import ErrorCode
@@ -74,6 +79,7 @@ _SNAP_HEADER = struct.Struct(">hI")  # version, crc
 _SNAP_COUNT = struct.Struct(">i")
 _SNAP_ENTRY = struct.Struct(">qhiqiqiq")  # 46 bytes
 _SNAP_MAX_ENTRIES = 10_000_000  # bound on a corrupt count field
+LOAD_THREADS = 4  # partitions whose producer state is loaded at once (load_states)
 
 
 class ProducerStateError(Exception):
@@ -387,3 +393,31 @@ class ProducerStateManager:
                 self.update_from_batch(batch)
                 replayed += 1
         return replayed
+
+
+class LoadJob(NamedTuple):
+    """One partition's ``ProducerStateManager.load``, its log's offsets read on the loop."""
+
+    state: ProducerStateManager
+    log_start_offset: int
+    log_end_offset: int
+    batches_from: Callable[[int], Iterable[RecordBatch]]
+
+
+def _load(job: LoadJob) -> int | Exception:
+    try:
+        return job.state.load(job.log_start_offset, job.log_end_offset, job.batches_from)
+    except Exception as exc:  # handed back with the job: the caller raises it in order
+        return exc
+
+
+def load_states(jobs: Sequence[LoadJob]) -> list[int | Exception]:
+    """Load every job's state, ``LOAD_THREADS`` at a time (blocking: call it from a worker
+    thread). Returns, job by job, the batches replayed or the exception ``load`` raised.
+    A snapshot read or a log replay waits on the disk without the GIL; the parsing holds
+    it, so a small pool leaves the event loop its turns."""
+    if not jobs:
+        return []
+    with ThreadPoolExecutor(max_workers=min(LOAD_THREADS, len(jobs)),
+                            thread_name_prefix="producer-state-load") as pool:
+        return list(pool.map(_load, jobs))

@@ -14,7 +14,8 @@ Partitions appear, change role and go only by the controller's requests:
   than the current one is ignored with STALE_CONTROLLER_EPOCH (as Kafka answers), and a
   partition whose replicas do not include this broker is UNKNOWN_TOPIC_OR_PARTITION.
   The rest are opened (logs created in a worker thread, with their topic's LogConfig
-  read from the topic store) and made leader or follower; a follower of a broker the
+  read from the topic store; producer state loaded in a few worker threads) and made
+  leader or follower; a follower of a broker the
   metadata cache does not know as alive keeps its old role. Replica fetchers are removed
   for new leaders and followers and added for followers (``FetcherManager``); parked
   produce and fetch requests of partitions that stopped leading are answered; the
@@ -80,6 +81,7 @@ from broker.partition import (
     PartitionStateChange,
     ReadResult,
 )
+from broker.producer_state import LoadJob, load_states
 from broker.purgatory import Purgatory
 from broker.replication_quota import ReplicationQuota, apply_topic_configs
 from broker.topics import INTERNAL_TOPICS
@@ -355,6 +357,8 @@ class ReplicaManager:
         if self._checkpointed_hws is None:
             self._checkpointed_hws = self.log_manager.read_high_watermarks()
         errors: dict[TopicPartition, ErrorCode] = {}
+        opened: list[Partition] = []
+        loads: dict[Partition, LoadJob] = {}
         for tp in new:
             if tp in failed:
                 if isinstance(failed[tp], LogIOError | LogDirOfflineError):  # storage logged it
@@ -382,15 +386,26 @@ class ReplicaManager:
                 p.isr_change_listener = self._count_isr_change
             p.is_broker_eligible = self.metadata_cache.has_alive_broker
             fresh, plog.fresh_directory = plog.fresh_directory, False
-            replayed = 0 if fresh else p.producer_state.load(  # a new dir has no snapshot
-                p.log_start_offset, p.log_end_offset, p.batches_from)
-            if replayed:
-                log.info("%s: producer state rebuilt, %d batches replayed from the log", tp,
-                         replayed)
-            self.partitions[tp] = p
-            if topic_id != ZERO_UUID:
-                self._topic_names[topic_id] = tp.topic
+            if not fresh:  # a new dir has no snapshot and no log to replay
+                loads[p] = LoadJob(p.producer_state, p.log_start_offset, p.log_end_offset,
+                                   p.batches_from)
+            opened.append(p)
             await asyncio.sleep(0)  # a topic of many partitions does not stall other clients
+        # Producer state: snapshot files read and decoded, the log after them replayed, in
+        # worker threads (LOAD_THREADS at a time), not on the loop (10,000 partitions at
+        # start-up). The partitions are not hosted yet: nothing else touches their state.
+        replayed = dict(zip(loads, await asyncio.to_thread(load_states, list(loads.values())),
+                            strict=True)) if loads else {}
+        for p in opened:  # hosted in order; a failed load raises, as on the loop before
+            done = replayed.get(p, 0)
+            if isinstance(done, Exception):
+                raise done
+            if done:
+                log.info("%s: producer state rebuilt, %d batches replayed from the log",
+                         p.topic_partition, done)
+            self.partitions[p.topic_partition] = p
+            if p.topic_id != ZERO_UUID:
+                self._topic_names[p.topic_id] = p.topic
         return errors
 
     def _write_partition_metadata_soon(self) -> None:

@@ -8,6 +8,8 @@ Partitions are hosted the only way there is: a LeaderAndIsr request.
 from __future__ import annotations
 
 import asyncio
+import logging
+import threading
 import time
 import uuid
 from dataclasses import replace
@@ -18,6 +20,7 @@ import pytest
 from broker.delayed_ops import FetchParams, FetchPartitionStatus
 from broker.metadata_cache import MetadataCache
 from broker.partition import IsolationLevel, Partition
+from broker.producer_state import LOAD_THREADS
 from broker.replica_manager import SNAPSHOT_THREADS, ReplicaManager
 from protocol.errors import ErrorCode
 from protocol.messages.leader_and_isr import LeaderAndIsrRequest
@@ -209,6 +212,56 @@ async def test_clean_stop_snapshots_every_partition_for_a_restart_without_replay
             entries=[(("t", i), memoryview(data(i + 1, pid=100 + i, seq=0)))])
         assert (results[("t", i)].error, results[("t", i)].base_offset) == (0, 0)
         assert p.log_end_offset == i + 1
+    close_rm(rm)
+
+
+async def test_producer_state_of_opened_partitions_loads_in_worker_threads(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Partitions a LeaderAndIsr opens over existing logs (start-up: all of them in one
+    request) load their producer state in worker threads, not on the event loop. Every
+    snapshot here is cut short: each load deletes it (a warning from the thread that
+    loads) and replays its log, and every partition ends with the state it had."""
+    count = 2 * LOAD_THREADS + 1
+    rm = new_rm(tmp_path)
+    for i in range(count):
+        await make_leader(rm, i)
+        for seq in (0, 2):
+            results = await rm.append_records(
+                timeout_ms=1000, required_acks=1, produce_version=9,
+                entries=[(("t", i), memoryview(data(2, pid=100 + i, seq=seq)))])
+            assert (results[("t", i)].error, results[("t", i)].base_offset) == (0, seq)
+    close_rm(rm)
+    for i in range(count):
+        (snapshot,) = (tmp_path / f"t-{i}").glob("*.snapshot")
+        snapshot.write_bytes(snapshot.read_bytes()[:-1])
+    rm = new_rm(tmp_path)
+    caplog.set_level(logging.INFO)
+    response = await rm.become_leader_or_follower(LeaderAndIsrRequest(
+        controller_id=0, controller_epoch=1, topic_states=[
+            LeaderAndIsrRequest.LeaderAndIsrTopicState(topic_name="t", topic_id=TID, partition_states=[
+                LeaderAndIsrRequest.LeaderAndIsrPartitionState(
+                    partition_index=i, controller_epoch=1, leader=0, leader_epoch=1, isr=[0],
+                    partition_epoch=0, replicas=[0])
+                for i in range(count)])]))
+    assert [e.error_code for t in response.topics for e in t.partition_errors] == [0] * count
+    deleted = [r for r in caplog.records if "deleting unreadable producer snapshot" in r.message]
+    assert len(deleted) == count
+    loop_thread = threading.current_thread().name
+    assert {r.threadName for r in deleted} <= {f"producer-state-load_{n}" for n in range(LOAD_THREADS)}
+    assert loop_thread not in {r.threadName for r in deleted}
+    replayed = [r.message for r in caplog.records if "producer state rebuilt" in r.message]
+    assert sorted(replayed) == sorted(f"t-{i}: producer state rebuilt, 2 batches replayed from "
+                                      "the log" for i in range(count))
+    for i in range(count):
+        p = rm.get_partition("t", i)
+        assert p is not None and p.producer_state.snapshot_offset == -1
+        entry = p.producer_state.last_entry(100 + i)
+        assert entry is not None and (entry.producer_epoch, entry.last_seq, entry.last_offset) == (0, 3, 3)
+        results = await rm.append_records(  # the last batch again: found, not appended
+            timeout_ms=1000, required_acks=1, produce_version=9,
+            entries=[(("t", i), memoryview(data(2, pid=100 + i, seq=2)))])
+        assert (results[("t", i)].error, results[("t", i)].base_offset) == (0, 2)
+        assert p.log_end_offset == 4
     close_rm(rm)
 
 
