@@ -16,7 +16,9 @@ result on stdout (``{"ok": true, ...}`` or ``{"ok": false, "error": ...}``). Wor
   consumer prints ``ready`` once assigned, then reports percentiles of (receive time -
   value timestamp) after dropping the first ``warmup_records``. The producer sends ``rate / 1000``
   records per millisecond tick (at least one) and reports ``send_s`` (to its last send) and
-  ``max_behind_ms`` (the most it fell behind its schedule before a send).
+  ``max_behind_ms`` (the most it fell behind its schedule before a send). With
+  ``outliers_ms``, the consumer also returns ``outliers``: [receive time (CLOCK_MONOTONIC
+  seconds), latency ms] of each sample above it (at most 100,000).
 - ``small``: ``producers`` producers in threads, each sending one record per request
   (linger 0, ``batch.num.messages`` 1, one request in flight, wait for the ack before the
   next) for ``duration_s``; result: requests and latency percentiles.
@@ -52,6 +54,7 @@ Result = dict[str, Any]
 
 PERCENTILES: Final[tuple[float, ...]] = (50.0, 90.0, 99.0, 99.9, 99.99, 100.0)
 MAX_SAMPLES: Final[int] = 5_000_000  # latency samples kept per process (memory bound)
+MAX_OUTLIERS: Final[int] = 100_000  # slow samples kept with their times (``outliers_ms``)
 _TS: Final[struct.Struct] = struct.Struct(">q")
 
 
@@ -206,6 +209,10 @@ def run_latency_consume(spec: Spec) -> Result:
     consumer.poll(0.5)  # connect and start fetching before the producer begins
     print("ready", flush=True)
     samples_ns: list[int] = []
+    # Optional: (receive time, latency) of each sample over ``outliers_ms``, for matching
+    # slow records with what the broker did then (bench.loop_lag).
+    outlier_ns = int(float(spec.get("outliers_ms", 0)) * 1e6) or None
+    outliers: list[tuple[float, float]] = []
     count = 0
     cpu0, t0 = self_cpu_s(), time.monotonic()
     try:
@@ -220,16 +227,23 @@ def run_latency_consume(spec: Spec) -> Result:
                 raise LoadError(f"consume error: {msg.error()}")
             count += 1
             if count > warmup and len(samples_ns) < MAX_SAMPLES:
-                samples_ns.append(now_ns - _TS.unpack_from(msg.value() or bytes(8))[0])
+                latency_ns = now_ns - _TS.unpack_from(msg.value() or bytes(8))[0]
+                samples_ns.append(latency_ns)
+                if (outlier_ns is not None and latency_ns > outlier_ns
+                        and len(outliers) < MAX_OUTLIERS):
+                    outliers.append((now_ns / 1e9, latency_ns / 1e6))
         elapsed_s, cpu_s = time.monotonic() - t0, self_cpu_s() - cpu0
     finally:
         consumer.close()
-    return {
+    result: Result = {
         "records": count,
         "elapsed_s": elapsed_s,
         "cpu_s": cpu_s,
         "latency_ms": _percentiles_ms(samples_ns),
     }
+    if outlier_ns is not None:
+        result["outliers"] = outliers
+    return result
 
 
 def run_latency_produce(spec: Spec) -> Result:

@@ -1,0 +1,304 @@
+"""Event-loop stalls in a broker under P4's load, and which slow records they explain:
+``python -m bench.loop_lag``.
+
+The broker (``python -m cli broker``, the bench's settings, its metrics endpoint on to count
+requests) runs with a probe installed before its first import (this file, run as the
+broker's ``__main__``):
+
+- a task on the broker's loop sleeps ``--tick-ms`` at a time and records how late each
+  wake-up is (the loop's lag: time it was busy, or ready but not running);
+- with ``--stacks``, a watchdog thread looks at the loop thread every millisecond and, when
+  the loop has not ticked for ``--stall-ms``, takes the loop thread's Python stack once per
+  stall (``sys._current_frames``: an in-process ``py-spy dump``). A stall whose stack is
+  the loop's own ``run_forever`` (waiting in epoll) was not the loop's work: the process
+  did not get a core, or a thread held the interpreter lock;
+- the CPU time of each thread of the process (``/proc/self/task``), by thread name.
+
+The load is P4's at ``--rate`` records/s (``bench.load`` ``latency_produce``, linger 0, and
+``latency_consume``, librdkafka's consumer). After ``--warmup-s`` the window opens
+(SIGUSR1), ``--window-s`` later it closes (SIGUSR2) and the probe writes what it saw. The
+consumer reports each record slower than ``--stall-ms`` with its receive time, and each is
+matched with the stalls that overlap its life (produce to receive): so the report says how
+much of the tail the loop's stalls explain.
+
+Times stretch with the machine's load; on a busy machine read the CPU columns and the
+stacks, not the milliseconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import bisect
+import itertools
+import json
+import os
+import signal
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Final
+
+STATE_ENV: Final[str] = "BENCH_LOOP_LAG_STATE"  # the child's output file and settings (JSON)
+BUCKETS_MS: Final[tuple[float, ...]] = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
+MAX_STALLS: Final[int] = 20_000
+STACK_FRAMES: Final[int] = 8
+
+
+def _thread_cpu() -> dict[str, float]:
+    """CPU seconds (utime + stime) of each live thread of this process, by thread name."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    out: dict[str, float] = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            stat = Path(f"/proc/self/task/{tid}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        cpu = (int(fields[11]) + int(fields[12])) / ticks
+        name = names.get(int(tid), f"native-{tid}")
+        out[name] = out.get(name, 0.0) + cpu
+    return out
+
+
+class Probe:
+    """Inside the broker: loop lag by a sleeping task, stacks by a watchdog thread."""
+
+    def __init__(self, out: Path, tick_s: float, stall_s: float, stacks: bool) -> None:
+        self.out = out
+        self.tick_s = tick_s
+        self.stall_s = stall_s
+        self.stacks = stacks
+        self.loop_tid = threading.get_ident()
+        self.last_tick = time.monotonic()
+        self.window = False
+        self.reset()
+
+    def reset(self) -> None:
+        self.ticks = 0
+        self.lag_s = 0.0
+        self.buckets = [0] * (len(BUCKETS_MS) + 1)
+        self.stalls: list[tuple[float, float]] = []  # (wake-up time, lateness s)
+        self.stack_counts: dict[str, int] = {}
+        self.cpu0 = _thread_cpu()
+        self.loop_cpu0 = time.thread_time()
+        self.t0 = time.monotonic()
+
+    def start(self) -> None:
+        asyncio.get_running_loop().create_task(self._ticker(), name="loop-lag-probe")
+        if self.stacks:
+            threading.Thread(target=self._watchdog, name="loop-lag-watchdog", daemon=True).start()
+
+    async def _ticker(self) -> None:
+        tick = self.tick_s
+        while True:
+            due = time.monotonic() + tick
+            await asyncio.sleep(tick)
+            now = time.monotonic()
+            self.last_tick = now
+            if not self.window:
+                continue
+            late = max(0.0, now - due)
+            self.ticks += 1
+            self.lag_s += late
+            self.buckets[bisect.bisect_right(BUCKETS_MS, late * 1000)] += 1
+            if late >= self.stall_s and len(self.stalls) < MAX_STALLS:
+                self.stalls.append((now, late))
+
+    def _watchdog(self) -> None:
+        seen = 0.0
+        while True:
+            time.sleep(0.001)
+            last = self.last_tick
+            if not self.window or last == seen or time.monotonic() - last < self.stall_s:
+                continue
+            seen = last  # one stack per stall
+            frame = sys._current_frames().get(self.loop_tid)
+            if frame is None:
+                continue
+            summary = traceback.extract_stack(frame)[-STACK_FRAMES:]
+            key = " < ".join(f"{Path(f.filename).name}:{f.name}:{f.lineno}"
+                             for f in reversed(summary))
+            self.stack_counts[key] = self.stack_counts.get(key, 0) + 1
+
+    def open_window(self, _signum: int, _frame: object) -> None:
+        self.reset()
+        self.window = True
+
+    def close_window(self, _signum: int, _frame: object) -> None:
+        self.window = False
+        cpu1 = _thread_cpu()
+        state = {
+            "seconds": time.monotonic() - self.t0,
+            "loop_cpu_s": time.thread_time() - self.loop_cpu0,
+            "ticks": self.ticks,
+            "lag_s": self.lag_s,
+            "buckets": self.buckets,
+            "stalls": self.stalls,
+            "stacks": self.stack_counts,
+            "thread_cpu_s": {name: cpu1[name] - self.cpu0.get(name, 0.0) for name in cpu1},
+        }
+        tmp = self.out.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state))
+        tmp.replace(self.out)
+
+
+def _child(argv: list[str]) -> int:
+    """Inside the broker process: install the probe on the broker's loop, run the broker."""
+    settings = json.loads(os.environ[STATE_ENV])
+    sys.path.insert(0, os.getcwd())  # the tree the broker runs from (--tree)
+    from broker import server
+    from cli.main import main as cli_main
+
+    probe = Probe(Path(settings["out"]), settings["tick_ms"] / 1000, settings["stall_ms"] / 1000,
+                  settings["stacks"])
+    signal.signal(signal.SIGUSR1, probe.open_window)
+    signal.signal(signal.SIGUSR2, probe.close_window)
+    original = server.BrokerServer.run
+
+    async def run(self: server.BrokerServer) -> int:
+        probe.loop_tid = threading.get_ident()
+        probe.start()
+        return await original(self)
+
+    server.BrokerServer.run = run  # type: ignore[method-assign]
+    return cli_main(argv)
+
+
+def _wait_file(path: Path, timeout_s: float = 30.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if path.exists():
+            result: dict[str, Any] = json.loads(path.read_text())
+            return result
+        time.sleep(0.05)
+    raise TimeoutError(f"the broker did not write {path} within {timeout_s:.0f} s")
+
+
+def _explained(outliers: list[list[float]], stalls: list[list[float]]) -> int:
+    """How many slow records lived (from their send to their receive) through a stall."""
+    spans = sorted((wake - late, wake) for wake, late in stalls)
+    starts = [s for s, _e in spans]
+    count = 0
+    for received, latency_ms in outliers:
+        sent = received - latency_ms / 1000
+        i = bisect.bisect_right(starts, received)
+        if any(end >= sent for _start, end in spans[max(0, i - 50):i]):
+            count += 1
+    return count
+
+
+def main(argv: list[str] | None = None) -> int:
+    args_in = sys.argv[1:] if argv is None else argv
+    if args_in[:1] == ["--child"]:
+        return _child(args_in[1:])
+    from bench.brokers import SHARED_SETTINGS
+    from bench.procs import free_port, spawn, stop, wait_for_port
+    from bench.syscalls import TOPIC, _requests_served
+    from client.sync import SyncClient
+
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--rate", type=int, default=10_000, help="records/s")
+    parser.add_argument("--warmup-s", type=float, default=4.0)
+    parser.add_argument("--window-s", type=float, default=15.0)
+    parser.add_argument("--tick-ms", type=float, default=1.0)
+    parser.add_argument("--stall-ms", type=float, default=3.0,
+                        help="a wake-up this late is a stall; a record this slow is an outlier")
+    parser.add_argument("--stacks", action="store_true", help="take the loop's stack per stall")
+    parser.add_argument("--tree", type=Path, default=None,
+                        help="run the broker from this checkout (default: this one)")
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--out-dir", type=Path, default=Path(tempfile.gettempdir()) / "loop-lag")
+    args = parser.parse_args(args_in)
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="lag-", dir=args.out_dir))
+    state = work / "probe.json"
+    port, metrics_port = free_port(), free_port()
+    props = {"listeners": f"PLAINTEXT://127.0.0.1:{port}", "log.dirs": str(work / "data"),
+             "metrics.prometheus.listener": f"127.0.0.1:{metrics_port}", **SHARED_SETTINGS,
+             **dict(item.split("=", 1) for item in args.override)}
+    metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+    settings = {"out": str(state), "tick_ms": args.tick_ms, "stall_ms": args.stall_ms,
+                "stacks": args.stacks}
+    argv_broker = [sys.executable, str(Path(__file__).resolve()), "--child", "broker",
+                   *(a for k, v in props.items() for a in ("--override", f"{k}={v}"))]
+    broker = spawn(argv_broker, log_path=work / "broker.log",
+                   env={**os.environ, STATE_ENV: json.dumps(settings)}, cwd=args.tree)
+    records = int(args.rate * (args.warmup_s + args.window_s))
+    try:
+        wait_for_port(port, proc=broker, timeout_s=60)
+        bootstrap = f"127.0.0.1:{port}"
+        with SyncClient(bootstrap, timeout_ms=60_000) as client:
+            client.create_topic(TOPIC, 1, 1, {})
+        consumer = spawn([sys.executable, "-m", "bench.load", json.dumps(
+            {"workload": "latency_consume", "topic": TOPIC, "records": records,
+             "warmup_records": int(args.rate * args.warmup_s), "outliers_ms": args.stall_ms,
+             "bootstrap": bootstrap, "timeout_s": args.warmup_s + args.window_s + 60})],
+            log_path=work / "consumer.log", stdout_pipe=True)
+        assert consumer.stdout is not None
+        if consumer.stdout.readline().strip() != b"ready":
+            raise RuntimeError(f"the consumer did not start: see {work / 'consumer.log'}")
+        producer = spawn([sys.executable, "-m", "bench.load", json.dumps(
+            {"workload": "latency_produce", "topic": TOPIC, "records": records,
+             "rate": args.rate, "record_bytes": 100, "bootstrap": bootstrap})],
+            log_path=work / "producer.log", stdout_pipe=True)
+        assert producer.stdout is not None
+        try:
+            time.sleep(args.warmup_s)
+            before = _requests_served(metrics_url)
+            os.kill(broker.pid, signal.SIGUSR1)
+            time.sleep(args.window_s)
+            os.kill(broker.pid, signal.SIGUSR2)
+            after = _requests_served(metrics_url)
+            probe = _wait_file(state)
+            produced = json.loads(producer.stdout.readline() or b"{}")
+            consumed = json.loads(consumer.stdout.readline() or b"{}")
+        finally:
+            stop(producer)
+            stop(consumer)
+    finally:
+        stop(broker, sig=signal.SIGTERM)
+    if not consumed.get("ok") or not produced.get("ok"):
+        print(f"load failed: producer {produced}, consumer {consumed}", file=sys.stderr)
+        return 1
+    requests = after - before
+    seconds = probe["seconds"]
+    print(f"P4 at {args.rate:,} records/s: producer held {produced['records'] / produced['send_s']:,.0f}"
+          f" records/s (at worst {produced['max_behind_ms']:.1f} ms behind schedule); "
+          f"{requests:,} requests in the {seconds:.1f} s window ({requests / seconds:,.0f}/s); "
+          f"loop thread CPU {probe['loop_cpu_s'] / seconds:.0%}, "
+          f"{1e6 * probe['loop_cpu_s'] / max(requests, 1):.0f} us per request")
+    lat = consumed["latency_ms"]
+    print("e2e latency ms: " + ", ".join(f"{k} {lat[k]:.3g}" for k in
+                                        ("p50", "p90", "p99", "p99.9", "p99.99", "p100")))
+    ticks = max(probe["ticks"], 1)
+    labels = [f"<{BUCKETS_MS[0]:g}"] + [f"{a:g}-{b:g}" for a, b in itertools.pairwise(BUCKETS_MS)]
+    labels.append(f">={BUCKETS_MS[-1]:g}")
+    print(f"loop wake-ups ({args.tick_ms:g} ms sleeps), lateness ms: " + ", ".join(
+        f"{label}: {n}" for label, n in zip(labels, probe["buckets"], strict=True)))
+    stalls = probe["stalls"]
+    print(f"stalls >= {args.stall_ms:g} ms: {len(stalls)}, {sum(s[1] for s in stalls) * 1000:.0f}"
+          f" ms in all, longest {max((s[1] for s in stalls), default=0) * 1000:.1f} ms; "
+          f"mean lateness {1000 * probe['lag_s'] / ticks:.2f} ms")
+    outliers = consumed.get("outliers", [])
+    samples = lat["samples"]
+    explained = _explained(outliers, stalls)
+    print(f"records slower than {args.stall_ms:g} ms: {len(outliers):,} of {samples:,.0f} "
+          f"({len(outliers) / max(samples, 1):.3%}); {explained:,} of them lived through a stall")
+    print("thread CPU in the window: " + ", ".join(
+        f"{name} {cpu:.2f} s" for name, cpu in sorted(probe["thread_cpu_s"].items(),
+                                                      key=lambda kv: -kv[1]) if cpu > 0))
+    if probe["stacks"]:
+        print("loop thread's stack during stalls (innermost first):")
+        for stack, n in sorted(probe["stacks"].items(), key=lambda kv: -kv[1])[:15]:
+            print(f"  {n:5d}  {stack}")
+    print(f"work dir: {work}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
