@@ -9,7 +9,10 @@ per append); reads return ``FileSlice`` regions for ``sendfile``. Batch boundari
 three header fields (``baseOffset`` @0, ``batchLength`` @8, ``lastOffsetDelta`` @23,
 ``maxTimestamp`` @35) from an mmap of the file, or with ``pread`` for the newest bytes not
 yet mapped (or when the map was evicted); the map is refreshed once per
-``_REMAP_STEP_BYTES`` of growth, not per append.
+``_REMAP_STEP_BYTES`` of growth, not per append. The heads of the newest batches
+(``RECENT_HEADS``, read from the appended bytes as they are written) are kept in memory, so
+a read at the log's tail (a consumer that is caught up, a parked fetch woken by an append)
+finds its batch without walking from the offset index and without a ``pread``.
 
 Open files: the active segment keeps its ``.log`` open (appends, ``sendfile``). Everything
 else is bounded per process, not per segment: the indexes hold no descriptor
@@ -42,6 +45,7 @@ import mmap
 import os
 import struct
 import time
+from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
@@ -69,6 +73,9 @@ _REMAP_STEP_BYTES = 8 * 1024 * 1024
 _MAX_SCAN_BATCHES = 1 << 24  # bound on batch walks inside one segment (>= any real count)
 _TAIL_READ_BYTES = 4 * 1024 * 1024  # start-up reads at most this much of a segment's tail
 _INDEX_ENTRY = struct.Struct(">ii")
+# Heads of the newest batches kept per segment: a consumer at the tail reads one of the last
+# few batches appended. A sealed segment keeps none.
+RECENT_HEADS = 8
 _WHY = {  # what a corrupt batch found by ``verify`` is, in a log line
     StopReason.CRC_MISMATCH: "its CRC does not match its bytes",
     StopReason.CORRUPT: "its header does not parse",
@@ -149,6 +156,9 @@ class LogSegment:
         # this process appended (its CRCs were checked on the way in) or recovered. Reads
         # past it check the CRCs they return once (``verify``).
         self._verified_bytes = 0
+        # Invariant: the heads of the last len(_recent) batches of the file, in file order,
+        # the last one ending at _size (cleared whenever the file is cut or sealed).
+        self._recent: deque[BatchHead] = deque(maxlen=RECENT_HEADS)
 
     @classmethod
     def open(
@@ -392,8 +402,13 @@ class LogSegment:
         if self._verified_bytes == start:  # the caller checked these batches' CRCs
             self._verified_bytes = self._size
         position = start
+        recent = self._recent
         for meta in batches:
             self.index_batch(position, meta.size_bytes, meta.last_offset, meta.max_timestamp)
+            # The head as head_at would read it back from the file: the same bytes.
+            fields = _HEAD.unpack_from(data, position - start)
+            recent.append(_new_tuple(BatchHead, (position, fields[0], meta.size_bytes,
+                                                 fields[0] + fields[6], fields[8], fields[2])))
             position += meta.size_bytes
 
     def mark(self) -> SegmentMark:
@@ -406,6 +421,7 @@ class LogSegment:
         """Undo everything appended since ``mark``: index entries first (they point into the
         file), then the file is cut back to its old size. Raises ``OSError`` if the disk
         refuses even that (the caller then takes the log dir offline)."""
+        self._recent.clear()
         self.offset_index.truncate_to_entries(mark.offset_index_entries)
         self.time_index.truncate_to_entries(mark.time_index_entries)
         self._bytes_since_last_index_entry = mark.bytes_since_last_index_entry
@@ -445,6 +461,7 @@ class LogSegment:
         self.offset_index.seal()
         self.time_index.seal()
         self._writable_indexes = False
+        self._recent.clear()
         self.seal_file()
 
     # ------------------------------------------------------------------ batch walks
@@ -497,6 +514,10 @@ class LogSegment:
     def head_at(self, position: int) -> BatchHead:
         """Header fields of the batch at ``position`` (which must be a batch boundary)."""
         end = position + _HEAD_BYTES
+        if end > self._mapped_bytes:
+            for recent in self._recent:
+                if recent.position == position:
+                    return recent
         mm = self._mm if end <= self._mapped_bytes else self._buffer_for(end)
         if mm is not None:
             fields = _HEAD.unpack_from(mm, position)
@@ -585,7 +606,16 @@ class LogSegment:
 
     def translate_offset(self, offset: int, start_position: int = 0) -> BatchHead | None:
         """The first batch at or after ``start_position`` whose last offset is >= ``offset``
-        (the batch that holds ``offset``), found from the offset index; None if none."""
+        (the batch that holds ``offset``), found from the offset index; None if none.
+        An offset among the newest batches (a read at the tail) is found among their
+        heads kept in memory."""
+        recent = self._recent
+        if recent and offset >= recent[0].base_offset:
+            # Every batch before recent[0] ends below its base offset, so below ``offset``.
+            for head in recent:
+                if head.last_offset >= offset and head.position >= start_position:
+                    return head
+            return None
         index = self._offset_index or self.offset_index
         pos: int = index.lookup(offset).position
         if pos < start_position:
@@ -689,6 +719,7 @@ class LogSegment:
         removed = self._size - position
         if removed <= 0:
             return 0
+        self._recent.clear()
         self._drop_map()
         f = self.file
         fileio.ftruncate(f.fileno(), position, self.log_path)
