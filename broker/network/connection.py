@@ -21,7 +21,8 @@ responses go out strictly in request order, as in Kafka. A request whose handler
 wait is answered within the callback that read it; the next frame already buffered is then
 taken at the loop's next turn (one request per connection per turn, like a Kafka processor),
 so a client pipelining thousands of requests does not hold the loop. A response of bytes
-only is one ``transport.write`` (parts joined); one with record data (``FileSlice``) goes
+only is one ``transport.write`` (parts joined); one with record data (``FileSlice``) is
+copied into one ``transport.write`` when small (``sendfile.SMALL_COPY_BYTES``), else goes
 out at once with ``os.sendfile`` on a duplicate of the socket's descriptor kept for the
 connection (``sendfile.write_parts_now``), and whatever the socket does not take then is
 finished by ``sendfile.write_parts`` in a task. After a write, the next request waits while
@@ -67,6 +68,7 @@ from broker.handlers.base import LOADED_SPECS, CloseConnection, find_spec
 from broker.network.memory_pool import MemoryPool
 from broker.network.request_channel import NoOp, Outcome, Request, SendResponse
 from broker.network.sendfile import (
+    SMALL_COPY_BYTES,
     SendfileError,
     copy_parts_now,
     write_parts,
@@ -474,9 +476,12 @@ class Connection:
                     # Record data (sendfile) or a big response: what cannot go now is
                     # written by a task of its own (held here: the loop keeps only weak
                     # references to tasks).
-                    rest = (copy_parts_now(self.transport, outcome.parts, JOIN_MAX_BYTES)
-                            if self._copy else
-                            write_parts_now(self.transport, self._out_fd(), outcome.parts))
+                    if self._copy:
+                        rest = copy_parts_now(self.transport, outcome.parts, JOIN_MAX_BYTES)
+                    else:  # a small one copied in one write, else sendfile
+                        rest = copy_parts_now(self.transport, outcome.parts, SMALL_COPY_BYTES)
+                        if rest:
+                            rest = write_parts_now(self.transport, self._out_fd(), rest)
                     if rest:
                         self._write_task = self._loop.create_task(
                             self._write_slow(rest))

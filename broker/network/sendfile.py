@@ -14,6 +14,12 @@ see /work/shared/ENVIRONMENT.md):
    is full (``BlockingIOError``); the duplicate is closed afterwards;
 4. later parts continue through the transport.
 
+A small response (``SMALL_COPY_BYTES`` in all, record data included: a consumer at the
+log's tail) is copied instead, on every connection: one ``pread`` and one write, which
+leaves as one TCP segment, cost less than ``write`` + ``sendfile`` + ``write`` of the parts
+before, in and after the record data, which with TCP_NODELAY leave as three segments, each
+a wake-up of the client.
+
 The copying alternative (``pread`` the region, ``transport.write`` it: a response up to 1 MiB
 at once with ``copy_parts_now``, a bigger one 1 MiB at a time) is chosen with ``copy=True``;
 the broker takes it for TLS connections (encryption happens in user space, so the file
@@ -38,6 +44,8 @@ log = logging.getLogger(__name__)
 
 COPY_ENV_VAR = "MINIKAFKA_FETCH_COPY"
 COPY_CHUNK_BYTES = 1 << 20
+# Responses up to this size are copied and written at once even where sendfile is used.
+SMALL_COPY_BYTES = 16 * 1024
 # Largest count handed to one os.sendfile call (Linux caps a call at 0x7ffff000 anyway).
 SENDFILE_MAX_CHUNK_BYTES = 1 << 30
 _DEFAULT_HIGH_WATER_BYTES = 64 * 1024

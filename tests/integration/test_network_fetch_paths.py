@@ -1,6 +1,7 @@
 """Fetch responses through the real broker: record data sent with sendfile and with the
-copying path (MINIKAFKA_FETCH_COPY=1) are byte-identical on the wire; a long-poll fetch in
-flight at SIGTERM is answered at once, and the broker exits 0."""
+copying path (MINIKAFKA_FETCH_COPY=1) are byte-identical on the wire; a small response (a
+consumer at the tail) is copied into one write on the sendfile path too, a big one is not;
+a long-poll fetch in flight at SIGTERM is answered at once, and the broker exits 0."""
 
 from __future__ import annotations
 
@@ -83,6 +84,31 @@ def test_sendfile_and_copy_fetch_responses_are_byte_identical(tmp_path: Path) ->
     values = [r.value for b in iter_batches(bytes(records)) for r in b.records()]
     assert values == payloads
     assert len(zero_copy[0]) > 1_900_000
+
+
+def test_small_fetch_response_is_copied_in_one_write_and_a_big_one_sent_with_sendfile(
+        tmp_path: Path) -> None:
+    proc = broker_with_topic(tmp_path, env={"MINIKAFKA_LOG_LEVEL": "DEBUG"})
+    big = [bytes([i]) * 2000 for i in range(20)]  # 40 kB: over SMALL_COPY_BYTES
+    small = [b"tail-%d" % i for i in range(3)]
+    with proc, RawClient(proc.bootstrap) as client:
+        produce(client, build_batch([NewRecord(None, v, (), 1_700_000_000_000) for v in big]))
+        last = produce(client, build_batch([NewRecord(None, v, (), 1_700_000_000_000)
+                                            for v in small]))
+        at_tail = raw_fetch(client, last)
+        whole = raw_fetch(client, 0)
+    log = proc.stderr_text()
+    copied = [int(line.split("copy: ")[1].split()[0]) for line in log.splitlines()
+              if "copy: " in line]
+    sent = [int(line.split("sendfile: ")[1].split()[0]) for line in log.splitlines()
+            if "sendfile: " in line]
+    assert len(copied) == 1 and copied[0] < 200 and len(sent) == 1 and sent[0] > 40_000
+    for frame, values in ((at_tail, small), (whole, big + small)):
+        _cid, body = decode_response(frame, 1, 12)
+        assert isinstance(body, FetchResponse)
+        records = body.responses[0].partitions[0].records
+        assert isinstance(records, bytes | bytearray | memoryview)
+        assert [r.value for b in iter_batches(bytes(records)) for r in b.records()] == values
 
 
 def test_long_poll_fetch_in_flight_is_answered_at_sigterm(tmp_path: Path) -> None:
