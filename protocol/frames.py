@@ -130,7 +130,12 @@ def decode_request_header(frame: memoryview | bytes | bytearray) -> tuple[Reques
     if len(frame) < 8:
         raise ProtocolError(f"request header needs 8 bytes, frame has {len(frame)}")
     api_key, api_version, correlation_id = _HDR0.unpack_from(frame, 0)
-    hv = request_header_version(api_key, api_version)
+    # request_header_version, inline (once per request)
+    if api_key == CONTROLLED_SHUTDOWN_KEY and api_version == 0:
+        hv = 0
+    else:
+        start = _FLEX_REQ.get(api_key)
+        hv = 2 if start is not None and api_version >= start else 1
     if hv == 0:
         return RequestHeader(api_key, api_version, correlation_id, ""), 8
     if type(frame) is bytes and len(frame) >= 10:

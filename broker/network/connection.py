@@ -302,7 +302,9 @@ class Connection:
 
     def _process_frames(self) -> None:
         started = False
-        while not (self.in_flight or self._stopping or self._writing_paused or self._closing):
+        transport = self._transport  # (not self._closing: a property call per turn)
+        while not (self.in_flight or self._stopping or self._writing_paused or self._lost
+                   or transport is None or transport.is_closing()):
             if started:
                 # The request just started was answered at once (its handler did not
                 # wait). A next one already buffered waits for the loop's next turn, so
@@ -321,7 +323,10 @@ class Connection:
                                 "Connection %s closed inside a frame size prefix", self.id)
                         self.close()
                     break
-                size = decode_frame_size(buf, self._frame_limit())  # ProtocolError -> close
+                auth = self._authenticator
+                limit = (self._max_frame_bytes if auth is None or auth.complete
+                         else self._frame_limit())
+                size = decode_frame_size(buf, limit)  # ProtocolError -> close
                 if not self._pool.try_reserve(size):
                     # queued.max.request.bytes: wait, muted, for memory.
                     self._pause_reading()
@@ -409,6 +414,17 @@ class Connection:
                                 f"{header.api_key} (supported {spec.min_version}-{spec.max_version}, "
                                 f"client {header.client_id!r})")
         self.in_flight = True
+        fast = spec.fast
+        if fast is not None and self._metrics is None:
+            outcome = self._channel.serve_fast(fast, header, frame, body_offset, self.principal,
+                                               self.id)
+            if type(outcome) is bytes:
+                self._send_now(outcome)
+                return
+            if outcome is not None:
+                assert not isinstance(outcome, bytes)
+                self._on_outcome(outcome)
+                return
         request = Request(header, frame, body_offset, self.id, self.host, self.port,
                           self._on_outcome, self.principal, self.security.name,
                           self.security.protocol)
@@ -502,6 +518,17 @@ class Connection:
             self._close_for(exc)
             self._finish_request()
 
+    def _send_now(self, data: bytes) -> None:
+        """``_on_outcome`` of a response frame of bytes only, without a throttle time (what a
+        handler's fast path answers)."""
+        try:
+            transport = self._transport
+            if not (self._lost or transport is None or transport.is_closing()):
+                transport.write(data)
+        except Exception as exc:
+            self._close_for(exc)
+        self._finish_request()
+
     def _out_fd(self) -> int:
         if self._sendfile_fd < 0:
             sock = self.transport.get_extra_info("socket")
@@ -534,7 +561,8 @@ class Connection:
             return
         self.in_flight = False
         self.last_active_ns = time.monotonic_ns()
-        if self._closing:
+        transport = self._transport
+        if self._lost or transport is None or transport.is_closing():  # self._closing
             return
         if self._stopping:
             self.close()

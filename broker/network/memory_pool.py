@@ -28,7 +28,7 @@ class MemoryPool:
 
     def try_reserve(self, size_bytes: int) -> bool:
         """Hold ``size_bytes`` now if they are available (no waiting); True if held."""
-        if not self.bounded:
+        if self.capacity_bytes <= 0:  # not self.bounded: once per request, a property call
             return True
         if size_bytes > self.capacity_bytes:
             raise ValueError(f"{size_bytes} bytes exceed the pool's {self.capacity_bytes}")
@@ -52,7 +52,7 @@ class MemoryPool:
             self._waiting -= 1
 
     def release(self, size_bytes: int) -> None:
-        if not self.bounded or size_bytes == 0:
+        if self.capacity_bytes <= 0 or size_bytes == 0:  # not self.bounded (as try_reserve)
             return
         self.available_bytes = min(self.available_bytes + size_bytes, self.capacity_bytes)
         if self._waiting:

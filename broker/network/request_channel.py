@@ -263,10 +263,6 @@ class RequestChannel:
             request.finish(_encode(header.correlation_id, API_VERSIONS_KEY, 0,
                                    unsupported_version_response()))
             return
-        if spec.fast is not None and self.metrics is None and self._faults is None:
-            quotas = self._request_quotas
-            if (quotas is None or not quotas.enabled) and self._serve_fast(spec.fast, request):
-                return
         try:
             body, _end = spec.request.decode_at(request.frame, header.api_version,
                                                 request.body_offset)
@@ -372,12 +368,15 @@ class RequestChannel:
     def _complete(self, request: Request, result: Respond | _NoResponse, throttle_ms: int
                   ) -> None:
         """Encode a handler's answer and hand the outcome to the connection."""
-        header = request.header
+        request.finish(self._outcome_of(request.header, result, throttle_ms, request.stats))
+
+    def _outcome_of(self, header: RequestHeader, result: Respond | _NoResponse, throttle_ms: int,
+                    stats: tuple[RequestStats, ...] | None = None) -> Outcome:
         if isinstance(result, Respond):
             response = result.body
-            if request.stats:
+            if stats:
                 try:
-                    request.stats[0].count_errors(response)
+                    stats[0].count_errors(response)
                 except (IndexError, TypeError):  # an error code outside every known range
                     log.warning("Response to api key %d has an unknown error code",
                                 header.api_key)
@@ -389,36 +388,35 @@ class RequestChannel:
                 outcome = SendResponse(outcome.parts, throttle_ms,
                                        hold=not client_throttles(header.api_key,
                                                                  header.api_version))
-            request.finish(outcome)
-        else:
-            request.finish(NoOp(throttle_ms))
+            return outcome
+        return NoOp(throttle_ms)
 
-    def _serve_fast(self, fast: FastHandler, request: Request) -> bool:
-        """A handler's fast path (``ApiSpec.fast``: Produce), for a broker that neither
-        times requests (metrics), injects faults nor enforces request quotas: answered at
-        once, without decoding the body into message classes, a context or a coroutine.
-        False: the fast path does not serve this request (nothing was done), the general
-        path does."""
-        header = request.header
+    def serve_fast(self, fast: FastHandler, header: RequestHeader, frame: bytes,
+                   body_offset: int, principal: KafkaPrincipal, connection_id: str
+                   ) -> Outcome | bytes | None:
+        """A handler's fast path (``ApiSpec.fast``: Produce), called by the connection for
+        a request it has just read: where nothing is queued ahead of it (as ``submit``
+        would dispatch it at once) and the broker neither times requests (metrics), injects
+        faults nor enforces request quotas, the request is answered here, without a
+        ``Request``, decoding its body into message classes, a context or a coroutine:
+        the outcome, or the whole response frame as bytes. None: not served (nothing was
+        done); the connection submits it."""
+        if self.metrics is not None or self._faults is not None or not self.queue.empty():
+            return None
+        quotas = self._request_quotas
+        if quotas is not None and quotas.enabled:
+            return None
         try:
-            result = fast(self._broker, header, request.frame, request.body_offset,
-                          request.principal)
+            result = fast(self._broker, header, frame, body_offset, principal)
         except Exception:
             log.exception("Handler for api key %d v%d (correlation id %d, client %s) failed; "
                           "closing connection %s", header.api_key, header.api_version,
-                          header.correlation_id, header.client_id, request.connection_id)
-            request.finish(CloseConnection("handler error"))
-            return True
-        if result is None:
-            return False
-        if type(result) is bytes:  # the whole response frame
-            request.finish(SendResponse([result]))
-        elif isinstance(result, CloseConnection):
-            request.finish(result)
-        else:
-            assert not isinstance(result, bytes)
-            self._complete(request, result, result.throttle_ms)
-        return True
+                          header.correlation_id, header.client_id, connection_id)
+            return CloseConnection("handler error")
+        if result is None or type(result) is bytes or isinstance(result, CloseConnection):
+            return result
+        assert not isinstance(result, bytes)
+        return self._outcome_of(header, result, result.throttle_ms)
 
 
 def _deliver_later(delay_s: float, deliver: Callable[[Outcome], None], outcome: Outcome) -> None:
