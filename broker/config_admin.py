@@ -7,8 +7,8 @@ others are answered INVALID_REQUEST. Topic configs are Kafka's topic-level names
 else the broker's explicitly set synonym (STATIC_BROKER_CONFIG), else Kafka's default
 (DEFAULT_CONFIG); a broker synonym may also be set dynamically (DYNAMIC_BROKER_CONFIG,
 DYNAMIC_DEFAULT_BROKER_CONFIG, which win over the static one). Broker configs
-(``broker.dynamic_broker_config``): the replica throttling rates, ``num.io.threads`` and the
-broker-level log defaults are dynamic, per broker (resource name the broker id,
+(``broker.dynamic_broker_config``): the replica throttling rates, ``num.io.threads``, the
+broker-level log defaults and the log cleaner's settings are dynamic, per broker (resource name the broker id,
 DYNAMIC_BROKER_CONFIG) and cluster-wide (resource name "", DYNAMIC_DEFAULT_BROKER_CONFIG);
 altering any other property is INVALID_CONFIG ("Cannot update these configs dynamically"),
 as Kafka answers for a non-dynamic property.

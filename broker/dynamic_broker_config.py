@@ -16,7 +16,16 @@ properties this broker can change while running:
   ``log.retention.hours``), validated as the topic config they stand for, and applied to
   every existing log whose topic does not override that config (``apply_log``; the
   precedence is topic override > this broker's dynamic value > the cluster default >
-  server.properties > Kafka's default, ``broker.log_configs``).
+  server.properties > Kafka's default, ``broker.log_configs``);
+- the log cleaner's settings (Kafka's ``LogCleaner.ReconfigurableConfigs``:
+  ``log.cleaner.threads``, ``log.cleaner.dedupe.buffer.size``,
+  ``log.cleaner.io.buffer.load.factor``, ``log.cleaner.io.buffer.size``,
+  ``log.cleaner.io.max.bytes.per.second``, ``log.cleaner.backoff.ms``, and
+  ``message.max.bytes`` among the log defaults), each value checked as server.properties
+  checks it, the whole as the running cleaner accepts it (``CleanerHooks.check``: Kafka's
+  rules and messages, ``broker.log_cleaning``); a change restarts the cleaner's threads
+  and workers with the new settings (``CleanerHooks.apply``), as Kafka restarts its
+  cleaner threads.
 
 Two levels, each stored as a whole set (``controller.topic_store.BrokerConfigStore``):
 this broker's own (entity ``<id>``, AlterConfigs resource BROKER ``"<id>"``, source
@@ -42,9 +51,9 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Callable, Mapping
-from typing import Final
+from typing import Final, Protocol
 
-from broker.config import BrokerConfig
+from broker.config import PROPERTIES, BrokerConfig, PropType
 from broker.replication_quota import FOLLOWER_RATE, LEADER_RATE
 from controller.topic_store import DEFAULT_BROKER_ENTITY, BrokerConfigStore, TopicStoreError
 from protocol.errors import ErrorCode
@@ -87,7 +96,14 @@ _LOG_DEFS: Final[dict[str, TopicConfigDef]] = {
     d.synonyms[0].name: dataclasses.replace(d, name=d.synonyms[0].name)
     for d in TOPIC_CONFIGS.values() if d.synonyms and d.synonyms[0].name in LOG_PROPERTIES}
 assert set(_LOG_DEFS) == LOG_PROPERTIES, sorted(LOG_PROPERTIES - set(_LOG_DEFS))
-DYNAMIC_PROPERTIES: Final = NUMERIC_PROPERTIES | LOG_PROPERTIES
+# Kafka's LogCleaner.ReconfigurableConfigs (3.9) but message.max.bytes, a log default too.
+CLEANER_PROPERTIES: Final = frozenset({
+    "log.cleaner.threads", "log.cleaner.dedupe.buffer.size",
+    "log.cleaner.io.buffer.load.factor", "log.cleaner.io.buffer.size",
+    "log.cleaner.io.max.bytes.per.second", "log.cleaner.backoff.ms",
+})
+CLEANER_RECONFIGURABLE: Final = CLEANER_PROPERTIES | {"message.max.bytes"}
+DYNAMIC_PROPERTIES: Final = NUMERIC_PROPERTIES | LOG_PROPERTIES | CLEANER_PROPERTIES
 
 # What the broker does with its effective numeric dynamic values: name -> value (every
 # property of NUMERIC_PROPERTIES, the static value where no dynamic one is set).
@@ -95,6 +111,16 @@ Apply = Callable[[Mapping[str, int]], None]
 # What it does with the dynamic log defaults: the LOG_PROPERTIES set dynamically, this
 # broker's value over the cluster default (the static ones are the log configs' base).
 ApplyLog = Callable[[Mapping[str, str]], None]
+
+
+class CleanerHooks(Protocol):
+    """The log cleaner's side (``broker.log_cleaning.CleanerReconfigurer``); both take the
+    CLEANER_RECONFIGURABLE properties set dynamically, this broker's value over the
+    cluster default."""
+
+    def check(self, dynamic: Mapping[str, str]) -> str | None: ...
+
+    def apply(self, dynamic: Mapping[str, str]) -> None: ...
 
 
 class DynamicConfigError(Exception):
@@ -118,6 +144,9 @@ def validate(overrides: Mapping[str, str | None]) -> dict[str, str]:
             continue
         if name in LOG_PROPERTIES:
             clean[name] = _valid_log_value(name, value)
+            continue
+        if name in CLEANER_PROPERTIES:
+            clean[name] = _valid_broker_value(name, value)
             continue
         type_name, lowest, highest = _TYPES[name]
         text = value.strip()
@@ -156,6 +185,35 @@ def _valid_log_value(name: str, value: str) -> str:
     return value.strip()
 
 
+_NUMBER_TYPES: Final = {PropType.INT: ("INT", -INT_MAX - 1, INT_MAX),
+                        PropType.LONG: ("LONG", -LONG_MAX - 1, LONG_MAX)}
+
+
+def _valid_broker_value(name: str, value: str) -> str:
+    """A broker property's value, checked as server.properties is (Kafka's ConfigDef
+    messages: ``Not a number of type INT``, ``Value must be at least 0``)."""
+    prop = PROPERTIES[name]
+    text = value.strip()
+    typed: int | float
+    try:
+        if prop.type is PropType.DOUBLE:
+            typed = float(text)
+        else:
+            type_name, lowest, highest = _NUMBER_TYPES[prop.type]
+            typed = int(text, 10)
+            if not lowest <= typed <= highest:
+                raise ValueError(type_name)
+    except ValueError:
+        raise DynamicConfigError(
+            ErrorCode.INVALID_CONFIG, f"Invalid value {value} for configuration {name}: Not a "
+            f"number of type {prop.type.name}") from None
+    complaint = prop.check(typed) if prop.check is not None else None
+    if complaint is not None:
+        raise DynamicConfigError(ErrorCode.INVALID_CONFIG,
+                                 f"Invalid value {value} for configuration {name}: {complaint}")
+    return text
+
+
 def thread_count_error(name: str, new: int, old: int) -> str | None:
     """Kafka's DynamicThreadPool rule for a changed thread count, None when it holds."""
     if new == old:
@@ -185,12 +243,14 @@ class DynamicBrokerConfig:
     applied (see the module docstring)."""
 
     def __init__(self, config: BrokerConfig, store: BrokerConfigStore, apply: Apply,
-                 apply_log: ApplyLog | None = None) -> None:
+                 apply_log: ApplyLog | None = None, cleaner: CleanerHooks | None = None) -> None:
         self.config = config
         self._store = store
         self._apply = apply
         self._apply_log = apply_log
         self._applied_log: dict[str, str] = {}
+        self._cleaner = cleaner
+        self._applied_cleaner: dict[str, str] = {}
         self._entity = str(config.broker_id)
         self.overrides: dict[str, str] = {}  # this broker's (DYNAMIC_BROKER_CONFIG)
         self.defaults: dict[str, str] = {}  # the cluster's (DYNAMIC_DEFAULT_BROKER_CONFIG)
@@ -220,6 +280,16 @@ class DynamicBrokerConfig:
         out.update((n, v) for n, v in self.overrides.items() if n in LOG_PROPERTIES)
         return out
 
+    def cleaner_values(self, overrides: Mapping[str, str] | None = None,
+                       defaults: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The log cleaner's settings set dynamically (CLEANER_RECONFIGURABLE): this
+        broker's value over the cluster default (of the given levels, or the current)."""
+        mine = self.overrides if overrides is None else overrides
+        cluster = self.defaults if defaults is None else defaults
+        out = {n: v for n, v in cluster.items() if n in CLEANER_RECONFIGURABLE}
+        out.update((n, v) for n, v in mine.items() if n in CLEANER_RECONFIGURABLE)
+        return out
+
     async def start(self) -> None:
         """Read both levels, apply them, and follow their changes."""
         self._store.watch_broker_configs(self._changed)
@@ -236,6 +306,12 @@ class DynamicBrokerConfig:
         now = self._applied or self.effective()
         for name in sorted(THREAD_COUNTS):
             error = thread_count_error(name, after[name], now[name])
+            if error is not None:
+                raise DynamicConfigError(ErrorCode.INVALID_CONFIG, error)
+        cleaner = (self.cleaner_values(clean, None) if per_broker
+                   else self.cleaner_values(None, clean))
+        if self._cleaner is not None and cleaner != self.cleaner_values():
+            error = self._cleaner.check(cleaner)
             if error is not None:
                 raise DynamicConfigError(ErrorCode.INVALID_CONFIG, error)
         if validate_only:
@@ -297,6 +373,14 @@ class DynamicBrokerConfig:
         if self._apply_log is not None and log_defaults != self._applied_log:
             self._applied_log = log_defaults
             self._apply_log(log_defaults)
+        cleaner = self.cleaner_values()
+        if self._cleaner is not None and cleaner != self._applied_cleaner:
+            error = self._cleaner.check(cleaner)
+            if error is not None:  # as Kafka, which skips the reconfiguration, with an error log
+                log.error("not reconfiguring the log cleaner with %s: %s", cleaner, error)
+            else:
+                self._applied_cleaner = cleaner
+                self._cleaner.apply(cleaner)
 
     def applied(self) -> dict[str, int]:
         """The values in force now."""

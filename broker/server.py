@@ -65,7 +65,11 @@ from broker.control_requests import ControlRequestHandler
 from broker.dynamic_broker_config import NUM_IO_THREADS, DynamicBrokerConfig
 from broker.group.partitioning import GROUP_METADATA_TOPIC
 from broker.group.service import GroupService
-from broker.log_cleaning import cleaner_config, partition_states_from_loop
+from broker.log_cleaning import (
+    CleanerReconfigurer,
+    cleaner_config,
+    partition_states_from_loop,
+)
 from broker.log_configs import LogConfigs
 from broker.log_maintenance import LogMaintenance
 from broker.metadata_cache import MetadataCache
@@ -149,6 +153,8 @@ class BrokerServer:
         self._control: ControlRequestHandler | None = None  # in a cluster
         self._maintenance: LogMaintenance | None = None
         self._log_manager: LogManager | None = None
+        # The log cleaner's side of the dynamic broker configs (its restarts).
+        self._cleaner_reconfigurer = CleanerReconfigurer(config)
         self._security: SecurityStores | None = None
         self._logs_closed = False
         self._exit_code = 0
@@ -213,8 +219,11 @@ class BrokerServer:
                 print(f"minikafka: started broker {self.broker.broker_id} listening on "
                       f"{endpoints}", file=self._ready_stream, flush=True)
             self._maintenance.start()
-            self.broker.log_manager.start_cleaner(
-                cleaning, partition_states_from_loop(loop, self.broker.replica_manager))
+            dynamic = self.broker.admin.dynamic_broker_config
+            if dynamic is not None:  # the cleaner starts with the dynamic settings in force
+                cleaning = self._cleaner_reconfigurer.initial(dynamic.cleaner_values())
+            self._cleaner_reconfigurer.attach(self.broker.log_manager.start_cleaner(
+                cleaning, partition_states_from_loop(loop, self.broker.replica_manager)))
             self._started.set()
             await self._stop.wait()
             await asyncio.wait_for(self._shutdown(), SHUTDOWN_TIMEOUT_S)
@@ -345,7 +354,8 @@ class BrokerServer:
             # Dynamic configs from /config/brokers/<id> and /config/brokers/<default>, followed.
             dynamic = DynamicBrokerConfig(
                 config, zk.store, partial(self._apply_dynamic_configs, replica_manager),
-                partial(self._apply_log_defaults, log_configs, log_manager))
+                partial(self._apply_log_defaults, log_configs, log_manager),
+                self._cleaner_reconfigurer)
             try:
                 await dynamic.start()
             except ZkError as exc:
@@ -384,7 +394,8 @@ class BrokerServer:
                 raise StartupError(str(exc)) from None
             dynamic = DynamicBrokerConfig(
                 config, broker_configs, partial(self._apply_dynamic_configs, replica_manager),
-                partial(self._apply_log_defaults, log_configs, log_manager))
+                partial(self._apply_log_defaults, log_configs, log_manager),
+                self._cleaner_reconfigurer)
             await dynamic.start()
             admin.dynamic_broker_config = dynamic
             groups.startup(None if offsets_topic is None else offsets_topic.num_partitions)
@@ -510,6 +521,7 @@ class BrokerServer:
         await self.controller.shutdown()
         assert self._maintenance is not None
         await self._maintenance.stop()
+        await self._cleaner_reconfigurer.stop()
         # Parked requests answered on the loop; producer snapshots written in threads.
         await self.broker.replica_manager.shutdown_off_loop()
         log.info("Shutdown step 3/4: controller, replica manager and log maintenance stopped")

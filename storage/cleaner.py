@@ -16,6 +16,12 @@ metrics. A cleaning stops at its next chunk when the cleaner shuts down or the p
 is deleted, and is abandoned (its ``.cleaned`` files deleted, nothing checkpointed) when
 the log was truncated or lost a segment meanwhile.
 
+Reconfiguration (Kafka's ``LogCleaner.reconfigure``, for the dynamic broker configs):
+``reconfigure(config)`` stops the threads as shutdown does (a running cleaning stops at
+its next chunk, its files removed, the log dirty as before) and starts ``config.threads``
+new ones, whose workers take the new settings; what the manager knows (checkpoints,
+uncleanable partitions) stays.
+
 Failures: an unexpected error in a cleaning marks the partition uncleanable until
 restart, with one warning (Kafka's rule). A worker that dies (killed, out of memory)
 aborts its cleaning: the thread removes the partition's ``.cleaned`` files, starts a new
@@ -214,15 +220,41 @@ class LogCleaner:
         self._threads: list[threading.Thread] = []
         self._workers: list[WorkerCleaner] = []
         self._totals_lock = threading.Lock()
+        # start, reconfigure and shutdown one at a time; nothing starts after shutdown
+        self._lifecycle_lock = threading.Lock()
+        self._shut_down = False
+        self._generation = 0  # threads of an older one (past the stop bound) end their loop
         self._deaths: dict[TopicPartition, int] = {}  # worker deaths in a row, per partition
         self.totals = CleanerTotals()
 
     def start(self) -> None:
+        with self._lifecycle_lock:
+            if not self._shut_down:
+                self._start_threads()
+
+    def reconfigure(self, config: CleanerConfig, timeout_s: float = 30.0) -> None:
+        """Restart the threads and workers with ``config`` (see the module docstring).
+        Blocking (joins the threads): from a worker thread. Nothing after ``shutdown``."""
+        with self._lifecycle_lock:
+            if self._shut_down:
+                return
+            old = self.config
+            if config.max_io_bytes_per_second != old.max_io_bytes_per_second:
+                log.info("Updating logCleanerIoMaxBytesPerSecond: %s",
+                         config.max_io_bytes_per_second)
+                self.throttler.rate = config.max_io_bytes_per_second
+            self._stop_threads(timeout_s)
+            self.config = config
+            self._stop.clear()
+            self._wake.clear()
+            self._start_threads()
+
+    def _start_threads(self) -> None:
         log.info("Starting the log cleaner (%d threads, each with a worker process)",
                  self.config.threads)
         for i in range(self.config.threads):
             worker = WorkerCleaner(i, self.config, self._check_done)
-            thread = threading.Thread(target=self._run, args=(worker,),
+            thread = threading.Thread(target=self._run, args=(worker, self._generation),
                                       name=f"log-cleaner-thread-{i}", daemon=True)
             self._workers.append(worker)
             self._threads.append(thread)
@@ -247,9 +279,15 @@ class LogCleaner:
     def shutdown(self, timeout_s: float = 30.0) -> None:
         """Stop the threads (a running cleaning stops at its next chunk), which stop their
         workers, and wait; workers still running after the bound are killed."""
+        with self._lifecycle_lock:
+            self._shut_down = True
+            self._stop_threads(timeout_s)
+
+    def _stop_threads(self, timeout_s: float) -> None:
         if not self._threads:
             return
         log.info("Shutting down the log cleaner")
+        self._generation += 1
         self._stop.set()
         self._wake.set()
         deadline = time.monotonic() + timeout_s
@@ -268,9 +306,9 @@ class LogCleaner:
         if self.manager.is_aborted(tp):
             raise CleaningAbortedError(f"{tp}: cleaning aborted")
 
-    def _run(self, worker: WorkerCleaner) -> None:
+    def _run(self, worker: WorkerCleaner, generation: int) -> None:
         try:
-            while not self._stop.is_set():
+            while not self._stop.is_set() and generation == self._generation:
                 if not worker.process.alive and not self._start_worker(worker):
                     continue
                 try:

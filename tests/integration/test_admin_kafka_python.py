@@ -161,8 +161,8 @@ def test_incremental_alter_configs(admin: KafkaAdminClient) -> None:
 
 def test_broker_configs_are_static_and_read_only(admin: KafkaAdminClient) -> None:
     """Every broker config is read-only but the dynamic ones (num.io.threads, as in Kafka,
-    the replication throttle rates, and the broker-level log defaults of Kafka's
-    DynamicLogConfig)."""
+    the replication throttle rates, the broker-level log defaults of Kafka's
+    DynamicLogConfig, and the log cleaner's settings)."""
     result = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, "0")],
                                     config_filter="all")
     configs = result["broker"]["0"]
@@ -184,7 +184,11 @@ def test_broker_configs_are_static_and_read_only(admin: KafkaAdminClient) -> Non
         "log.preallocate", "log.message.timestamp.type",
         "log.message.timestamp.difference.max.ms", "log.message.timestamp.before.max.ms",
         "log.message.timestamp.after.max.ms", "log.message.downconversion.enable",
-        "log.local.retention.ms", "log.local.retention.bytes"}
+        "log.local.retention.ms", "log.local.retention.bytes",
+        # Kafka 3.9's LogCleaner.ReconfigurableConfigs
+        "log.cleaner.threads", "log.cleaner.dedupe.buffer.size",
+        "log.cleaner.io.buffer.load.factor", "log.cleaner.io.buffer.size",
+        "log.cleaner.io.max.bytes.per.second", "log.cleaner.backoff.ms"}
     refused = admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, "0", {
         "num.partitions": "3"})], incremental=True, raise_on_unknown=False)
     assert "InvalidConfigurationError" in refused["broker"]["0"]

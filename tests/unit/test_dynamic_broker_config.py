@@ -2,8 +2,9 @@
 configs (``broker.dynamic_broker_config.validate``) and which replicas
 ``minikafka reassign-partitions --throttle`` lists (Kafka's calculateLeaderThrottles /
 calculateFollowerThrottles), ``num.io.threads``' bounds, and the single node's store of
-dynamic broker configs. The whole path runs in tests/cluster/test_replication.py and
-tests/integration/test_cli_tools.py."""
+dynamic broker configs, and the log cleaner's settings with Kafka's bounds on them. The
+whole path runs in tests/cluster/test_replication.py, tests/integration/test_cli_tools.py
+and tests/integration/test_dynamic_cleaner_configs.py."""
 
 from __future__ import annotations
 
@@ -20,11 +21,13 @@ from broker.dynamic_broker_config import (
     thread_count_error,
     validate,
 )
+from broker.log_cleaning import reconfiguration_error
 from cli.reassign_partitions import throttled_replicas
 from controller.local_broker_configs import STORE_FILE, LocalBrokerConfigStore
 from controller.local_store import TopicStoreLoadError
 from protocol.errors import ErrorCode
 from protocol.topic_partition import TopicPartition
+from storage.cleaner import CleanerConfig
 
 
 def test_the_replication_rates_are_dynamic_and_they_are_longs() -> None:
@@ -153,3 +156,52 @@ async def test_a_broker_starts_with_both_stored_levels_in_kafkas_precedence(tmp_
     assert applied[-1]["num.io.threads"] == 8
     assert applied[-1]["leader.replication.throttled.rate"] == 10  # its own value still
     assert dynamic.defaults == {"num.io.threads": "8"}
+
+
+def test_the_log_cleaner_settings_are_dynamic_each_checked_as_server_properties() -> None:
+    """Kafka's LogCleaner.ReconfigurableConfigs, each value checked by its ConfigDef type and
+    range, with Kafka's messages."""
+    assert validate({"log.cleaner.threads": " 2 ", "log.cleaner.dedupe.buffer.size": "33554432",
+                     "log.cleaner.io.buffer.load.factor": "0.8",
+                     "log.cleaner.io.buffer.size": "65536",
+                     "log.cleaner.io.max.bytes.per.second": "1e6",
+                     "log.cleaner.backoff.ms": "100"}) == {
+        "log.cleaner.threads": "2", "log.cleaner.dedupe.buffer.size": "33554432",
+        "log.cleaner.io.buffer.load.factor": "0.8", "log.cleaner.io.buffer.size": "65536",
+        "log.cleaner.io.max.bytes.per.second": "1e6", "log.cleaner.backoff.ms": "100"}
+    cases = {
+        ("log.cleaner.threads", "two"): "Not a number of type INT",
+        ("log.cleaner.threads", "2147483648"): "Not a number of type INT",
+        ("log.cleaner.threads", "-1"): "Value must be at least 0",
+        ("log.cleaner.dedupe.buffer.size", "1.5"): "Not a number of type LONG",
+        ("log.cleaner.io.max.bytes.per.second", "fast"): "Not a number of type DOUBLE",
+        ("log.cleaner.io.buffer.size", "-1"): "Value must be at least 0",
+        ("log.cleaner.backoff.ms", "-5"): "Value must be at least 0",
+    }
+    for (name, value), complaint in cases.items():
+        with pytest.raises(DynamicConfigError) as info:
+            validate({name: value})
+        assert (info.value.error_code, info.value.message) == (
+            ErrorCode.INVALID_CONFIG, f"Invalid value {value} for configuration {name}: {complaint}")
+    with pytest.raises(DynamicConfigError, match=r"Cannot update these configs dynamically: "
+                                                 r"\['log.cleaner.enable'\]"):
+        validate({"log.cleaner.enable": "false"})
+
+
+def test_the_running_cleaner_takes_new_settings_within_kafkas_bounds() -> None:
+    """Kafka's LogCleaner.validateReconfiguration (at least 1 thread, at least half and at
+    most double the threads in force) and KafkaConfig's 1 MB of dedupe buffer per thread."""
+    now = CleanerConfig(threads=2)
+    assert reconfiguration_error(now, CleanerConfig(threads=4)) is None
+    assert reconfiguration_error(now, CleanerConfig(threads=1)) is None
+    assert reconfiguration_error(now, CleanerConfig(threads=2, backoff_ms=1)) is None
+    assert reconfiguration_error(now, CleanerConfig(threads=5)) == (
+        "Log cleaner threads cannot be increased to more than double the current value 2")
+    assert reconfiguration_error(CleanerConfig(threads=5), CleanerConfig(threads=1)) == (
+        "Log cleaner threads cannot be reduced to less than half the current value 5")
+    assert reconfiguration_error(now, CleanerConfig(threads=0)) == (
+        "Log cleaner threads should be at least 1")
+    assert reconfiguration_error(now, CleanerConfig(threads=2, dedupe_buffer_size=2 << 20)) == (
+        "requirement failed: log.cleaner.dedupe.buffer.size must be at least 1MB per cleaner "
+        "thread.")
+    assert reconfiguration_error(now, CleanerConfig(threads=1, dedupe_buffer_size=2 << 20)) is None

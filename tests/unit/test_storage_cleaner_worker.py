@@ -2,7 +2,8 @@
 ``storage.cleaner_worker``): the same cleaned bytes as in process, the CPU spent in the
 worker and not in the calling process, a worker killed in the middle of a cleaning
 (its files removed, the log whole, a new worker, the log retried and cleaned; uncleanable
-after repeated deaths), and shutdown during a cleaning (aborted, worker exits 0)."""
+after repeated deaths), shutdown during a cleaning (aborted, worker exits 0), and a
+reconfiguration (threads and workers restarted with the new settings)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import os
 import resource
 import signal
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -328,3 +330,32 @@ def test_worker_logs_reach_the_broker_log(tmp_path: Path, lines: Lines) -> None:
     assert lines.count("Log cleaner thread 0 cleaned log t-0") == 1
     lg.close()
 
+
+
+def test_reconfigure_restarts_threads_and_workers_and_nothing_after_shutdown(
+        tmp_path: Path, lines: Lines) -> None:
+    """New settings (the dynamic broker configs): the threads and their workers stop and as
+    many as the new settings say start, each worker with the new settings; after shutdown
+    a reconfiguration starts nothing."""
+    clock = Clock()
+    lg = open_log(tmp_path / "p", clock)
+    cleaner = log_cleaner(lg, clock)
+    cleaner.start()
+    try:
+        wait_for(lambda: cleaner.worker_pids()[0] is not None, WAIT_S, "the first worker")
+        (first,) = cleaner.worker_pids()
+        faster = replace(cleaner.config, threads=2, max_io_bytes_per_second=1e6)
+        cleaner.reconfigure(faster)
+        assert cleaner.config == faster
+        wait_for(lambda: None not in cleaner.worker_pids(), WAIT_S, "two new workers")
+        pids = cleaner.worker_pids()
+        assert len(pids) == 2 and first not in pids and first is not None and not alive(first)
+        assert cleaner.throttler.rate == 1e6
+        assert lines.count("Updating logCleanerIoMaxBytesPerSecond: 1000000.0") == 1
+        assert lines.count("Starting the log cleaner (2 threads") == 1
+    finally:
+        cleaner.shutdown()
+    assert not any(pid is not None and alive(pid) for pid in pids)
+    cleaner.reconfigure(replace(cleaner.config, threads=1))
+    assert cleaner.worker_pids() == [] and cleaner.config.threads == 2
+    assert lines.count("Starting the log cleaner") == 2
