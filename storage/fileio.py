@@ -14,7 +14,9 @@ Each behaves as its ``os`` counterpart and raises ``OSError`` as it does.
 Fault injection (test-only): ``inject(FaultPlan(...))`` makes the ``nth`` matching call
 (and the ``times - 1`` after it; ``times=0``: every one after it) raise
 ``OSError(errno)`` instead of running; ``clear()`` ends it. ``record()`` counts and names
-the calls a workload makes (``Call``), so a test can fail each of them in turn. With no
+the calls a workload makes (``Call``), so a test can fail each of them in turn. ``with
+injected(plan):`` and ``with recording() as calls:`` do the same for a block and clear
+on leaving it, however it ends. With no
 plan and no recorder (production) each call costs one global lookup. The broker applies
 ``MINIKAFKA_TEST_FAULT_INJECTION`` (``plan_from_spec``) at start-up: a test hook, logged loudly.
 
@@ -23,12 +25,14 @@ Thread-safety: the counters are guarded by a lock; the plan is swapped atomicall
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import errno as errno_codes
 import mmap
 import os
 import sys
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -115,6 +119,26 @@ def record() -> list[Call]:
         _state.calls = calls
         _active = True
     return calls
+
+
+@contextlib.contextmanager
+def injected(plan: FaultPlan) -> Iterator[None]:
+    """``inject(plan)`` for the ``with`` block, ``clear()`` on leaving it."""
+    inject(plan)
+    try:
+        yield
+    finally:
+        clear()
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[list[Call]]:
+    """``record()`` for the ``with`` block (the list it fills), ``clear()`` on leaving it."""
+    calls = record()
+    try:
+        yield calls
+    finally:
+        clear()
 
 
 def _caller_site() -> str:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import errno
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -38,12 +37,6 @@ pytestmark = pytest.mark.timeout(30)
 TID = uuid.uuid4()
 
 
-@pytest.fixture(autouse=True)
-def no_faults_left() -> Iterator[None]:
-    yield
-    fileio.clear()
-
-
 def _record(name: str) -> TopicRecord:
     return TopicRecord(name, uuid.uuid4(), {0: (0,)})
 
@@ -56,16 +49,15 @@ async def test_topic_store_write_that_fails_changes_nothing(tmp_path: Path, op: 
     store = LocalTopicStore.load(tmp_path, 0)
     await store.create_topic(_record("a"), {})
     before = (tmp_path / STORE_FILE).read_bytes()
-    fileio.inject(fileio.FaultPlan(nth=1, op=op, errno=code,
-                                   path=str(tmp_path / (STORE_FILE + ".tmp"))))
-    with pytest.raises(TopicStoreError) as raised:
-        await store.create_topic(_record("b"), {})
-    assert raised.value.error_code is ErrorCode.KAFKA_STORAGE_ERROR
-    assert fileio.faults_raised() == 1
-    assert await store.topic_names() == {"a"}
-    assert (tmp_path / STORE_FILE).read_bytes() == before
-    assert not (tmp_path / (STORE_FILE + ".tmp")).exists()
-    fileio.clear()
+    with fileio.injected(fileio.FaultPlan(nth=1, op=op, errno=code,
+                                          path=str(tmp_path / (STORE_FILE + ".tmp")))):
+        with pytest.raises(TopicStoreError) as raised:
+            await store.create_topic(_record("b"), {})
+        assert raised.value.error_code is ErrorCode.KAFKA_STORAGE_ERROR
+        assert fileio.faults_raised() == 1
+        assert await store.topic_names() == {"a"}
+        assert (tmp_path / STORE_FILE).read_bytes() == before
+        assert not (tmp_path / (STORE_FILE + ".tmp")).exists()
     await store.create_topic(_record("b"), {})
     assert await LocalTopicStore.load(tmp_path, 0).topic_names() == {"a", "b"}
 
@@ -73,11 +65,12 @@ async def test_topic_store_write_that_fails_changes_nothing(tmp_path: Path, op: 
 async def test_topic_store_whose_directory_sync_fails_keeps_the_new_state(tmp_path: Path) -> None:
     """The rename happened: the file holds the new topic, so the store does too."""
     store = LocalTopicStore.load(tmp_path, 0)
-    fileio.inject(fileio.FaultPlan(nth=1, op=fileio.Op.FSYNC, errno=errno.EIO,
-                                   path=str(tmp_path)))
-    with pytest.raises(TopicStoreError):
-        await store.create_topic(_record("a"), {})
-    assert await store.topic_names() == {"a"} == await LocalTopicStore.load(tmp_path, 0).topic_names()
+    with fileio.injected(fileio.FaultPlan(nth=1, op=fileio.Op.FSYNC, errno=errno.EIO,
+                                          path=str(tmp_path))):
+        with pytest.raises(TopicStoreError):
+            await store.create_topic(_record("a"), {})
+        assert await store.topic_names() == {"a"} == await LocalTopicStore.load(
+            tmp_path, 0).topic_names()
 
 
 async def test_producer_id_block_write_that_fails_hands_out_nothing(tmp_path: Path) -> None:
@@ -85,10 +78,9 @@ async def test_producer_id_block_write_that_fails_hands_out_nothing(tmp_path: Pa
     assert await ids.generate() == 0
     for _ in range(9):
         await ids.generate()  # the block is used up: the next id needs a new block
-    fileio.inject(fileio.FaultPlan(nth=1, op=fileio.Op.WRITE, errno=errno.ENOSPC))
-    with pytest.raises(ProducerIdError, match="No space left"):
+    with (fileio.injected(fileio.FaultPlan(nth=1, op=fileio.Op.WRITE, errno=errno.ENOSPC)),
+          pytest.raises(ProducerIdError, match="No space left")):
         await ids.generate()
-    fileio.clear()
     assert await ids.generate() == 10
     assert await ProducerIdManager(tmp_path, block_size=10).generate() == 20  # never twice
 
@@ -140,19 +132,18 @@ async def test_producer_snapshot_fault(tmp_path: Path, code: int, offline: bool)
         fits += 1
     # The append that rolls makes the log end 4 * (fits + 1): the snapshot is named by it.
     snapshot = tmp_path / "t-0" / f"{4 * (fits + 1):020d}.snapshot"
-    fileio.inject(fileio.FaultPlan(nth=1, op=fileio.Op.CREATE, errno=code,
-                                   path_prefix=f"{snapshot}."))  # its temp file
-    for seq in range(0, 4 * (fits + 1), 4):
-        results = await rm.append_records(timeout_ms=1000, required_acks=1, produce_version=9,
-                                          entries=[(("t", 0), memoryview(_data(4, 7, seq)))])
-        assert results[("t", 0)].error is ErrorCode.NO_ERROR
-    assert len(p.log.segment_base_offsets) == 2
-    for _ in range(200):  # the background job (bounded wait)
-        if not rm._flushing:
-            break
-        await asyncio.sleep(0.01)
-    assert fileio.faults_raised() == 1
-    fileio.clear()
+    with fileio.injected(fileio.FaultPlan(nth=1, op=fileio.Op.CREATE, errno=code,
+                                          path_prefix=f"{snapshot}.")):  # its temp file
+        for seq in range(0, 4 * (fits + 1), 4):
+            results = await rm.append_records(timeout_ms=1000, required_acks=1, produce_version=9,
+                                              entries=[(("t", 0), memoryview(_data(4, 7, seq)))])
+            assert results[("t", 0)].error is ErrorCode.NO_ERROR
+        assert len(p.log.segment_base_offsets) == 2
+        for _ in range(200):  # the background job (bounded wait)
+            if not rm._flushing:
+                break
+            await asyncio.sleep(0.01)
+        assert fileio.faults_raised() == 1
     assert not list((tmp_path / "t-0").glob("*.snapshot"))
     assert not list((tmp_path / "t-0").glob("*.tmp"))
     assert p.log.offline is offline
@@ -178,20 +169,19 @@ async def test_one_failing_log_dir_fails_only_its_partition_of_a_request(tmp_pat
         [FetchPartitionStatus("t", 0, 0, 1 << 20, -1)]))
     await asyncio.sleep(0.05)
     assert not fetch.done()
-    fileio.inject(fileio.FaultPlan(nth=1, errno=errno.EIO, times=0, path_prefix=str(failing)))
-    results = await rm.append_records(timeout_ms=1000, required_acks=-1, produce_version=9,
-                                      entries=[(("t", 0), memoryview(_data(2))),
-                                               (("t", 1), memoryview(_data(2)))])
-    assert results[("t", 0)].error is ErrorCode.KAFKA_STORAGE_ERROR
-    assert (results[("t", 1)].error, results[("t", 1)].base_offset) == (ErrorCode.NO_ERROR, 0)
-    assert rm.log_manager.is_offline(failing) and p0.log.offline and not p1.log.offline
-    rm.handle_log_dir_failure(failing)  # what the server does on the loop
-    (answer,) = await asyncio.wait_for(fetch, 2)
-    assert answer.error is ErrorCode.KAFKA_STORAGE_ERROR
-    again = await rm.append_records(timeout_ms=1000, required_acks=1, produce_version=9,
-                                    entries=[(("t", 0), memoryview(_data(1)))])
-    assert again[("t", 0)].error is ErrorCode.KAFKA_STORAGE_ERROR
-    fileio.clear()
+    with fileio.injected(fileio.FaultPlan(nth=1, errno=errno.EIO, times=0, path_prefix=str(failing))):
+        results = await rm.append_records(timeout_ms=1000, required_acks=-1, produce_version=9,
+                                          entries=[(("t", 0), memoryview(_data(2))),
+                                                   (("t", 1), memoryview(_data(2)))])
+        assert results[("t", 0)].error is ErrorCode.KAFKA_STORAGE_ERROR
+        assert (results[("t", 1)].error, results[("t", 1)].base_offset) == (ErrorCode.NO_ERROR, 0)
+        assert rm.log_manager.is_offline(failing) and p0.log.offline and not p1.log.offline
+        rm.handle_log_dir_failure(failing)  # what the server does on the loop
+        (answer,) = await asyncio.wait_for(fetch, 2)
+        assert answer.error is ErrorCode.KAFKA_STORAGE_ERROR
+        again = await rm.append_records(timeout_ms=1000, required_acks=1, produce_version=9,
+                                        entries=[(("t", 0), memoryview(_data(1)))])
+        assert again[("t", 0)].error is ErrorCode.KAFKA_STORAGE_ERROR
     rm.shutdown()
     rm.log_manager.shutdown(rm.high_watermarks())
     # Restarted on a healthy disk: both partitions are back, the failed one as it was.
@@ -258,33 +248,32 @@ async def test_partition_of_a_dir_offline_at_start_up_is_not_recreated(tmp_path:
     assert p1.log.log_dir == d2
     rm.shutdown()
     rm.log_manager.shutdown(rm.high_watermarks())
-    fileio.inject(fileio.FaultPlan(nth=1, errno=errno.EIO, times=0, path_prefix=str(d2)))
-    rm2 = _rm([d1, d2])  # d2 fails while loading: offline
-    assert rm2.log_manager.online_dirs() == [d1]
-    state = LeaderAndIsrRequest.LeaderAndIsrPartitionState(
-        partition_index=1, controller_epoch=1, leader=0, leader_epoch=0, isr=[0],
-        partition_epoch=0, replicas=[0], is_new=False)
-    response = await rm2.become_leader_or_follower(LeaderAndIsrRequest(
-        controller_id=0, controller_epoch=1, topic_states=[
-            LeaderAndIsrRequest.LeaderAndIsrTopicState(topic_name="t", topic_id=TID,
-                                                       partition_states=[state])]))
-    assert [e.error_code for t in response.topics for e in t.partition_errors] == [
-        ErrorCode.KAFKA_STORAGE_ERROR]
-    assert rm2.get_partition("t", 1) is None and not (d1 / "t-1").exists()
-    results = await rm2.append_records(timeout_ms=1000, required_acks=1, produce_version=9,
-                                       entries=[(("t", 1), memoryview(_data(1)))])
-    assert results[("t", 1)].error is ErrorCode.KAFKA_STORAGE_ERROR
-    # StopReplica (a topic deletion) for it: KAFKA_STORAGE_ERROR, as Kafka answers for an
-    # offline replica, and still offline; the healthy partition is stopped as asked.
-    stop = await rm2.stop_replicas(StopReplicaRequest(
-        controller_id=0, controller_epoch=1, broker_epoch=-1, topic_states=[
-            StopReplicaRequest.StopReplicaTopicState("t", [
-                StopReplicaRequest.StopReplicaPartitionState(
-                    partition_index=i, leader_epoch=-2, delete_partition=True)
-                for i in (0, 1)])]))
-    assert stop == ({("t", 0): ErrorCode.NO_ERROR, ("t", 1): ErrorCode.KAFKA_STORAGE_ERROR},
-                    ErrorCode.NO_ERROR)
-    assert rm2.unknown_partition_error("t", 1) is ErrorCode.KAFKA_STORAGE_ERROR
-    fileio.clear()
+    with fileio.injected(fileio.FaultPlan(nth=1, errno=errno.EIO, times=0, path_prefix=str(d2))):
+        rm2 = _rm([d1, d2])  # d2 fails while loading: offline
+        assert rm2.log_manager.online_dirs() == [d1]
+        state = LeaderAndIsrRequest.LeaderAndIsrPartitionState(
+            partition_index=1, controller_epoch=1, leader=0, leader_epoch=0, isr=[0],
+            partition_epoch=0, replicas=[0], is_new=False)
+        response = await rm2.become_leader_or_follower(LeaderAndIsrRequest(
+            controller_id=0, controller_epoch=1, topic_states=[
+                LeaderAndIsrRequest.LeaderAndIsrTopicState(topic_name="t", topic_id=TID,
+                                                           partition_states=[state])]))
+        assert [e.error_code for t in response.topics for e in t.partition_errors] == [
+            ErrorCode.KAFKA_STORAGE_ERROR]
+        assert rm2.get_partition("t", 1) is None and not (d1 / "t-1").exists()
+        results = await rm2.append_records(timeout_ms=1000, required_acks=1, produce_version=9,
+                                           entries=[(("t", 1), memoryview(_data(1)))])
+        assert results[("t", 1)].error is ErrorCode.KAFKA_STORAGE_ERROR
+        # StopReplica (a topic deletion) for it: KAFKA_STORAGE_ERROR, as Kafka answers for an
+        # offline replica, and still offline; the healthy partition is stopped as asked.
+        stop = await rm2.stop_replicas(StopReplicaRequest(
+            controller_id=0, controller_epoch=1, broker_epoch=-1, topic_states=[
+                StopReplicaRequest.StopReplicaTopicState("t", [
+                    StopReplicaRequest.StopReplicaPartitionState(
+                        partition_index=i, leader_epoch=-2, delete_partition=True)
+                    for i in (0, 1)])]))
+        assert stop == ({("t", 0): ErrorCode.NO_ERROR, ("t", 1): ErrorCode.KAFKA_STORAGE_ERROR},
+                        ErrorCode.NO_ERROR)
+        assert rm2.unknown_partition_error("t", 1) is ErrorCode.KAFKA_STORAGE_ERROR
     rm2.shutdown()
     rm2.log_manager.shutdown(rm2.high_watermarks())

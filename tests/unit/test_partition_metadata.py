@@ -35,8 +35,7 @@ def meta(d: Path, partition: int) -> Path:
 
 def test_creation_defers_and_batches_the_fsyncs(tmp_path: Path) -> None:
     m = started(tmp_path)
-    calls = fileio.record()
-    try:
+    with fileio.recording() as calls:
         logs = [m.get_or_create_log(TopicPartition("t", i), topic_id=TOPIC_ID)
                 for i in range(20)]
         assert not [c for c in calls if c.op is fileio.Op.FSYNC]
@@ -45,8 +44,6 @@ def test_creation_defers_and_batches_the_fsyncs(tmp_path: Path) -> None:
         del calls[:]
         assert m.flush_partition_metadata() == 20
         fsynced = [c.path for c in calls if c.op is fileio.Op.FSYNC]
-    finally:
-        fileio.clear()
     # each file and its partition directory, and the log dir once for all of them
     assert sorted(fsynced) == sorted(
         [str(meta(tmp_path, i)) + ".tmp" for i in range(20)]
@@ -109,12 +106,9 @@ def test_batched_write_on_a_full_disk_then_a_failed_one(tmp_path: Path) -> None:
     batch writes it; any other error takes the log dir offline."""
     m = started(tmp_path)
     m.get_or_create_log(TopicPartition("t", 0), topic_id=TOPIC_ID)
-    fileio.inject(fileio.FaultPlan(nth=1, errno=errno.ENOSPC, op=fileio.Op.WRITE,
-                                   path_prefix=str(meta(tmp_path, 0))))
-    try:
+    with fileio.injected(fileio.FaultPlan(nth=1, errno=errno.ENOSPC, op=fileio.Op.WRITE,
+                                          path_prefix=str(meta(tmp_path, 0)))):
         assert m.flush_partition_metadata() == 0
-    finally:
-        fileio.clear()
     lg = m.get_log(TopicPartition("t", 0))
     assert lg is not None and lg.topic_id_unwritten and not lg.offline
     assert not m.is_offline(tmp_path) and not list(tmp_path.glob("t-0/*.tmp"))
@@ -122,12 +116,9 @@ def test_batched_write_on_a_full_disk_then_a_failed_one(tmp_path: Path) -> None:
     assert read_partition_metadata(meta(tmp_path, 0)) == TOPIC_ID
 
     m.get_or_create_log(TopicPartition("t", 1), topic_id=TOPIC_ID)
-    fileio.inject(fileio.FaultPlan(nth=1, errno=errno.EIO, op=fileio.Op.FSYNC,
-                                   path_prefix=str(meta(tmp_path, 1))))
-    try:
+    with fileio.injected(fileio.FaultPlan(nth=1, errno=errno.EIO, op=fileio.Op.FSYNC,
+                                          path_prefix=str(meta(tmp_path, 1)))):
         assert m.flush_partition_metadata() == 0
-    finally:
-        fileio.clear()
     assert m.is_offline(tmp_path)
     failed = m.get_log(TopicPartition("t", 1))
     assert failed is not None and failed.offline

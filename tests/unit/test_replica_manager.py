@@ -177,12 +177,9 @@ async def test_clean_stop_snapshots_every_partition_for_a_restart_without_replay
             timeout_ms=1000, required_acks=1, produce_version=9,
             entries=[(("t", i), memoryview(data(i + 1, pid=100 + i, seq=0)))])
         assert results[("t", i)].error == 0
-    calls = fileio.record()
-    try:
+    with fileio.recording() as calls:
         await rm.shutdown_off_loop()
         rm.log_manager.shutdown(rm.high_watermarks())
-    finally:
-        fileio.clear()
     # Every partition directory is fsynced once, after the last file renamed into it (the
     # snapshot, the leader epoch checkpoint); the log dir after the partitions' closes.
     for i in range(count):

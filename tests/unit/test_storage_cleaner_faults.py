@@ -5,7 +5,6 @@ it, EIO takes the log dir offline (Kafka's cleaner does the same on an IOExcepti
 from __future__ import annotations
 
 import errno
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,12 +13,6 @@ from storage import fileio
 from tests.unit.test_storage_cleaner import Clock, fill, make_cleaner, open_log, records_of
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture(autouse=True)
-def no_faults_left() -> Iterator[None]:
-    yield
-    fileio.clear()
 
 
 @pytest.mark.parametrize(("code", "offline"), [
@@ -35,12 +28,11 @@ def test_disk_error_while_writing_the_cleaned_segment(tmp_path: Path, code: int,
     lg.roll()
     # The cleaning writes only its *.cleaned files in the partition directory: fail the
     # first of those writes.
-    fileio.inject(fileio.FaultPlan(nth=1, op=fileio.Op.WRITE, errno=code,
-                                   path_prefix=str(tmp_path / "t-0")))
-    cleaner, worker = make_cleaner(lg, clock)
-    assert cleaner.clean_filthiest(worker)
-    assert fileio.faults_raised() == 1
-    fileio.clear()
+    with fileio.injected(fileio.FaultPlan(nth=1, op=fileio.Op.WRITE, errno=code,
+                                          path_prefix=str(tmp_path / "t-0"))):
+        cleaner, worker = make_cleaner(lg, clock)
+        assert cleaner.clean_filthiest(worker)
+        assert fileio.faults_raised() == 1
     assert cleaner.totals.aborted == 1 and cleaner.totals.failed == 0
     assert not list((tmp_path / "t-0").glob("*.cleaned"))
     assert lg.offline is offline

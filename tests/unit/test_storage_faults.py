@@ -303,14 +303,11 @@ def run_case(d: Path, plan: fileio.FaultPlan | None, mode: str) -> Outcome:
 def _recorded_calls(tmp_path: Path) -> tuple[Path, list[fileio.Call], int]:
     """Every call of the workload, and how many of them come before the shutdown."""
     d = tmp_path / "recorded"
-    calls = fileio.record()
-    try:
+    with fileio.recording() as calls:
         m = workload(d, Outcome())
         assert m is not None
         before_shutdown = len(calls)
         m.shutdown()
-    finally:
-        fileio.clear()
     return d, list(calls), before_shutdown
 
 
@@ -413,3 +410,20 @@ def test_no_fault_baseline(tmp_path: Path) -> None:
     for mode in ("clean", "kill"):
         out = run_case(tmp_path / mode, None, mode)
         assert not out.errors and len(out.acked["a"]) == 60 and "b" in out.acked
+
+
+def test_an_injected_or_recording_block_clears_however_it_ends(tmp_path: Path) -> None:
+    """``fileio.injected`` fails the planned call inside its block only, and clears when
+    the block raises too; ``fileio.recording`` lists the block's calls and stops after."""
+    target = tmp_path / "f"
+    plan = fileio.FaultPlan(nth=1, op=fileio.Op.CREATE, errno=errno.EIO, times=0)
+    with pytest.raises(RuntimeError), fileio.injected(plan):
+        with pytest.raises(OSError) as failed:
+            fileio.open_new(target, os.O_WRONLY)
+        assert failed.value.errno == errno.EIO and not target.exists()
+        raise RuntimeError("the block ends by an exception")
+    os.close(fileio.open_new(target, os.O_WRONLY))  # no plan left
+    with fileio.recording() as calls:
+        fileio.fsync_dir(tmp_path)
+    fileio.fsync_dir(tmp_path)
+    assert [(c.op, c.path) for c in calls] == [(fileio.Op.FSYNC, str(tmp_path))]

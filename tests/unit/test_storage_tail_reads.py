@@ -125,12 +125,10 @@ def test_tail_reads_after_a_failed_append(lg: Log, preads: list[int]) -> None:
     for i in range(6):
         lg.append(batch(2, b"x%d" % i), leader_epoch=0)
     path = str(lg.active_segment.log_path)
-    fileio.inject(fileio.FaultPlan(nth=1, errno=errno.ENOSPC, op=fileio.Op.WRITE, path=path))
-    try:
-        with pytest.raises(LogIOError):
-            lg.append(batch(3, b"refused"), leader_epoch=0)
-    finally:
-        fileio.clear()
+    with (fileio.injected(fileio.FaultPlan(nth=1, errno=errno.ENOSPC, op=fileio.Op.WRITE,
+                                           path=path)),
+          pytest.raises(LogIOError)):
+        lg.append(batch(3, b"refused"), leader_epoch=0)
     check_tail(lg, preads, 12, expect_no_pread=False)
     lg.append(batch(3, b"after"), leader_epoch=0)
     check_tail(lg, preads, 3, expect_no_pread=True)
