@@ -507,9 +507,9 @@ class Partition:
             return AppendResult(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                                 error_message=f"{self.topic_partition} is not led by this broker")
         now_ms = int(time.time() * 1000)
-        start = self.log_start_offset
         if self.log.offline:
-            return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, log_start_offset=start,
+            return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR,
+                                log_start_offset=self.log_start_offset,
                                 error_message=f"log dir {self.log.log_dir} is offline")
         try:
             if required_acks == -1 and len(self.isr) < self.log.config.min_insync_replicas:
@@ -537,26 +537,31 @@ class Partition:
                 # Kafka answers a duplicate with the retained batch's offsets and, as its
                 # log append time, that batch's max timestamp (whatever the timestamp type)
                 return AppendResult(ErrorCode.NO_ERROR, duplicate.first_offset,
-                                    duplicate.last_offset, duplicate.timestamp_ms, start)
+                                    duplicate.last_offset, duplicate.timestamp_ms,
+                                    self.log_start_offset)
             active_base = self.log.active_segment.base_offset
             info = self.log.append_client_batch(batch.buffer, head, self.leader_epoch,
                                                 now_ms=now_ms)
         # One name per except clause: compiled by mypyc (protocol.native), a name shared by
         # clauses is typed by the first one.
         except RecordValidationError as invalid:
+            start = self.log_start_offset  # read here: only the answers with errors need it
             log.info("%s-%d: produce refused (%s): %s", self.topic, self.partition,
                      invalid.error_code.name, invalid.message)
             return AppendResult(invalid.error_code, log_start_offset=start,
                                 error_message=invalid.message, record_errors=invalid.record_errors)
         except ProducerStateError as refused:
+            start = self.log_start_offset
             log.info("%s-%d: produce refused (%s): %s", self.topic, self.partition,
                      refused.error_code.name, refused)
             return AppendResult(refused.error_code, log_start_offset=start,
                                 error_message=str(refused))
         except PartitionError as not_here:
+            start = self.log_start_offset
             return AppendResult(not_here.error_code, log_start_offset=start,
                                 error_message=str(not_here))
         except StorageError as failed:
+            start = self.log_start_offset
             if not isinstance(failed, LogIOError | LogDirOfflineError):  # storage logs those
                 log.warning("%s-%d: append failed (%s): %s", self.topic, self.partition,
                             failed.error_code.name, failed)
@@ -568,10 +573,10 @@ class Partition:
                 head.producer_id, head.producer_epoch, first_seq,
                 increment_sequence(first_seq, head.last_offset_delta),
                 info.first_offset, info.last_offset, info.max_timestamp)
-        if info.needs_flush:
+        if info.needs_flush:  # (always after a roll)
             self.needs_flush = True
-        if self.log.active_segment.base_offset != active_base:
-            self.snapshot_due = True  # a segment rolled: snapshot the producer state
+            if self.log.active_segment.base_offset != active_base:
+                self.snapshot_due = True  # a segment rolled: snapshot the producer state
         self.maybe_increment_high_watermark()
         return AppendResult(ErrorCode.NO_ERROR, info.first_offset, info.last_offset,
                             info.log_append_time, info.log_start_offset)

@@ -257,7 +257,9 @@ class _Index:
 
     @property
     def is_full(self) -> bool:
-        return self._entries >= self.max_entries
+        # max_entries, inline: asked before every append
+        size = self._max_size_bytes if self._writable else self._file_size_bytes
+        return self._entries >= size // self.entry_size_bytes
 
     @property
     def size_bytes(self) -> int:
@@ -578,7 +580,9 @@ class TimeIndex(_Index):
 
     @property
     def is_full(self) -> bool:
-        return self._entries >= self.max_entries - 1
+        # max_entries - 1, inline: asked before every append
+        size = self._max_size_bytes if self._writable else self._file_size_bytes
+        return self._entries >= size // self.entry_size_bytes - 1
 
     def _at(self, n: int) -> tuple[int, int]:
         buf, first = self._source(n, n)

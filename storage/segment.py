@@ -413,9 +413,12 @@ class LogSegment:
 
     def mark(self) -> SegmentMark:
         """The state an append can change, for ``rollback`` (opens the indexes)."""
-        return SegmentMark(self._size, self.offset_index.entries, self.time_index.entries,
-                           self._bytes_since_last_index_entry, self._max_ts_and_offset,
-                           self._rolling_based_ts)
+        oi, ti = self._offset_index, self._time_index  # once per append: no property calls
+        if oi is None or ti is None:
+            oi, ti = self.offset_index, self.time_index
+        return _new_tuple(SegmentMark, (self._size, oi.entries, ti.entries,
+                                        self._bytes_since_last_index_entry,
+                                        self._max_ts_and_offset, self._rolling_based_ts))
 
     def rollback(self, mark: SegmentMark) -> None:
         """Undo everything appended since ``mark``: index entries first (they point into the
@@ -451,7 +454,10 @@ class LogSegment:
         self._bytes_since_last_index_entry += size
 
     def indexes_full(self) -> bool:
-        return self.offset_index.is_full or self.time_index.is_full
+        oi, ti = self._offset_index, self._time_index  # once per append: no property calls
+        if oi is None or ti is None:
+            oi, ti = self.offset_index, self.time_index
+        return oi.is_full or ti.is_full
 
     def on_become_inactive(self) -> None:
         """On roll: write the final time index entry, trim both indexes."""
