@@ -49,14 +49,8 @@ FLEXIBLE_FROM: Final = 9
 
 _HI = struct.Struct(">hi")
 _I = struct.Struct(">i")
-_H = struct.Struct(">h")
 _CLASSIC_TOPIC = struct.Struct(">ih")  # topic count, name length
 _CLASSIC_PARTITION = struct.Struct(">iii")  # partition count, index, records length
-_SIZE_CORR = struct.Struct(">ii")
-_PART_V3 = struct.Struct(">ihqqi")  # index .. log_append_time_ms, throttle_time_ms
-_PART_V5 = struct.Struct(">ihqqqi")  # + log_start_offset
-_PART_V8 = struct.Struct(">ihqqqihi")  # + record errors (0), error message (-1)
-_PART_V9 = struct.Struct(">ihqqq")
 
 
 def decode_single(frame: bytes, p: int, version: int
@@ -133,25 +127,43 @@ def encode_single_response(correlation_id: int, version: int, topic: str, index:
                            log_start_offset: int, throttle_time_ms: int) -> bytes | None:
     """The whole response frame (size, header, body) for one partition answered with no
     record errors and no error message; None where a general encoding is needed (a version
-    outside 3-11, a topic name of 127 bytes or more)."""
+    outside 3-11, a topic name of 127 bytes or more). One ``struct`` call."""
     name = topic.encode()
     n = len(name)
     if n >= 0x7F or not MIN_VERSION <= version <= MAX_VERSION:
         return None
     if version >= FLEXIBLE_FROM:
-        body = (b"\x02" + bytes((n + 1,)) + name + b"\x02"
-                + _PART_V9.pack(index, error_code, base_offset, log_append_time_ms,
-                                log_start_offset)
-                + b"\x01\x00\x00\x00" + _I.pack(throttle_time_ms) + b"\x00")
-        return _SIZE_CORR.pack(len(body) + 5, correlation_id) + b"\x00" + body
-    head = b"\x00\x00\x00\x01" + _H.pack(n) + name + b"\x00\x00\x00\x01"
+        layout = _V9_LAYOUTS.get(n) or _layout(_V9_LAYOUTS, _V9_FORMAT, n)
+        return layout.pack(layout.size - 4, correlation_id, 0, 2, n + 1, name, 2, index,
+                           error_code, base_offset, log_append_time_ms, log_start_offset,
+                           1, 0, 0, 0, throttle_time_ms, 0)
     if version >= 8:
-        tail = _PART_V8.pack(index, error_code, base_offset, log_append_time_ms,
-                             log_start_offset, 0, -1, throttle_time_ms)
-    elif version >= 5:
-        tail = _PART_V5.pack(index, error_code, base_offset, log_append_time_ms,
-                             log_start_offset, throttle_time_ms)
-    else:
-        tail = _PART_V3.pack(index, error_code, base_offset, log_append_time_ms,
-                             throttle_time_ms)
-    return _SIZE_CORR.pack(len(head) + len(tail) + 4, correlation_id) + head + tail
+        layout = _V8_LAYOUTS.get(n) or _layout(_V8_LAYOUTS, _V8_FORMAT, n)
+        return layout.pack(layout.size - 4, correlation_id, 1, n, name, 1, index, error_code,
+                           base_offset, log_append_time_ms, log_start_offset, 0, -1,
+                           throttle_time_ms)
+    if version >= 5:
+        layout = _V5_LAYOUTS.get(n) or _layout(_V5_LAYOUTS, _V5_FORMAT, n)
+        return layout.pack(layout.size - 4, correlation_id, 1, n, name, 1, index, error_code,
+                           base_offset, log_append_time_ms, log_start_offset,
+                           throttle_time_ms)
+    layout = _V3_LAYOUTS.get(n) or _layout(_V3_LAYOUTS, _V3_FORMAT, n)
+    return layout.pack(layout.size - 4, correlation_id, 1, n, name, 1, index, error_code,
+                       base_offset, log_append_time_ms, throttle_time_ms)
+
+
+# Whole response frames by version range, ``{}`` the topic name's length in bytes (< 127,
+# so each range has at most 127 layouts, made on first use).
+_V9_FORMAT = ">iiBBB{}sBihqqqBBBBiB"  # size, correlation id, header tags, 2, name, 2, ...
+_V8_FORMAT = ">iiih{}siihqqqihi"  # size, correlation id, 1, name, 1, ..., 0, -1, throttle
+_V5_FORMAT = ">iiih{}siihqqqi"
+_V3_FORMAT = ">iiih{}siihqqi"
+_V9_LAYOUTS: dict[int, struct.Struct] = {}
+_V8_LAYOUTS: dict[int, struct.Struct] = {}
+_V5_LAYOUTS: dict[int, struct.Struct] = {}
+_V3_LAYOUTS: dict[int, struct.Struct] = {}
+
+
+def _layout(layouts: dict[int, struct.Struct], fmt: str, name_bytes: int) -> struct.Struct:
+    layout = layouts[name_bytes] = struct.Struct(fmt.format(name_bytes))
+    return layout
