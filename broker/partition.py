@@ -323,8 +323,9 @@ class Partition:
         LEO); only a leader moves it, and only forward."""
         if not self.is_leader:
             return False
-        new_hw = self.log_end_offset
-        for replica in self.maximal_isr:
+        new_hw: int = self.log.log_end_offset  # self.log_end_offset, without its int() and call
+        pending = self.pending_isr  # self.maximal_isr, inline: once per append
+        for replica in self.isr if pending is None else self.isr | pending:
             if replica != self.broker_id:
                 state = self.follower_states.get(replica)
                 new_hw = min(new_hw, state.log_end_offset if state is not None else 0)

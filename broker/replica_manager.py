@@ -610,10 +610,12 @@ class ReplicaManager:
         """Complete what waited for data on ``tp``; background flush/snapshot if due."""
         self.fetch_purgatory.check_and_complete(tp)
         self.produce_purgatory.check_and_complete(tp)
-        self._maybe_flush(self.partitions[tp])
+        p = self.partitions[tp]
+        if p.needs_flush or p.snapshot_due:  # (checked again there; most appends need neither)
+            self._maybe_flush(p)
 
     def _maybe_expire_producers(self) -> None:
-        now = _now_ms()
+        now = int(time.time() * 1000)  # _now_ms(), inline: once per produce
         if now - self._last_producer_check_ms >= self.producer_id_expiration_check_interval_ms:
             self._last_producer_check_ms = now
             self.expire_producers(now)

@@ -124,7 +124,8 @@ class LeaderEpochCache:
         """
         if epoch < 0 or start_offset < 0:
             return False
-        latest = self.latest_entry()
+        entries = self._entries  # self.latest_entry(), inline: once per append
+        latest = entries[-1] if entries else None
         if latest is not None and latest.epoch == epoch and latest.start_offset <= start_offset:
             return False
         kept = [e for e in self._entries if e.epoch < epoch and e.start_offset < start_offset]

@@ -491,16 +491,9 @@ class Log:
         """Kafka's ``shouldRoll``: full by size, old by ``segment.ms``, full indexes, or
         offsets that no longer fit an int32 relative to the base offset."""
         seg = self._segments[-1]
-        size = seg.size_bytes
-        if size == 0:
-            return seg, False
         cfg = self.config
-        if (
-            size > cfg.segment_bytes - size_bytes
-            or seg.time_waited_for_roll(now, max_timestamp) > cfg.segment_ms - cfg.segment_jitter_ms
-            or seg.indexes_full()
-            or not seg.can_hold_offset(last_offset)
-        ):
+        if seg.should_roll(size_bytes, max_timestamp, last_offset, now, cfg.segment_bytes,
+                           cfg.segment_ms - cfg.segment_jitter_ms):
             return self._roll(now), True
         return seg, False
 

@@ -387,6 +387,23 @@ class LogSegment:
     def can_hold_offset(self, offset: int) -> bool:
         return 0 <= offset - self.base_offset <= INT32_MAX
 
+    def should_roll(self, size_bytes: int, max_timestamp: int, last_offset: int, now_ms: int,
+                    max_segment_bytes: int, roll_ms: int) -> bool:
+        """Kafka's ``LogSegment.shouldRoll`` before an append of ``size_bytes`` whose batches
+        end at ``last_offset`` with ``max_timestamp``: never when empty; else when full by
+        size, older than ``roll_ms`` (``time_waited_for_roll``), its indexes full, or the
+        offsets past an int32 from its base. Asked before every append: one call."""
+        size = self._size
+        if size == 0:
+            return False
+        if size > max_segment_bytes - size_bytes:
+            return True
+        based = self._rolling_based_ts
+        waited = (max_timestamp - based if based is not None and based >= 0
+                  else self.time_waited_for_roll(now_ms, max_timestamp))
+        return (waited > roll_ms or self.indexes_full()
+                or not 0 <= last_offset - self.base_offset <= INT32_MAX)
+
     # ------------------------------------------------------------------ appends
     def append(self, data: bytes | bytearray | memoryview, batches: Sequence[BatchMeta]) -> None:
         """Write ``data`` (whole batches, offsets assigned) at the end in one ``pwrite``
@@ -396,7 +413,9 @@ class LogSegment:
         start = self._size
         if start == 0:
             self._rolling_based_ts = batches[0].max_timestamp
-        f = self.file
+        f = self._file
+        if f is None:  # (self.file reopens it: once per append, not a property call)
+            f = self.file
         fileio.pwrite_all(f.fileno(), data, start, self.log_path)
         self._size = start + len(data)
         if self._verified_bytes == start:  # the caller checked these batches' CRCs

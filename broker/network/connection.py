@@ -359,7 +359,8 @@ class Connection:
             started = True
         if self.in_flight and len(self._buf) >= self._pause_at_bytes:
             self._pause_reading()
-        elif not self.in_flight and self._frame_size != -2 and not self._stopping:
+        elif (self._reading_paused and not self.in_flight and self._frame_size != -2
+              and not self._stopping):
             self._resume_reading()
 
     def _process_next_turn(self) -> None:
@@ -554,7 +555,8 @@ class Connection:
                 self._metrics.record(request)
             except Exception:  # a metrics bug must not leave this connection muted
                 log.exception("Recording request metrics failed (connection %s)", self.id)
-        self._release()
+        if self._reserved_bytes:
+            self._release()
         throttle_ms, self._throttle_ms = self._throttle_ms, 0
         if throttle_ms > 0 and not self._closing:
             self._loop.call_later(throttle_ms / 1000, self._finish_request)

@@ -67,12 +67,10 @@ class ClientQuotaManager:
         self._window_ms = window_s * 1000
         self._clock_ms = clock_ms
         self._quotas: dict[Entity, float] = {}
+        # Any quota of this type configured (read per request: an attribute, not a property).
+        self.enabled = False
         self._sensors: OrderedDict[Tags, _Sensor] = OrderedDict()
         self.refresh()
-
-    @property
-    def enabled(self) -> bool:
-        return bool(self._quotas)
 
     def refresh(self) -> None:
         """Re-read the quotas of this type from the entity store."""
@@ -85,6 +83,7 @@ class ClientQuotaManager:
                 except ValueError:
                     continue
         self._quotas = quotas
+        self.enabled = bool(quotas)
 
     # -- resolution ------------------------------------------------------------------------
 
