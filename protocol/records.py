@@ -378,7 +378,8 @@ def compression_of(attributes: int) -> CompressionType:
 
 def batch_crc(batch: memoryview) -> int:
     """CRC32C of bytes 21..end of the one batch ``batch`` holds (computed in C)."""
-    return int(checksum.crc32c(batch[_CRC_START:]))
+    crc: int = checksum.crc32c(batch[_CRC_START:])  # an int already: no int() call
+    return crc
 
 
 class _Stop(NamedTuple):

@@ -479,9 +479,11 @@ class Log:
         valid_bytes: int, batch_count: int, records: int, rolled: bool,
     ) -> AppendInfo:
         needs_flush = rolled or self._leo - self._recovery_point >= self.config.flush_messages
-        return _new_tuple(AppendInfo, (  # this runs once per produce request
-            Offset(first), Offset(next_offset - 1), max_ts, Offset(offset_of_max), append_time,
-            Offset(self._log_start_offset), valid_bytes, batch_count, records, needs_flush,
+        # Once per produce request: the offsets go in as they are (ints), not through
+        # Offset(), a NewType whose call costs about as much as a Python function call.
+        return _new_tuple(AppendInfo, (
+            first, next_offset - 1, max_ts, offset_of_max, append_time,
+            self._log_start_offset, valid_bytes, batch_count, records, needs_flush,
         ))
 
     # ------------------------------------------------------------------ rolling
