@@ -184,6 +184,16 @@ class ZkBrokerSession:
     # -- events ---------------------------------------------------------------------------------
 
     async def _process(self, event: object) -> None:
+        zk = self._zk
+        if isinstance(event, ZkWatchFired) and zk is not None and zk.state != CONNECTED:
+            # kazoo fires every watch once when the connection drops (Java's client does
+            # not). Acting on it now would only wait for the connection, up to the
+            # operation timeout, and fail when the cut outlasts it. The reconnect re-reads
+            # every watched path: within the session (_on_same_session_reconnected) or in
+            # a new one (register and elect again).
+            log.debug("Controller event %s left to the reconnect: ZooKeeper is %s",
+                      event, zk.state)
+            return
         try:
             if isinstance(event, ZkSessionChanged):
                 await self._on_session_changed()

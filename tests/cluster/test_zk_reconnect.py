@@ -56,3 +56,31 @@ def test_controller_watches_brokers_after_reconnect(
                what="the restarted broker to get the controller's metadata")
     assert time.monotonic() - started < METADATA_BOUND_S
     assert "Reconnected to ZooKeeper within session" in brokers.brokers[1].stderr_text()
+
+
+SHORT_SESSION_TIMEOUT_MS = 3000  # ZooKeeper operations give up after twice this: 6 s
+LONG_CUT_S = 8.0
+
+
+def test_controller_cut_off_longer_than_its_operation_timeout_comes_back_without_error(
+        cluster_brokers: Callable[..., ClusterBrokers], zk_chroot: str,
+        zk_proxy: TcpProxy) -> None:
+    """kazoo fires the /controller watch when the connection drops. The controller must not
+    act on that firing while cut off (it could only wait for ZooKeeper and give up with an
+    error once the cut outlasts its operation timeout): the reconnect, here in a new
+    session since the old one expired, registers the broker and elects again. The test's
+    broker-health check fails on any ERROR line the broker logs."""
+    brokers = cluster_brokers(0, zookeeper_session_timeout_ms=str(SHORT_SESSION_TIMEOUT_MS))
+    broker = brokers.start(1, zookeeper_connect=f"127.0.0.1:{zk_proxy.port}{zk_chroot}")
+    wait_until(lambda: controller_of(broker.bootstrap) == 1, timeout_s=30,
+               what="broker 1 to be the controller")
+    create(brokers.bootstrap(), "t", {0: [1]})
+    zk_proxy.cut()
+    time.sleep(LONG_CUT_S)
+    zk_proxy.restore()
+    wait_until(lambda: "expired" in broker.stderr_text(), timeout_s=30,
+               what="the broker to learn that its session expired")
+    wait_until(lambda: broker.stderr_text().count("successfully elected as the controller") == 2,
+               timeout_s=30, what="broker 1 to be elected again in its new session")
+    wait_until(lambda: everyone_sees(brokers, "t", {0: 1}), timeout_s=30,
+               what="the topic's leader after the new election")
