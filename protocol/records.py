@@ -114,6 +114,7 @@ __all__ = [
 ]
 
 MAGIC = 2
+_new_tuple = tuple.__new__  # a NamedTuple's own __new__ is Python code; this is C
 _HEADER_UP_TO_MAGIC_BYTES = _UP_TO_MAGIC.size  # 17
 _LEGACY_MIN_SIZE_BYTES = 14  # smallest legacy v0 message after the 12-byte log overhead
 _CRC_START = 21
@@ -456,8 +457,15 @@ def read_single_batch(buf: bytes | bytearray | memoryview) -> tuple[memoryview, 
     (its CRC not checked): one header check and one ``struct`` call. None for anything else
     (no batch, a bad one, more than one): ``scan_batches`` then tells what is there."""
     view = _as_bytes_view(buf)
+    n = len(view)
+    if n >= HEADER_SIZE_BYTES:
+        # The common case in one struct call: the header read whole, then what _check_at
+        # checks of it (magic 2, a batchLength that spans exactly the buffer, >= 61 bytes).
+        fields = _HEADER.unpack_from(view, 0)
+        if fields[3] == MAGIC and fields[1] + LOG_OVERHEAD_BYTES == n:
+            return view, _new_tuple(BatchHeader, (0, *fields))
     size = _check_at(view, 0, None)
-    if isinstance(size, _Stop) or size != len(view):
+    if isinstance(size, _Stop) or size != n:
         return None
     return view, read_header(view, 0)
 
