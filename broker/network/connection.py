@@ -13,7 +13,9 @@ Frame handling, in order, for each request::
                      version outside the handler's range -> log + close, except ApiVersions,
                                                             answered with the v0 error (KIP-511,
                                                             Kafka's isUnsupportedApiVersionsRequest)
-    body             decoded by the request channel (truncated -> log + close)
+    body             decoded by the request channel (truncated -> log + close), or, for a
+                     request a handler's fast path serves (RequestChannel.serve_fast: a
+                     produce of one batch), read by that fast path and answered at once
 
 The connection is **muted** while a request is in flight: the next frame is taken from the
 buffer only after the response to the previous one is written (or dropped for acks=0), so

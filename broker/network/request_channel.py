@@ -20,6 +20,12 @@ point. Handler tasks are bounded by the number of connections (``max.connections
 connection is muted while its request is in flight, so it has at most one, and responses
 leave in request order either way.
 
+A handler may have a fast path (``ApiSpec.fast``: Produce's, for one batch to one partition
+with acks=1): the connection offers it each request it reads (``serve_fast``), which serves
+it at once where nothing is queued ahead of it and the broker neither times requests
+(metrics, the request log), injects faults nor enforces request quotas; what the fast path
+does not serve, having done nothing, is submitted as any other request.
+
 The outcome of every request is one of a closed set (``Outcome``): frame parts to write,
 nothing (acks=0), or close the connection; it is handed, exactly once, to the request's
 ``on_outcome`` callback (the connection's), from the handler's task. A body that does not
