@@ -5,8 +5,11 @@ Jobs, each on its own interval, each run in the default thread pool (they block 
 - retention (``log.retention.check.interval.ms``, default 5 min): ``retention_pass`` deletes
   segments past ``retention.ms`` / ``retention.bytes`` and directories whose
   ``file.delete.delay.ms`` passed;
-- flush (every ``log.flush.scheduler.interval.ms``, at most every 1 s): ``flush_due`` fsyncs
-  logs whose ``flush.ms`` passed (``flush.messages`` is checked on append by the log);
+- flush (every ``log.flush.scheduler.interval.ms``, at most every 1 s): fsyncs the logs
+  whose ``flush.ms`` passed (``flush.messages`` is checked on append by the log). Which
+  logs are due is asked on the loop (a cheap check); a thread gets work only when some
+  are: with ``flush.ms`` at its default (never) no thread is woken each second, whose
+  interpreter-lock hand-offs with the loop delayed requests;
 - recovery-point and log-start-offset checkpoints (``log.flush.offset.checkpoint.interval.ms``,
   default 60 s) and high watermarks (``replica.high.watermark.checkpoint.interval.ms``,
   default 5 s).
@@ -47,11 +50,12 @@ class LogMaintenance:
         cfg = self._config
         lm = self._log_manager
         # Each entry makes, on the event loop, the blocking call that then runs in a thread
-        # (high watermarks are read on the loop, where the replica manager lives).
-        jobs: list[tuple[str, int, Callable[[], Callable[[], object]]]] = [
+        # (high watermarks are read on the loop, where the replica manager lives), or None
+        # when there is nothing to do.
+        jobs: list[tuple[str, int, Callable[[], Callable[[], object] | None]]] = [
             ("retention", cfg.get_int("log.retention.check.interval.ms"), self._retention),
             ("flush", min(cfg.get_int("log.flush.scheduler.interval.ms"), MAX_FLUSH_CHECK_INTERVAL_MS),
-             lambda: lm.flush_due),
+             self._flush),
             ("checkpoints", cfg.get_int("log.flush.offset.checkpoint.interval.ms"),
              lambda: lm.write_checkpoints),
         ]
@@ -64,6 +68,12 @@ class LogMaintenance:
                 self._tasks.append(asyncio.create_task(self._every(name, interval_ms, job),
                                                        name=f"log-{name}"))
 
+    def _flush(self) -> Callable[[], object] | None:
+        due = self._log_manager.due_for_flush()
+        if not due:
+            return None
+        return lambda: self._log_manager.flush_logs(due)
+
     def _retention(self) -> Callable[[], object]:
         hws = dict(self._high_watermarks()) if self._high_watermarks is not None else None
         return lambda: self._log_manager.retention_pass(
@@ -75,10 +85,12 @@ class LogMaintenance:
         return lambda: self._log_manager.write_high_watermarks(hws)
 
     async def _every(self, name: str, interval_ms: int,
-                     make_job: Callable[[], Callable[[], object]]) -> None:
+                     make_job: Callable[[], Callable[[], object] | None]) -> None:
         while True:
             await asyncio.sleep(interval_ms / 1000)
             job = make_job()
+            if job is None:
+                continue
             # Shielded: cancelling this task (stop) does not abandon a job mid-run in its thread.
             running = asyncio.ensure_future(asyncio.to_thread(job))
             self._running.add(running)

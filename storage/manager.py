@@ -385,16 +385,25 @@ class LogManager:
 
     def flush_due(self, now_ms: int | None = None) -> int:
         """Flush every log whose ``flush.ms`` passed; returns how many were flushed."""
+        return self.flush_logs(self.due_for_flush(now_ms))
+
+    def due_for_flush(self, now_ms: int | None = None) -> dict[TopicPartition, Log]:
+        """The logs whose ``flush.ms`` passed, with unflushed data. Cheap (no disk, no
+        log lock): the broker asks on its event loop, and hands a thread work only when
+        there is some."""
         now = self._clock_ms() if now_ms is None else now_ms
+        return {tp: lg for tp, lg in self.logs().items() if lg.flush_due(now)}
+
+    def flush_logs(self, logs: Mapping[TopicPartition, Log]) -> int:
+        """Flush ``logs`` (blocking); returns how many were flushed."""
         flushed = 0
-        for tp, lg in self.logs().items():
-            if lg.flush_due(now):
-                try:
-                    lg.flush()
-                except StorageError as exc:  # already reported by the log
-                    log.debug("flush of %s failed: %s", tp, exc)
-                    continue
-                flushed += 1
+        for tp, lg in logs.items():
+            try:
+                lg.flush()
+            except StorageError as exc:  # already reported by the log
+                log.debug("flush of %s failed: %s", tp, exc)
+                continue
+            flushed += 1
         return flushed
 
     def write_checkpoints(self) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from broker.config import BrokerConfig, ConfigError
+from client.sync import SyncClient
 from protocol.frames import RequestHeader, decode_response, encode_request
 from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from tests.integration.broker_process import (
@@ -24,8 +25,10 @@ from tests.integration.broker_process import (
     BrokerStartError,
     register_topic,
 )
+from tests.integration.data_path_client import batch, create_topic, produce
 from tests.integration.netclient import ConnectionClosed, RawClient
 from tests.integration.test_network_bad_input import api_versions_ok
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -184,6 +187,28 @@ def test_periodic_checkpoints_while_running(broker_factory: Callable[..., Broker
     assert checkpoint.exists(), "no checkpoint written by the periodic job"
     assert checkpoint.read_text().splitlines()[:2] == ["0", "0"]  # version 0, no partitions
     assert proc.is_running()
+
+
+def test_flush_ms_flushes_in_the_background(broker_factory: Callable[..., BrokerProcess]) -> None:
+    """A topic with flush.ms is fsynced by the periodic flush job (its recovery point, in
+    the checkpoint, reaches its end); one with the broker's log.flush.interval.ms of an
+    hour is not."""
+    proc = broker_factory(log_flush_scheduler_interval_ms=100, log_flush_interval_ms=3_600_000,
+                          log_flush_offset_checkpoint_interval_ms=200)
+    create_topic(proc.bootstrap, "timed", 1, {"flush.ms": "300"})
+    create_topic(proc.bootstrap, "untimed", 1)
+    with SyncClient(proc.bootstrap, timeout_ms=10_000) as client:
+        for topic in ("timed", "untimed"):
+            produce(client, topic, 0, batch([b"a", b"b", b"c", b"d", b"e"]), acks=1)
+    checkpoint = proc.log_dir / "recovery-point-offset-checkpoint"
+
+    def points() -> dict[str, int]:
+        lines = checkpoint.read_text().splitlines() if checkpoint.exists() else []
+        return {line.split()[0]: int(line.split()[2]) for line in lines[2:]}
+
+    wait_for(lambda: points().get("timed") == 5, timeout_s=15,
+             what="the timed topic's recovery point at 5")
+    assert points().get("untimed", 0) == 0
 
 
 def test_dump_log_and_topics_subcommands_are_wired(tmp_path: Path) -> None:
