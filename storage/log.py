@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from protocol.fileslice import FileSlice
-from protocol.records import ATTR_CONTROL, BatchHeader
+from protocol.records import ATTR_CONTROL, BatchHeader, batch_crc
 from storage.batches import (
     AppendInfo,
     check_timestamps,
@@ -353,9 +353,58 @@ class Log:
         and checked, as ``validate_batches`` checks it: magic 2, whole, within
         ``max.message.bytes``, recordsCount = lastOffsetDelta + 1): only its CRC32C is
         verified here (CORRUPT_MESSAGE), so the bytes are scanned once per produce."""
-        verify_crc(batch, head, where=self.topic_partition)
-        return self._append_as_leader(writable_buffer(batch), (head,), leader_epoch, False,
-                                      now_ms)
+        if batch_crc(batch) != head.crc:  # (verify_crc, with its call only on a mismatch)
+            verify_crc(batch, head, where=self.topic_partition)  # raises, in the scan's words
+        # writable_buffer, inline: the request's read-only view is copied once
+        buf = bytearray(batch) if batch.readonly else batch
+        return self._append_one_as_leader(buf, head, leader_epoch, now_ms)
+
+    def _append_one_as_leader(self, buf: bytearray | memoryview, head: BatchHeader,
+                              leader_epoch: int, now_ms: int | None) -> AppendInfo:
+        """``_append_as_leader`` of one batch (a client's, control batches refused), without
+        its per-batch loops and lists: the same checks, writes and answer, in the same
+        order (tests/unit/test_storage_log.py compares the two)."""
+        now = self._clock_ms() if now_ms is None else now_ms
+        config = self.config
+        append_time = config.message_timestamp_type == "LogAppendTime"
+        if not append_time and (
+            config.message_timestamp_before_max_ms != LONG_MAX
+            or config.message_timestamp_after_max_ms != LONG_MAX
+        ):
+            check_timestamps(
+                (head,), now,
+                before_max_ms=config.message_timestamp_before_max_ms,
+                after_max_ms=config.message_timestamp_after_max_ms,
+                where=self.topic_partition,
+            )
+        if head.attributes & ATTR_CONTROL:
+            raise InvalidRecordError(
+                f"{self.topic_partition}: clients may not write control batches"
+            )
+        size = head.batch_length + 12
+        valid_bytes = head.position + size
+        delta = head.last_offset_delta
+        ts = now if append_time else head.max_timestamp
+        if self._metadata_file.dirty:  # rare: the batched write has not come yet
+            self.write_topic_id()
+        with self._lock:
+            self._check_open()
+            first = self._leo
+            last = first + delta
+            segment, rolled = self._maybe_roll(
+                valid_bytes, now if append_time else (ts if ts > -1 else -1), last, now)
+            pos = head.position
+            _INT64.pack_into(buf, pos, first)
+            _INT32.pack_into(buf, pos + 12, leader_epoch)
+            if append_time:
+                stamp_log_append_time(buf, head, now)
+            self._append_to(segment, buf, [_new_tuple(BatchMeta, (size, last, ts))])
+            self._epoch_cache.assign(leader_epoch, first)
+            self._leo = last + 1
+            max_ts, offset_of_max = (ts, last) if ts > -1 else (-1, first)
+            return self._append_info(first, last + 1, max_ts, offset_of_max,
+                                     now if append_time else -1, valid_bytes, 1, delta + 1,
+                                     rolled)
 
     def _append_as_leader(self, buf: bytearray | memoryview, heads: Sequence[BatchHeader],
                           leader_epoch: int, allow_control: bool,
