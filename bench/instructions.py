@@ -16,6 +16,8 @@ Requests, each to one partition of one topic on one connection, like P5's:
 - ``produce``: acks=1, one record of ``--record-bytes`` (no key) per request;
 - ``fetch``: a consumer fetch (max_wait_ms 0) of the ``FETCH_RECORDS`` records produced
   first, always from offset 0 (the same bytes every time);
+- ``fetch-tail``: the same from the offset of the last record: a consumer at the log's tail
+  (P4's), answered with the newest batch;
 - ``metadata``: Metadata for the one topic;
 - ``metadata-all``: Metadata for every topic (what P7 asks; with ``--partitions`` the
   topic has that many partitions).
@@ -55,7 +57,7 @@ FETCH_RECORDS: Final[int] = 10
 TOPIC: Final[str] = "instructions"
 START_TIMEOUT_S: Final[float] = 600.0  # the interpreter's start-up is ~50x slower under valgrind
 STOP_TIMEOUT_S: Final[float] = 300.0
-KINDS: Final[tuple[str, ...]] = ("produce", "fetch", "metadata", "metadata-all")
+KINDS: Final[tuple[str, ...]] = ("produce", "fetch", "fetch-tail", "metadata", "metadata-all")
 
 
 def _produce_request(value: bytes) -> ProduceRequest:
@@ -67,12 +69,12 @@ def _produce_request(value: bytes) -> ProduceRequest:
     )
 
 
-def _fetch_request() -> FetchRequest:
+def _fetch_request(offset: int = 0) -> FetchRequest:
     return FetchRequest(
         replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=50 << 20, isolation_level=0,
         session_id=0, session_epoch=-1,
         topics=[FetchRequest.FetchTopic(topic=TOPIC, partitions=[FetchRequest.FetchPartition(
-            partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])],
+            partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)])],
     )
 
 
@@ -125,6 +127,7 @@ def measure(kinds: list[str], *, short: int, long: int, rounds: int, out_dir: Pa
             sends: dict[str, Callable[[], object]] = {
                 "produce": lambda: client.send(produce, pv),
                 "fetch": lambda: client.send(_fetch_request(), fv),
+                "fetch-tail": lambda: client.send(_fetch_request(FETCH_RECORDS - 1), fv),
                 "metadata": lambda: client.send(_metadata_request(), mv),
                 "metadata-all": lambda: client.send(
                     MetadataRequest(topics=None, allow_auto_topic_creation=False), mv),
