@@ -40,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final
@@ -47,7 +48,7 @@ from typing import Final
 from bench.brokers import SHARED_SETTINGS
 from bench.procs import free_port, spawn, stop, wait_for_port
 from client.sync import SyncClient
-from protocol.messages.fetch import FetchRequest
+from protocol.messages.fetch import FetchRequest, FetchResponse
 from protocol.messages.metadata import MetadataRequest
 from protocol.messages.produce import ProduceRequest
 from protocol.records import NewRecord, build_batch
@@ -69,13 +70,24 @@ def _produce_request(value: bytes) -> ProduceRequest:
     )
 
 
-def _fetch_request(offset: int = 0) -> FetchRequest:
+def _fetch_request(topic_id: uuid.UUID, offset: int = 0) -> FetchRequest:
+    """Fetch v13+ names the topic by id (the name is not sent), older versions by name."""
     return FetchRequest(
         replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=50 << 20, isolation_level=0,
         session_id=0, session_epoch=-1,
-        topics=[FetchRequest.FetchTopic(topic=TOPIC, partitions=[FetchRequest.FetchPartition(
-            partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)])],
+        topics=[FetchRequest.FetchTopic(topic=TOPIC, topic_id=topic_id, partitions=[
+            FetchRequest.FetchPartition(partition=0, fetch_offset=offset,
+                                        partition_max_bytes=1 << 20)])],
     )
+
+
+def _check_fetch(response: object, records: int) -> None:
+    """The fetch measured is answered with records, not with an error."""
+    assert isinstance(response, FetchResponse)
+    part = response.responses[0].partitions[0]
+    if response.error_code or part.error_code or not part.records:
+        raise RuntimeError(f"fetch answered error {response.error_code}/{part.error_code} "
+                           f"with {records} records expected")
 
 
 def _metadata_request() -> MetadataRequest:
@@ -124,10 +136,15 @@ def measure(kinds: list[str], *, short: int, long: int, rounds: int, out_dir: Pa
                 client.send(produce, pv)
             fv = client.version_for(FetchRequest)
             mv = client.version_for(MetadataRequest)
+            (meta,) = client.describe_topics([TOPIC])
+            fetch_all, fetch_tail = (_fetch_request(meta.topic_id, offset)
+                                     for offset in (0, FETCH_RECORDS - 1))
+            _check_fetch(client.send(fetch_all, fv), FETCH_RECORDS)
+            _check_fetch(client.send(fetch_tail, fv), 1)
             sends: dict[str, Callable[[], object]] = {
                 "produce": lambda: client.send(produce, pv),
-                "fetch": lambda: client.send(_fetch_request(), fv),
-                "fetch-tail": lambda: client.send(_fetch_request(FETCH_RECORDS - 1), fv),
+                "fetch": lambda: client.send(fetch_all, fv),
+                "fetch-tail": lambda: client.send(fetch_tail, fv),
                 "metadata": lambda: client.send(_metadata_request(), mv),
                 "metadata-all": lambda: client.send(
                     MetadataRequest(topics=None, allow_auto_topic_creation=False), mv),
