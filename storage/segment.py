@@ -558,7 +558,8 @@ class LogSegment:
             raise CorruptSegmentError(
                 f"{self.log_path}: bad batch length {batch_length} at byte {position}"
             )
-        return BatchHead(position, base_offset, size, base_offset + fields[6], fields[8], fields[2])
+        return _new_tuple(BatchHead, (position, base_offset, size, base_offset + fields[6],
+                                      fields[8], fields[2]))
 
     def iter_heads(self, start_position: int, end_position: int | None = None) -> list[BatchHead]:
         """Heads of the batches from ``start_position`` up to ``end_position`` (or the end)."""
