@@ -15,13 +15,17 @@
   ``--quick``: 10,000), one row per rate (producer linger.ms 0, acks=1; consumer with
   librdkafka's defaults, fetch.wait.max.ms 500): p50, p99, p99.9 in ms, and the rate the
   producer achieved (records over the time to its last send) with how far behind its
-  schedule it fell at worst.
+  schedule it fell at worst, and the broker's CPU microseconds per record.
 - P5 small requests: 16 producers, linger 0, one record per request, one request in
-  flight each: requests/s and p99 ms.
+  flight each: requests/s, p99 ms and the broker's CPU microseconds per request.
 - P6 restart: fill 20 partitions with ``size`` bytes of 1 KiB records, then (per run)
   stop the broker cleanly and measure launch-to-first-acknowledged-produce in seconds.
 - ZC zero-copy: minikafka's fetch with os.sendfile against the same broker started with
   ``MINIKAFKA_FETCH_COPY=1`` (the copying path), P2's consume on both.
+
+Every throughput row (P1, P2, P2L, ZC) also gives the broker's CPU-seconds per GB (10^9
+bytes) produced or consumed, over the load's lifetime: the efficiency figure, which says
+more than the rate where the client, not the broker, bounds it.
 
 MiB is 2**20 bytes (Kafka's perf tools call it MB).
 """
@@ -53,21 +57,27 @@ def _produce_spec(topic: str, records: int, record_bytes: int) -> dict[str, Any]
 def _rate_figures(
     scenario: str, row: str, broker: str, run: int, *, records_per_s: float, mib_per_s: float,
     broker_cpu_pct: float | None, client_cpu_pct: float | None,
+    broker_cpu_s: float | None, gb: float,
 ) -> list[Figure]:
-    """The records/s and MiB/s figures of one throughput run (higher is better)."""
+    """The records/s and MiB/s figures of one throughput run (higher is better), and the
+    broker's CPU-seconds per GB (10^9 bytes) moved, produced or consumed (lower is better:
+    the efficiency figure, comparable whichever side, client or broker, bounds the rate)."""
     common: dict[str, Any] = {
         "scenario": scenario,
         "row": row,
         "broker": broker,
         "run": run,
-        "higher_is_better": True,
         "broker_cpu_pct": broker_cpu_pct,
         "client_cpu_pct": client_cpu_pct,
     }
-    return [
-        Figure(metric="records/s", value=records_per_s, **common),
-        Figure(metric="MiB/s", value=mib_per_s, **common),
+    figures = [
+        Figure(metric="records/s", value=records_per_s, higher_is_better=True, **common),
+        Figure(metric="MiB/s", value=mib_per_s, higher_is_better=True, **common),
     ]
+    if broker_cpu_s is not None and gb > 0:
+        figures.append(Figure(metric="broker CPU-s/GB", value=broker_cpu_s / gb,
+                              higher_is_better=False, **common))
+    return figures
 
 
 def _throughput_figures(
@@ -81,6 +91,8 @@ def _throughput_figures(
         mib_per_s=res["bytes"] / MIB / elapsed_s,
         broker_cpu_pct=cpu_pct(out.broker_cpu_s, out.wall_s),
         client_cpu_pct=cpu_pct(float(res["cpu_s"]), elapsed_s),
+        broker_cpu_s=out.broker_cpu_s,
+        gb=float(res["bytes"]) / 1e9,
     )
 
 
@@ -91,13 +103,17 @@ def _java_figures(
     run: int,
     res: java_perf.JavaPerfResult,
     broker_cpu_s: float,
+    gb: float,
 ) -> list[Figure]:
+    """The tool's own rates; ``gb``: the bytes it moved (records x record size) / 10^9."""
     return _rate_figures(
         scenario, row, broker, run,
         records_per_s=res.records_per_s,
         mib_per_s=res.mib_per_s,
         broker_cpu_pct=cpu_pct(broker_cpu_s, res.elapsed_s),
         client_cpu_pct=cpu_pct(res.cpu_s, res.elapsed_s),
+        broker_cpu_s=broker_cpu_s,
+        gb=gb,
     )
 
 
@@ -149,7 +165,8 @@ class P1Produce(Scenario):
                 )
                 cpu_s = tree_cpu_s(broker.pid) - cpu0
                 row = f"P1 produce {partitions}p (Java perf-test)"
-                figures += _java_figures(self.key, row, broker.name, run, res, cpu_s)
+                gb = sizes.p1_records * sizes.record_bytes / 1e9
+                figures += _java_figures(self.key, row, broker.name, run, res, cpu_s, gb)
         return figures
 
 
@@ -189,7 +206,8 @@ class P2Consume(Scenario):
                     continue
                 cpu_s = tree_cpu_s(broker.pid) - cpu0
                 row = f"P2 consume {partitions}p (Java perf-test)"
-                figures += _java_figures(self.key, row, broker.name, run, res, cpu_s)
+                gb = ctx.sizes.p2_records * ctx.sizes.record_bytes / 1e9
+                figures += _java_figures(self.key, row, broker.name, run, res, cpu_s, gb)
         return figures
 
     def after_run(self, brokers: list[BrokerUnderTest], ctx: RunContext, run: int) -> list[Figure]:
@@ -243,8 +261,6 @@ class P2LargeRecords(Scenario):
         self._mib_per_s[(run, broker.name, "librdkafka")] = next(
             f.value for f in figures if f.metric == "MiB/s"
         )
-        gb = float(out.result["bytes"]) / 1e9
-        figures.append(self._cpu_per_gb(ctx, broker, run, "librdkafka", out.broker_cpu_s, gb))
         drain = ctx.run_load(broker, {**spec, "workload": "fetch_drain"}, name="P2L drain")
         client = "bare Fetch loop"
         drained = _throughput_figures(self.key, self._row(ctx, client), broker.name, run, drain)
@@ -252,8 +268,6 @@ class P2LargeRecords(Scenario):
         self._mib_per_s[(run, broker.name, client)] = next(
             f.value for f in drained if f.metric == "MiB/s"
         )
-        gb = float(drain.result["bytes"]) / 1e9
-        figures.append(self._cpu_per_gb(ctx, broker, run, client, drain.broker_cpu_s, gb))
         if ctx.sizes.java:
             cpu0 = tree_cpu_s(broker.pid)
             try:
@@ -266,25 +280,11 @@ class P2LargeRecords(Scenario):
                 return figures
             cpu_s = tree_cpu_s(broker.pid) - cpu0
             client = "Java perf-test"
-            figures += _java_figures(self.key, self._row(ctx, client), broker.name, run, res,
-                                     cpu_s)
-            self._mib_per_s[(run, broker.name, client)] = res.mib_per_s
             gb = ctx.sizes.p2l_records * ctx.sizes.p2l_record_bytes / 1e9
-            figures.append(self._cpu_per_gb(ctx, broker, run, client, cpu_s, gb))
+            figures += _java_figures(self.key, self._row(ctx, client), broker.name, run, res,
+                                     cpu_s, gb)
+            self._mib_per_s[(run, broker.name, client)] = res.mib_per_s
         return figures
-
-    def _cpu_per_gb(self, ctx: RunContext, broker: BrokerUnderTest, run: int, client: str,
-                    cpu_s: float, gb: float) -> Figure:
-        """Broker CPU-seconds per GB (10^9 bytes) consumed (over the client's lifetime)."""
-        return Figure(
-            scenario=self.key,
-            row=self._row(ctx, client),
-            metric="broker CPU-s/GB",
-            broker=broker.name,
-            run=run,
-            value=cpu_s / gb if gb > 0 else float("nan"),
-            higher_is_better=False,
-        )
 
     def after_run(self, brokers: list[BrokerUnderTest], ctx: RunContext, run: int) -> list[Figure]:
         """The loopback limit of the same segment bytes, then each broker's consume MiB/s as
@@ -394,6 +394,11 @@ class P4Latency(Scenario):
         figures.append(Figure(metric="producer max behind schedule (ms)",
                               value=float(produced.result["max_behind_ms"]),
                               higher_is_better=False, **common))
+        # Broker CPU over the consumer's lifetime (which spans the producer's) per record
+        # produced and consumed.
+        figures.append(Figure(metric="broker CPU us/record",
+                              value=1e6 * consumed.broker_cpu_s / max(1, records),
+                              higher_is_better=False, **common))
         return figures
 
 
@@ -433,6 +438,14 @@ class P5SmallRequests(Scenario):
             Figure(
                 metric="p99 ms",
                 value=float(res["latency_ms"]["p99"]),
+                higher_is_better=False,
+                **common,
+            ),
+            # The efficiency figure: broker CPU over the load's lifetime per request served
+            # (the requests outside the timed window, warm-up and metadata, are few).
+            Figure(
+                metric="broker CPU us/request",
+                value=1e6 * out.broker_cpu_s / max(1, int(res["requests"])),
                 higher_is_better=False,
                 **common,
             ),

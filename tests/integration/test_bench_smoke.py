@@ -2,7 +2,8 @@
 
 Runs the real command (a real minikafka broker process, librdkafka load processes) with
 tiny sizes, in a temporary results dir, and checks that it completes without failures and
-that the report holds a number for every quick scenario (P1, P2, P4, P5, P6), and the
+that the report holds a number for every quick scenario (P1, P2, P4, P5, P6), the broker's
+CPU per unit of work beside each rate (CPU-s/GB, us per request, us per record), and the
 PNG plots; then the same for the scenarios run only when named, P2L (64 KiB records, with
 the loopback limit) and P7 (partition scaling, 1 and 100 partitions in quick mode), with P4
 at two rates (``--p4-rates``: a row per rate, with the rate the producer achieved).
@@ -28,12 +29,23 @@ QUICK_ROWS = {
     "P5 16 producers, 1 record/request": "requests/s",
     "P6 restart: launch to first produce ack": "s",
 }
+# The efficiency figures: broker CPU per unit of work, beside each rate.
+QUICK_EFFICIENCY_ROWS = [
+    ("P1 produce 1p (librdkafka)", "broker CPU-s/GB"),
+    ("P1 produce 8p (librdkafka)", "broker CPU-s/GB"),
+    ("P2 consume 1p (librdkafka)", "broker CPU-s/GB"),
+    ("P2 consume 8p (librdkafka)", "broker CPU-s/GB"),
+    ("P4 e2e latency @ 10000 rec/s", "broker CPU us/record"),
+    ("P5 16 producers, 1 record/request", "broker CPU us/request"),
+]
 NAMED_QUICK_ROWS = [
     ("P2L consume 1p, 64 KiB records (librdkafka)", "MiB/s"),
     ("P2L loopback sendfile limit (16 MiB)", "MiB/s"),
     ("P2L consume 1p, 64 KiB records (bare Fetch loop)", "MiB/s"),
     ("P2L consume (librdkafka) as % of the loopback limit (goal >= 50%)", "%"),
     ("P2L consume (bare Fetch loop) as % of the loopback limit (goal >= 50%)", "%"),
+    ("P2L consume 1p, 64 KiB records (librdkafka)", "broker CPU-s/GB"),
+    ("P2L consume 1p, 64 KiB records (bare Fetch loop)", "broker CPU-s/GB"),
     ("P7 create 100 partitions", "s"),
     ("P7 produce over 1 partitions (librdkafka)", "records/s"),
     ("P7 produce over 100 partitions (librdkafka)", "records/s"),
@@ -84,6 +96,7 @@ def test_quick_bench_reports_every_quick_scenario(tmp_path: Path) -> None:
     results_dir = tmp_path / "results"
     report = _run_quick(results_dir)
     _assert_figures(report, QUICK_ROWS.items())
+    _assert_figures(report, QUICK_EFFICIENCY_ROWS)
     assert (results_dir / "latest-throughput.png").stat().st_size > 1000
     assert (results_dir / "latest-latency.png").stat().st_size > 1000
 
