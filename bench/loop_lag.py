@@ -8,8 +8,9 @@ file, run as the broker's ``__main__``):
 - a task on the broker's loop sleeps ``--tick-ms`` at a time and records how late each
   wake-up is (the loop's lag: time it was busy, or ready but not running);
 - with ``--stacks``, a watchdog thread looks at the loop thread every millisecond and, when
-  the loop has not ticked for ``--stall-ms``, takes the loop thread's Python stack once per
-  stall (``sys._current_frames``: an in-process ``py-spy dump``). A stall whose stack is
+  the loop has not ticked for ``--stall-ms``, takes the loop thread's Python stack, and
+  again every ``--stall-ms`` while the stall lasts, so that a stack's count weighs the
+  time stalled there (``sys._current_frames``: an in-process ``py-spy dump``). A stall whose stack is
   the loop's own ``run_forever`` (waiting in epoll) was not the loop's work: the process
   did not get a core, or a thread held the interpreter lock;
 - the CPU time of each thread of the process (``/proc/self/task``), by thread name.
@@ -20,6 +21,12 @@ The load is P4's at ``--rate`` records/s (``bench.load`` ``latency_produce``, li
 consumer reports each record slower than ``--stall-ms`` with its receive time, and each is
 matched with the stalls that overlap its life (produce to receive): so the report says how
 much of the tail the loop's stalls explain.
+
+``--startup N`` measures a start-up instead: a first broker creates N partitions (topics of
+at most 1,000) and stops cleanly; a second one starts on that log dir with the window open
+from its first step (``BrokerServer.run``) until it serves requests (the controller's
+LeaderAndIsr applied, every partition hosted). No load runs; the report is the loop's
+wake-ups, stalls and stacks during the start-up.
 
 Times stretch with the machine's load; on a busy machine read the CPU columns and the
 stacks, not the milliseconds.
@@ -110,13 +117,14 @@ class Probe:
                 self.stalls.append((now, late))
 
     def _watchdog(self) -> None:
-        seen = 0.0
+        sampled = 0.0
         while True:
             time.sleep(0.001)
-            last = self.last_tick
-            if not self.window or last == seen or time.monotonic() - last < self.stall_s:
+            now = time.monotonic()
+            if (not self.window or now - self.last_tick < self.stall_s
+                    or now - sampled < self.stall_s):
                 continue
-            seen = last  # one stack per stall
+            sampled = now  # one stack per --stall-ms of a stall: counts weigh by time
             frame = sys._current_frames().get(self.loop_tid)
             if frame is None:
                 continue
@@ -163,6 +171,19 @@ def _child(argv: list[str]) -> int:
     async def run(self: server.BrokerServer) -> int:
         probe.loop_tid = threading.get_ident()
         probe.start()
+        if settings.get("startup"):  # the window is the start-up: open now, close when serving
+            probe.open_window(0, None)
+
+            async def close_when_started() -> None:
+                await self.wait_started()
+                probe.close_window(0, None)
+
+            started = asyncio.get_running_loop().create_task(close_when_started())
+            await asyncio.sleep(0)  # the ticker's first sleep is due before the broker's work
+            try:
+                return await original(self)
+            finally:
+                started.cancel()
         return await original(self)
 
     server.BrokerServer.run = run  # type: ignore[method-assign]
@@ -192,6 +213,66 @@ def _explained(outliers: list[list[float]], stalls: list[list[float]]) -> int:
     return count
 
 
+def _print_loop(args: argparse.Namespace, probe: dict[str, Any]) -> None:
+    ticks = max(probe["ticks"], 1)
+    labels = [f"<{BUCKETS_MS[0]:g}"] + [f"{a:g}-{b:g}" for a, b in itertools.pairwise(BUCKETS_MS)]
+    labels.append(f">={BUCKETS_MS[-1]:g}")
+    print(f"loop wake-ups ({args.tick_ms:g} ms sleeps), lateness ms: " + ", ".join(
+        f"{label}: {n}" for label, n in zip(labels, probe["buckets"], strict=True)))
+    stalls = probe["stalls"]
+    print(f"stalls >= {args.stall_ms:g} ms: {len(stalls)}, {sum(s[1] for s in stalls) * 1000:.0f}"
+          f" ms in all, longest {max((s[1] for s in stalls), default=0) * 1000:.1f} ms; "
+          f"mean lateness {1000 * probe['lag_s'] / ticks:.2f} ms")
+
+
+def _print_stacks(probe: dict[str, Any]) -> None:
+    if probe["stacks"]:
+        print("loop thread's stack during stalls (innermost first):")
+        for stack, n in sorted(probe["stacks"].items(), key=lambda kv: -kv[1])[:15]:
+            print(f"  {n:5d}  {stack}")
+
+
+def _startup(args: argparse.Namespace, argv_broker: list[str], settings: dict[str, Any],
+             work: Path, port: int) -> int:
+    """A clean stop over ``args.startup`` partitions, then the measured start-up."""
+    from bench.partition_scaling import topic_layout
+    from bench.procs import spawn, stop, wait_for_port
+    from client.sync import SyncClient
+
+    topics, per_topic = topic_layout(args.startup)
+    env = {**os.environ, STATE_ENV: json.dumps(settings)}
+    first = spawn(argv_broker, log_path=work / "broker-create.log", env=env, cwd=args.tree)
+    try:
+        wait_for_port(port, proc=first, timeout_s=60)
+        with SyncClient(f"127.0.0.1:{port}", timeout_ms=600_000) as client:
+            for i in range(topics):
+                client.create_topic(f"startup-{i}", per_topic, 1, {})
+    finally:
+        stop(first, sig=signal.SIGTERM, grace_s=120)
+    state = Path(settings["out"])
+    state.unlink(missing_ok=True)
+    t0 = time.monotonic()
+    broker = spawn(argv_broker, log_path=work / "broker.log",
+                   env={**env, STATE_ENV: json.dumps({**settings, "startup": True})},
+                   cwd=args.tree)
+    try:
+        probe = _wait_file(state, timeout_s=600)
+        served_s = time.monotonic() - t0
+    finally:
+        stop(broker, sig=signal.SIGTERM, grace_s=120)
+    seconds = probe["seconds"]
+    print(f"start-up over {args.startup:,} partitions ({topics} topics): serving "
+          f"{served_s:.2f} s after the spawn; window {seconds:.2f} s, loop thread CPU "
+          f"{probe['loop_cpu_s']:.2f} s")
+    _print_loop(args, probe)
+    print("thread CPU in the window: " + ", ".join(
+        f"{name} {cpu:.2f} s" for name, cpu in sorted(probe["thread_cpu_s"].items(),
+                                                      key=lambda kv: -kv[1]) if cpu > 0))
+    _print_stacks(probe)
+    print(f"work dir: {work}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args_in = sys.argv[1:] if argv is None else argv
     if args_in[:1] == ["--child"]:
@@ -208,13 +289,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tick-ms", type=float, default=1.0)
     parser.add_argument("--stall-ms", type=float, default=3.0,
                         help="a wake-up this late is a stall; a record this slow is an outlier")
-    parser.add_argument("--stacks", action="store_true", help="take the loop's stack per stall "
+    parser.add_argument("--stacks", action="store_true", help="take the loop's stack during stalls "
                         "(a watchdog thread: ~3-6%% of a core, and interpreter-lock hand-offs)")
     parser.add_argument("--requests", action="store_true", help="count requests (the broker's "
                         "metrics endpoint on, which costs CPU per request)")
     parser.add_argument("--tree", type=Path, default=None,
                         help="run the broker from this checkout (default: this one)")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--startup", type=int, default=0, metavar="N",
+                        help="measure a start-up over N partitions instead of P4's load")
     parser.add_argument("--out-dir", type=Path, default=Path(tempfile.gettempdir()) / "loop-lag")
     args = parser.parse_args(args_in)
     args.out_dir.mkdir(parents=True, exist_ok=True)
@@ -231,6 +314,8 @@ def main(argv: list[str] | None = None) -> int:
                 "stacks": args.stacks}
     argv_broker = [sys.executable, str(Path(__file__).resolve()), "--child", "broker",
                    *(a for k, v in props.items() for a in ("--override", f"{k}={v}"))]
+    if args.startup:
+        return _startup(args, argv_broker, settings, work, port)
     broker = spawn(argv_broker, log_path=work / "broker.log",
                    env={**os.environ, STATE_ENV: json.dumps(settings)}, cwd=args.tree)
     records = int(args.rate * (args.warmup_s + args.window_s))
@@ -281,27 +366,16 @@ def main(argv: list[str] | None = None) -> int:
     lat = consumed["latency_ms"]
     print("e2e latency ms: " + ", ".join(f"{k} {lat[k]:.3g}" for k in
                                         ("p50", "p90", "p99", "p99.9", "p99.99", "p100")))
-    ticks = max(probe["ticks"], 1)
-    labels = [f"<{BUCKETS_MS[0]:g}"] + [f"{a:g}-{b:g}" for a, b in itertools.pairwise(BUCKETS_MS)]
-    labels.append(f">={BUCKETS_MS[-1]:g}")
-    print(f"loop wake-ups ({args.tick_ms:g} ms sleeps), lateness ms: " + ", ".join(
-        f"{label}: {n}" for label, n in zip(labels, probe["buckets"], strict=True)))
-    stalls = probe["stalls"]
-    print(f"stalls >= {args.stall_ms:g} ms: {len(stalls)}, {sum(s[1] for s in stalls) * 1000:.0f}"
-          f" ms in all, longest {max((s[1] for s in stalls), default=0) * 1000:.1f} ms; "
-          f"mean lateness {1000 * probe['lag_s'] / ticks:.2f} ms")
+    _print_loop(args, probe)
     outliers = consumed.get("outliers", [])
     samples = lat["samples"]
-    explained = _explained(outliers, stalls)
+    explained = _explained(outliers, probe["stalls"])
     print(f"records slower than {args.stall_ms:g} ms: {len(outliers):,} of {samples:,.0f} "
           f"({len(outliers) / max(samples, 1):.3%}); {explained:,} of them lived through a stall")
     print("thread CPU in the window: " + ", ".join(
         f"{name} {cpu:.2f} s" for name, cpu in sorted(probe["thread_cpu_s"].items(),
                                                       key=lambda kv: -kv[1]) if cpu > 0))
-    if probe["stacks"]:
-        print("loop thread's stack during stalls (innermost first):")
-        for stack, n in sorted(probe["stacks"].items(), key=lambda kv: -kv[1])[:15]:
-            print(f"  {n:5d}  {stack}")
+    _print_stacks(probe)
     print(f"work dir: {work}")
     return 0
 
