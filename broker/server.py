@@ -5,7 +5,9 @@ Start-up, in order:
 1. bind the listeners (port 0 binds an ephemeral port); nothing is accepted yet;
 2. load the topic store (``controller.local_store``) and the topics' configs, then the log
    manager: it locks every log dir (``.lock``, flock: a second broker on the same dir fails
-   start-up, as in Kafka), loads and recovers every partition log; ``meta.properties``
+   start-up, as in Kafka), loads and recovers every partition log, in a worker thread
+   (``num.recovery.threads.per.data.dir`` threads a dir) while the event loop runs on; as
+   in Kafka, no request is served before (the listeners accept nothing yet); ``meta.properties``
    keeps the cluster id (created on first start) and must name this broker.id. A log dir
    the disk fails while loading goes offline; start-up fails only when every one did;
 3. build the services (metadata cache, replica manager, admin manager, group coordinator,
@@ -48,6 +50,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import logging
 import os
 import signal
@@ -290,11 +293,28 @@ class BrokerServer:
                                  retention_check_interval_ms=config.get_int(
                                      "log.retention.check.interval.ms"),
                                  broker_files=(TOPICS_FILE, BLOCK_FILE_NAME, ACL_FILE,
-                                               ENTITY_CONFIGS_FILE, BROKER_CONFIGS_FILE))
+                                               ENTITY_CONFIGS_FILE, BROKER_CONFIGS_FILE),
+                                 recovery_threads_per_dir=config.get_int(
+                                     "num.recovery.threads.per.data.dir"))
         self.metrics.set_state(BrokerState.RECOVERY)
-        _test_pause()
+
+        def load_logs() -> None:
+            _test_pause()
+            log_manager.startup()
+
         try:
-            log_manager.startup()  # locks the dir, loads and recovers every partition log
+            # Locks the dirs, loads and recovers every partition log (num.recovery.threads.
+            # per.data.dir threads a dir): in a worker thread, so the event loop runs on (a
+            # few ms at most) however long it takes. The listeners are bound but accept
+            # nothing yet: as in Kafka, no request is served before the logs are loaded.
+            loading = asyncio.ensure_future(asyncio.to_thread(load_logs))
+            try:
+                await asyncio.shield(loading)
+            except asyncio.CancelledError:  # the thread runs on: release what it opens
+                with contextlib.suppress(Exception):
+                    await loading
+                log_manager.abandon()
+                raise
         except LogDirInUseError as exc:
             raise StartupError(f"Failed to acquire lock on file .lock: {exc}") from None
         except StorageError as exc:

@@ -68,6 +68,7 @@ class LogManager:
         retention_check_interval_ms: int = DEFAULT_RETENTION_CHECK_INTERVAL_MS,
         broker_files: Collection[str] = (),
         failure_channel: LogDirFailureChannel | None = None,
+        recovery_threads_per_dir: int = 1,
     ) -> None:
         paths = [log_dirs] if isinstance(log_dirs, Path) else list(log_dirs)
         if not paths:
@@ -77,6 +78,7 @@ class LogManager:
         self._config_for = config_for
         self._clock_ms = clock_ms
         self.retention_check_interval_ms = retention_check_interval_ms
+        self.recovery_threads_per_dir = max(1, recovery_threads_per_dir)
         self._logs: dict[TopicPartition, Log] = {}
         self._lock = threading.Lock()
         self._pending_dir_deletes: list[tuple[int, Path]] = []
@@ -127,7 +129,9 @@ class LogManager:
         return self._config_for(topic) if self._config_for is not None else self.default_config
 
     def startup(self) -> None:
-        """Lock every directory and load its partitions (recovering after an unclean stop).
+        """Lock every directory and load its partitions (recovering after an unclean stop),
+        ``recovery_threads_per_dir`` at a time (Kafka's ``num.recovery.threads.per.data.dir``).
+        Blocking: the broker calls it from a worker thread, so that its event loop runs on.
 
         A directory the disk fails while loading goes offline; start-up fails only when
         every directory failed, another process holds a lock (``LogDirInUseError``), or a
@@ -137,7 +141,8 @@ class LogManager:
                 d.lock()
                 logs = d.load(self.config_for, clock_ms=self._clock_ms,
                               failure_channel=self.failure_channel,
-                              max_partitions=MAX_PARTITIONS - len(self._logs))
+                              max_partitions=MAX_PARTITIONS - len(self._logs),
+                              threads=self.recovery_threads_per_dir)
             except OSError as exc:
                 self.failure_channel.fail(d.path, "loading the logs", exc)
                 continue

@@ -8,6 +8,10 @@ with its own controller, topics and data, and both shut down cleanly.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import logging
+import socket
+import struct
 import threading
 import time
 from pathlib import Path
@@ -127,3 +131,96 @@ def test_two_brokers_in_one_process_serve_clients_side_by_side(tmp_path: Path) -
         assert (log_dir / ".kafka_cleanshutdown").exists()
         assert (log_dir / "same-name-0").is_dir() and (log_dir / f"only-{i}-0").is_dir()
         assert not (log_dir / f"only-{1 - i}-0").exists()
+
+
+class _LoadedLines(logging.Handler):
+    """When (monotonic) each log dir logged 'loaded N partition logs'."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.at: dict[str, float] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if "partition logs (clean shutdown" in message:
+            self.at[message.split(":", 1)[0]] = time.monotonic()
+
+
+def _api_versions_s(port: int) -> float:
+    """Seconds for one ApiVersions v0 on a new connection (raw socket)."""
+    request = struct.pack(">hhih", 18, 0, 1, -1)
+    t0 = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(struct.pack(">i", len(request)) + request)
+        buf = b""
+        while len(buf) < 4 or len(buf) < 4 + struct.unpack(">i", buf[:4])[0]:
+            chunk = sock.recv(65536)
+            assert chunk, "the broker closed the connection"
+            buf += chunk
+    return time.monotonic() - t0
+
+
+def test_a_broker_loading_many_logs_leaves_the_loop_to_the_others(tmp_path: Path) -> None:
+    """The logs load in worker threads (num.recovery.threads.per.data.dir): while broker B
+    loads 1,500 partition logs, broker A on the same event loop answers ApiVersions as fast
+    as ever. Before, B's LogManager.startup held the loop for the whole load."""
+    partitions = 1500
+
+    def config(i: int) -> BrokerConfig:
+        return BrokerConfig.from_properties({
+            "broker.id": str(i), "listeners": "PLAINTEXT://127.0.0.1:0",
+            "log.dirs": str(tmp_path / f"broker{i}"), "num.partitions": "1",
+            "log.cleaner.enable": "false"})
+
+    first = InProcessBrokers([config(1)]).start()  # B's logs, then a clean stop
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=first.bootstraps[0], request_timeout_ms=60_000)
+        try:
+            admin.create_topics({"many": {"num_partitions": partitions,
+                                          "replication_factor": 1}}, timeout_ms=60_000)
+        finally:
+            admin.close()
+    finally:
+        first.stop()
+    assert first.exit_codes == [0]
+
+    loaded = _LoadedLines()
+    dir_log = logging.getLogger("storage.log_dir")
+    level = dir_log.level
+    dir_log.setLevel(logging.INFO)
+    dir_log.addHandler(loaded)
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    servers = [BrokerServer(config(i), install_signal_handlers=False) for i in (0, 1)]
+    tasks: list[concurrent.futures.Future[int]] = []
+    try:
+        tasks.append(asyncio.run_coroutine_threadsafe(servers[0].run(), loop))
+        a = asyncio.run_coroutine_threadsafe(servers[0].wait_started(), loop).result(60)
+        port = a.advertised.port
+        _api_versions_s(port)
+        samples: list[tuple[float, float]] = []  # (sent, seconds) of A's answers
+        b_launched = time.monotonic()
+        tasks.append(asyncio.run_coroutine_threadsafe(servers[1].run(), loop))
+        b_started = asyncio.run_coroutine_threadsafe(servers[1].wait_started(), loop)
+        while not b_started.done() and time.monotonic() - b_launched < 60:
+            sent = time.monotonic()
+            samples.append((sent, _api_versions_s(port)))
+        b_started.result(1)
+    finally:
+        dir_log.removeHandler(loaded)
+        dir_log.setLevel(level)
+        for server in servers:
+            loop.call_soon_threadsafe(server.request_stop)
+        for task in tasks:
+            assert task.result(60) == 0
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
+    b_loaded = loaded.at[str(tmp_path / "broker1")]
+    load_s = b_loaded - b_launched
+    assert load_s > 0.1, f"B loaded {partitions} logs in {load_s:.3f} s: too fast to tell"
+    during = [seconds for sent, seconds in samples if sent + seconds <= b_loaded]
+    assert len(during) >= 10, f"A answered {len(during)} requests in B's {load_s:.2f} s load"
+    assert max(during) < load_s / 3, (
+        f"A's slowest answer during B's {load_s:.2f} s load took {max(during):.3f} s")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import signal
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from protocol.records import NewRecord, build_batch, iter_batches
+from storage import fileio
 from storage.checkpoints import read_offset_checkpoint, read_partition_metadata
 from storage.config import LogConfig
 from storage.errors import StorageError
@@ -220,3 +222,38 @@ def test_flush_ms(tmp_path: Path) -> None:
     assert m.flush_due(clock[0] + 50) == 0 and lg.recovery_point == 0
     assert m.flush_due(clock[0] + 100) == 1 and lg.recovery_point == 2
     m.shutdown()
+
+
+@pytest.mark.broker_errors(r"is offline: loading the logs failed")
+def test_partitions_load_in_recovery_threads(tmp_path: Path,
+                                             caplog: pytest.LogCaptureFixture) -> None:
+    """num.recovery.threads.per.data.dir: a dir's logs load (here: recover after a crash)
+    that many at a time in worker threads, with the same result as one at a time; a disk
+    error in one of them takes the dir offline and closes every log opened meanwhile."""
+    m = started(tmp_path)
+    tps = [TopicPartition("t", i) for i in range(7)]
+    for i, tp in enumerate(tps):
+        lg = m.get_or_create_log(tp)
+        for _ in range(i + 1):
+            lg.append(batch(), leader_epoch=0)
+    m.abandon()  # a crash: every log recovers at the next start
+    caplog.set_level(logging.INFO, logger="storage.loader")
+    m2 = LogManager(tmp_path, recovery_threads_per_dir=3)
+    m2.startup()
+    assert {tp: lg.log_end_offset for tp, lg in m2.logs().items()} == {
+        tp: 2 * (i + 1) for i, tp in enumerate(tps)}
+    recovered = [r for r in caplog.records if "unclean shutdown, recovering" in r.getMessage()]
+    assert len(recovered) == len(tps)
+    threads = {r.threadName for r in recovered}
+    assert threads <= {f"log-recovery-{tmp_path.name}_{n}" for n in range(3)}, threads
+    m2.abandon()
+    with fileio.injected(fileio.FaultPlan(nth=1, errno=errno.EIO, times=0,
+                                          path_prefix=str(tmp_path / "t-4"))):
+        m3 = LogManager(tmp_path, recovery_threads_per_dir=3)
+        with pytest.raises(StorageError, match="every log dir failed"):
+            m3.startup()
+        assert m3.logs() == {} and m3.is_offline(tmp_path)
+    m4 = LogManager(tmp_path, recovery_threads_per_dir=3)  # the lock was released
+    m4.startup()
+    assert len(m4.logs()) == len(tps)
+    m4.shutdown()
