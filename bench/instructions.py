@@ -14,6 +14,12 @@ a few thousand instructions, from timers and the interpreter's garbage collectio
 Requests, each to one partition of one topic on one connection, like P5's:
 
 - ``produce``: acks=1, one record of ``--record-bytes`` (no key) per request;
+- ``produce-p1``: P1's request (librdkafka, linger 5 ms, 1 MiB batches, no compression,
+  acks=1): one batch of ``P1_RECORDS`` records of ``--record-bytes`` (no key), ~450 KB
+  with 100-byte records, the size librdkafka's batches averaged in a P1-like run here;
+- ``produce-p1-8p``: the same records spread over ``P1_PARTITIONS`` partitions of a
+  second topic, one batch each (P1 with 8 partitions: several batches a request, the
+  general produce path);
 - ``fetch``: a consumer fetch (max_wait_ms 0) of the ``FETCH_RECORDS`` records produced
   first, always from offset 0 (the same bytes every time);
 - ``fetch-tail``: the same from the offset of the last record: a consumer at the log's tail
@@ -50,24 +56,48 @@ from bench.procs import free_port, spawn, stop, wait_for_port
 from client.sync import SyncClient
 from protocol.messages.fetch import FetchRequest, FetchResponse
 from protocol.messages.metadata import MetadataRequest
-from protocol.messages.produce import ProduceRequest
+from protocol.messages.produce import ProduceRequest, ProduceResponse
 from protocol.records import NewRecord, build_batch
 
 WARMUP: Final[int] = 50
 FETCH_RECORDS: Final[int] = 10
+P1_RECORDS: Final[int] = 4096
+P1_PARTITIONS: Final[int] = 8
 TOPIC: Final[str] = "instructions"
+TOPIC_8P: Final[str] = "instructions-8p"
+P1_KINDS: Final[tuple[str, ...]] = ("produce-p1", "produce-p1-8p")
 START_TIMEOUT_S: Final[float] = 600.0  # the interpreter's start-up is ~50x slower under valgrind
 STOP_TIMEOUT_S: Final[float] = 300.0
-KINDS: Final[tuple[str, ...]] = ("produce", "fetch", "fetch-tail", "metadata", "metadata-all")
+KINDS: Final[tuple[str, ...]] = ("produce", "produce-p1", "produce-p1-8p", "fetch", "fetch-tail",
+                                  "metadata", "metadata-all")
 
 
-def _produce_request(value: bytes) -> ProduceRequest:
-    records = build_batch([NewRecord(None, value, (), None)])
+def _produce_request(value: bytes, records: int = 1, partitions: int = 1,
+                     topic: str = TOPIC) -> ProduceRequest:
+    """acks=1, ``records`` records of ``value`` (no key) spread over partitions
+    0..``partitions``-1, one batch each."""
+    each = records // partitions
     return ProduceRequest(
         transactional_id=None, acks=1, timeout_ms=30_000,
-        topic_data=[ProduceRequest.TopicProduceData(
-            TOPIC, [ProduceRequest.PartitionProduceData(0, records)])],
+        topic_data=[ProduceRequest.TopicProduceData(topic, [
+            ProduceRequest.PartitionProduceData(
+                p, build_batch([NewRecord(None, value, (), None)] * each))
+            for p in range(partitions)])],
     )
+
+
+def _check_produce(response: object) -> None:
+    """The produce measured is appended, not refused."""
+    assert isinstance(response, ProduceResponse)
+    errors = [p.error_code for t in response.responses for p in t.partition_responses]
+    if any(errors):
+        raise RuntimeError(f"produce answered errors {errors}")
+
+
+def request_bytes(request: ProduceRequest) -> int:
+    """The records' bytes in a produce request (what P1 counts as produced)."""
+    return sum(len(p.records) for t in request.topic_data for p in t.partition_data
+               if isinstance(p.records, bytes | bytearray | memoryview))
 
 
 def _fetch_request(topic_id: uuid.UUID, offset: int = 0) -> FetchRequest:
@@ -130,7 +160,12 @@ def measure(kinds: list[str], *, short: int, long: int, rounds: int, out_dir: Pa
         wait_for_port(port, proc=proc, timeout_s=START_TIMEOUT_S)
         with SyncClient(f"127.0.0.1:{port}", timeout_ms=120_000) as client:
             client.create_topic(TOPIC, partitions, 1, {})
-            produce = _produce_request(os.urandom(record_bytes))
+            value = os.urandom(record_bytes)
+            produce = _produce_request(value)
+            p1 = _produce_request(value, P1_RECORDS)
+            p1_8p = _produce_request(value, P1_RECORDS, P1_PARTITIONS, TOPIC_8P)
+            if "produce-p1-8p" in kinds:
+                client.create_topic(TOPIC_8P, P1_PARTITIONS, 1, {})
             pv = client.version_for(ProduceRequest) if version is None else version
             for _ in range(FETCH_RECORDS):
                 client.send(produce, pv)
@@ -141,8 +176,15 @@ def measure(kinds: list[str], *, short: int, long: int, rounds: int, out_dir: Pa
                                      for offset in (0, FETCH_RECORDS - 1))
             _check_fetch(client.send(fetch_all, fv), FETCH_RECORDS)
             _check_fetch(client.send(fetch_tail, fv), 1)
+            for kind, big in (("produce-p1", p1), ("produce-p1-8p", p1_8p)):
+                if kind in kinds:
+                    _check_produce(client.send(big, pv))
+                    print(f"{kind}: {request_bytes(big):,} bytes of records a request",
+                          flush=True)
             sends: dict[str, Callable[[], object]] = {
                 "produce": lambda: client.send(produce, pv),
+                "produce-p1": lambda: client.send(p1, pv),
+                "produce-p1-8p": lambda: client.send(p1_8p, pv),
                 "fetch": lambda: client.send(fetch_all, fv),
                 "fetch-tail": lambda: client.send(fetch_tail, fv),
                 "metadata": lambda: client.send(_metadata_request(), mv),
@@ -206,6 +248,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{kind}: median {statistics.median(each):,.0f} "
               f"[{min(each):,.0f}-{max(each):,.0f}] instructions per request, "
               f"{len(each)} rounds of {args.long} - {args.short}")
+        if kind in P1_KINDS:
+            mb = request_bytes(_produce_request(bytes(args.record_bytes), P1_RECORDS)) / 1e6
+            print(f"{kind}: median {statistics.median(each) / mb:,.0f} instructions per MB "
+                  f"({mb:.3f} MB of records a request)")
     return 0
 
 
