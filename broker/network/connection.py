@@ -349,12 +349,12 @@ class Connection:
                     self.close()
                 self._resume_reading()  # a frame in progress is always read in full
                 break
+            # One copy into the frame (a slice of the bytearray would be a second one)
+            with memoryview(buf) as view:
+                frame = bytes(view[4:4 + size])
             if len(buf) == 4 + size:
-                frame = bytes(buf[4:])
                 self._buf = bytearray()
             else:
-                with memoryview(buf) as view:
-                    frame = bytes(view[4:4 + size])
                 del buf[:4 + size]
             self._frame_size = -1
             self._start_request(frame)
