@@ -3,7 +3,8 @@ them fail.
 
 Five kinds of call (``Op``), one function or more each:
 
-- ``WRITE``: ``pwrite_all`` (segments, index entries), ``write_all`` (checkpoint files);
+- ``WRITE``: ``pwrite_all`` (segments, index entries), ``pwritev_all`` (a produced batch
+  with its patched header), ``write_all`` (checkpoint files);
 - ``FSYNC``: ``fsync`` (files), ``fsync_dir`` (directory entries), ``msync`` (index maps);
 - ``TRUNCATE``: ``ftruncate`` (cutting a segment, sizing an index);
 - ``RENAME``: ``replace`` (``*.deleted``, checkpoint ``*.tmp`` -> final, ``-delete`` dirs);
@@ -204,6 +205,21 @@ def pwrite_all(fd: int, data: bytes | bytearray | memoryview, position: int,
                 if _active:
                     _check(Op.WRITE, path)
                 written += os.pwrite(fd, view[written:], position + written)
+
+
+def pwritev_all(fd: int, head: bytes | bytearray, rest: memoryview, position: int,
+                path: StrPath) -> None:
+    """Write ``head`` then ``rest`` at ``position`` in one ``pwritev`` (a loop over short
+    writes): bytes that differ from a buffer only in their first few are written without
+    copying the buffer."""
+    if _active:
+        _check(Op.WRITE, path)
+    written = os.pwritev(fd, (head, rest), position)
+    if written < len(head):  # rare: a short write
+        pwrite_all(fd, memoryview(head)[written:], position + written, path)
+        written = len(head)
+    if written < len(head) + rest.nbytes:
+        pwrite_all(fd, rest[written - len(head):], position + written, path)
 
 
 def write_all(fd: int, data: bytes | bytearray | memoryview, path: StrPath) -> None:

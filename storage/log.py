@@ -11,8 +11,9 @@ header the broker has already checked and verifies only its CRC), assigns offset
 baseOffset and partitionLeaderEpoch in place (no per-record work, compressed or not),
 writes all bytes with one ``pwrite`` loop, and indexes every ``index.interval.bytes``.
 Buffer contract: a writable buffer (``bytearray`` / writable ``memoryview``) is patched
-in place, so the broker copies a request's records into a ``bytearray`` once; read-only
-``bytes`` are copied once here.
+in place; read-only ``bytes`` are copied once here, except a client's single batch
+(``append_client_batch``), whose header alone is copied and patched, and written before
+the rest of the request's bytes in one ``pwritev``.
 
 Topic id: ``record_topic_id`` keeps it in memory; ``partition.metadata`` is written later
 (``storage.partition_metadata``: by the log manager's batched flush, and at the latest by
@@ -53,7 +54,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from protocol.fileslice import FileSlice
-from protocol.records import ATTR_CONTROL, BatchHeader, batch_crc
+from protocol.records import ATTR_CONTROL, HEADER_SIZE_BYTES, BatchHeader, batch_crc
 from storage.batches import (
     AppendInfo,
     check_timestamps,
@@ -312,14 +313,15 @@ class Log:
         return LogDirOfflineError(f"{where} failed: {exc}; log dir {self._log_dir} is offline")
 
     def _append_to(self, segment: LogSegment, buf: bytearray | memoryview,
-                   metas: list[BatchMeta]) -> None:
-        """Write and index ``metas``' batches, or leave the segment as it was and raise."""
+                   metas: list[BatchMeta], head: bytearray | None = None) -> None:
+        """Write and index ``metas``' batches, or leave the segment as it was and raise
+        (``head``: the first batch's header as written, see ``LogSegment.append``)."""
         try:
             mark: SegmentMark = segment.mark()
         except OSError as exc:  # opening the indexes wrote something: state unknown
             raise self._io_error("append", exc, undone=False) from exc
         try:
-            segment.append(buf, metas)
+            segment.append(buf, metas, head)
         except OSError as exc:
             try:
                 segment.rollback(mark)
@@ -355,15 +357,18 @@ class Log:
         verified here (CORRUPT_MESSAGE), so the bytes are scanned once per produce."""
         if batch_crc(batch) != head.crc:  # (verify_crc, with its call only on a mismatch)
             verify_crc(batch, head, where=self.topic_partition)  # raises, in the scan's words
-        # writable_buffer, inline: the request's read-only view is copied once
-        buf = bytearray(batch) if batch.readonly else batch
-        return self._append_one_as_leader(buf, head, leader_epoch, now_ms)
+        return self._append_one_as_leader(batch, head, leader_epoch, now_ms)
 
-    def _append_one_as_leader(self, buf: bytearray | memoryview, head: BatchHeader,
+    def _append_one_as_leader(self, batch: memoryview, head: BatchHeader,
                               leader_epoch: int, now_ms: int | None) -> AppendInfo:
         """``_append_as_leader`` of one batch (a client's, control batches refused), without
         its per-batch loops and lists: the same checks, writes and answer, in the same
-        order (tests/unit/test_storage_log.py compares the two)."""
+        order (tests/unit/test_storage_append_one.py compares the two).
+
+        A read-only ``batch`` (the request's bytes) at the start of its buffer is not
+        copied: its offsets and epoch are patched in a copy of its 61-byte header, written
+        before the rest of it in one ``pwritev``. A LogAppendTime stamp changes the CRC
+        over the whole batch: then the batch is copied (``writable_buffer``) and patched."""
         now = self._clock_ms() if now_ms is None else now_ms
         config = self.config
         append_time = config.message_timestamp_type == "LogAppendTime"
@@ -394,11 +399,19 @@ class Log:
             segment, rolled = self._maybe_roll(
                 valid_bytes, now if append_time else (ts if ts > -1 else -1), last, now)
             pos = head.position
-            _INT64.pack_into(buf, pos, first)
-            _INT32.pack_into(buf, pos + 12, leader_epoch)
-            if append_time:
-                stamp_log_append_time(buf, head, now)
-            self._append_to(segment, buf, [_new_tuple(BatchMeta, (size, last, ts))])
+            meta = [_new_tuple(BatchMeta, (size, last, ts))]
+            if batch.readonly and pos == 0 and not append_time:
+                header = bytearray(batch[:HEADER_SIZE_BYTES])
+                _INT64.pack_into(header, 0, first)
+                _INT32.pack_into(header, 12, leader_epoch)
+                self._append_to(segment, batch, meta, header)
+            else:
+                buf = bytearray(batch) if batch.readonly else batch  # writable_buffer, inline
+                _INT64.pack_into(buf, pos, first)
+                _INT32.pack_into(buf, pos + 12, leader_epoch)
+                if append_time:
+                    stamp_log_append_time(buf, head, now)
+                self._append_to(segment, buf, meta)
             self._epoch_cache.assign(leader_epoch, first)
             self._leo = last + 1
             max_ts, offset_of_max = (ts, last) if ts > -1 else (-1, first)

@@ -405,9 +405,14 @@ class LogSegment:
                 or not 0 <= last_offset - self.base_offset <= INT32_MAX)
 
     # ------------------------------------------------------------------ appends
-    def append(self, data: bytes | bytearray | memoryview, batches: Sequence[BatchMeta]) -> None:
+    def append(self, data: bytes | bytearray | memoryview, batches: Sequence[BatchMeta],
+               head: bytearray | None = None) -> None:
         """Write ``data`` (whole batches, offsets assigned) at the end in one ``pwrite``
-        loop, then index it: one offset-index entry per ``index.interval.bytes``."""
+        loop, then index it: one offset-index entry per ``index.interval.bytes``.
+
+        ``head``: the first batch's header as written, in place of ``data``'s first
+        ``len(head)`` bytes (a read-only request buffer whose offsets are assigned in a
+        copy of its header only: one ``pwritev``, the records not copied)."""
         if not batches:
             return
         start = self._size
@@ -416,7 +421,11 @@ class LogSegment:
         f = self._file
         if f is None:  # (self.file reopens it: once per append, not a property call)
             f = self.file
-        fileio.pwrite_all(f.fileno(), data, start, self.log_path)
+        if head is None:
+            fileio.pwrite_all(f.fileno(), data, start, self.log_path)
+        else:
+            with memoryview(data) as view:
+                fileio.pwritev_all(f.fileno(), head, view[len(head):], start, self.log_path)
         self._size = start + len(data)
         if self._verified_bytes == start:  # the caller checked these batches' CRCs
             self._verified_bytes = self._size
@@ -425,7 +434,8 @@ class LogSegment:
         for meta in batches:
             self.index_batch(position, meta.size_bytes, meta.last_offset, meta.max_timestamp)
             # The head as head_at would read it back from the file: the same bytes.
-            fields = _HEAD.unpack_from(data, position - start)
+            fields = _HEAD.unpack_from(data if head is None or position != start else head,
+                                       position - start)
             recent.append(_new_tuple(BatchHead, (position, fields[0], meta.size_bytes,
                                                  fields[0] + fields[6], fields[8], fields[2])))
             position += meta.size_bytes

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from protocol.records import NewRecord, build_batch, iter_batches
+from protocol.records import NewRecord, build_batch, iter_batches, read_single_batch
 from storage import fileio
 from storage.config import LogConfig
 from storage.errors import LogDirOfflineError, LogIOError, StorageError
@@ -89,7 +89,12 @@ def _append(out: Outcome, lg: Log, tp: TopicPartition, tag: str, i: int, epoch: 
     values = [value(tag, i, k) for k in range(2)]
     data = build_batch([NewRecord(None, v, timestamp_ms=CLOCK_MS + i) for v in values])
     try:
-        info = lg.append(data, leader_epoch=epoch)
+        if i % 2:  # a client's batch as the broker appends it: the header patched apart
+            single = read_single_batch(data)
+            assert single is not None
+            info = lg.append_client_batch(single[0], single[1], epoch)
+        else:
+            info = lg.append(data, leader_epoch=epoch)
     except StorageError as exc:
         out.refuse(exc, values)
         return
