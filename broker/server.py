@@ -61,6 +61,7 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import IO, TYPE_CHECKING
 
+from broker import allocator
 from broker.admin_manager import AdminManager
 from broker.cluster_ops import ClusterOps, LocalClusterOps
 from broker.config import BrokerConfig, ConfigError, Endpoint
@@ -616,6 +617,7 @@ def run_broker(config: BrokerConfig) -> int:
             return 1
         log.warning("TEST HOOK: storage faults injected (%s=%s): %s", FAULT_ENV, spec, plan)
         fileio.inject(plan)
+    log.info("Allocator: %s", allocator.tune(os.environ))
     server = BrokerServer(config, ready_stream=sys.stdout)
 
     async def main() -> int:
