@@ -24,6 +24,10 @@ Requests, each to one partition of one topic on one connection, like P5's:
   first, always from offset 0 (the same bytes every time);
 - ``fetch-tail``: the same from the offset of the last record: a consumer at the log's tail
   (P4's), answered with the newest batch;
+- ``fetch-wait``: a consumer's long poll at the log end (max_wait_ms 10,000), parked in the
+  purgatory and woken by a produce of one record from another connection (sent
+  ``WAIT_PARK_S`` after the fetch, so that the broker has parked it): each request is the
+  produce and the parked fetch, so the fetch alone costs this less ``produce``;
 - ``metadata``: Metadata for the one topic;
 - ``metadata-all``: Metadata for every topic (what P7 asks; with ``--partitions`` the
   topic has that many partitions).
@@ -41,7 +45,9 @@ import argparse
 import os
 import re
 import signal
+import socket
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -54,10 +60,12 @@ from typing import Final
 from bench.brokers import SHARED_SETTINGS
 from bench.procs import free_port, spawn, stop, wait_for_port
 from client.sync import SyncClient
+from protocol.frames import RequestHeader, encode_request
 from protocol.messages.fetch import FetchRequest, FetchResponse
 from protocol.messages.metadata import MetadataRequest
 from protocol.messages.produce import ProduceRequest, ProduceResponse
 from protocol.records import NewRecord, build_batch
+from protocol.topic_partition import TopicPartition
 
 WARMUP: Final[int] = 50
 FETCH_RECORDS: Final[int] = 10
@@ -69,7 +77,8 @@ P1_KINDS: Final[tuple[str, ...]] = ("produce-p1", "produce-p1-8p")
 START_TIMEOUT_S: Final[float] = 600.0  # the interpreter's start-up is ~50x slower under valgrind
 STOP_TIMEOUT_S: Final[float] = 300.0
 KINDS: Final[tuple[str, ...]] = ("produce", "produce-p1", "produce-p1-8p", "fetch", "fetch-tail",
-                                  "metadata", "metadata-all")
+                                  "fetch-wait", "metadata", "metadata-all")
+WAIT_PARK_S: Final[float] = 0.05  # the broker under valgrind reads a request in ~10-20 ms
 
 
 def _produce_request(value: bytes, records: int = 1, partitions: int = 1,
@@ -100,10 +109,10 @@ def request_bytes(request: ProduceRequest) -> int:
                if isinstance(p.records, bytes | bytearray | memoryview))
 
 
-def _fetch_request(topic_id: uuid.UUID, offset: int = 0) -> FetchRequest:
+def _fetch_request(topic_id: uuid.UUID, offset: int = 0, max_wait_ms: int = 0) -> FetchRequest:
     """Fetch v13+ names the topic by id (the name is not sent), older versions by name."""
     return FetchRequest(
-        replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=50 << 20, isolation_level=0,
+        replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=50 << 20, isolation_level=0,
         session_id=0, session_epoch=-1,
         topics=[FetchRequest.FetchTopic(topic=TOPIC, topic_id=topic_id, partitions=[
             FetchRequest.FetchPartition(partition=0, fetch_offset=offset,
@@ -118,6 +127,50 @@ def _check_fetch(response: object, records: int) -> None:
     if response.error_code or part.error_code or not part.records:
         raise RuntimeError(f"fetch answered error {response.error_code}/{part.error_code} "
                            f"with {records} records expected")
+
+
+class _ParkedFetches:
+    """``fetch-wait``: a fetch at the log end on a raw socket of its own, woken by a produce
+    sent on the client's connection once the broker has had time to park it."""
+
+    def __init__(self, port: int, client: SyncClient, produce: ProduceRequest,
+                 produce_version: int, topic_id: uuid.UUID, fetch_version: int) -> None:
+        self._sock = socket.create_connection(("127.0.0.1", port), timeout=120)
+        self._client = client
+        self._produce = produce
+        self._produce_version = produce_version
+        self._topic_id = topic_id
+        self._fetch_version = fetch_version
+        self._end = -1
+        self._correlation = 0
+
+    def __call__(self) -> None:
+        if self._end < 0:  # the log end, once (other kinds may have produced)
+            found = self._client.list_offsets({TopicPartition(TOPIC, 0): -1})
+            self._end = found[TopicPartition(TOPIC, 0)].offset
+        request = _fetch_request(self._topic_id, self._end, max_wait_ms=10_000)
+        self._correlation += 1
+        self._sock.sendall(encode_request(RequestHeader(
+            1, self._fetch_version, self._correlation, "instructions"), request))
+        time.sleep(WAIT_PARK_S)
+        self._client.send(self._produce, self._produce_version)
+        self._end += 1
+        size = struct.unpack(">i", self._read(4))[0]
+        response = self._read(size)
+        if len(response) < 60:  # an empty answer: the produce did not wake it
+            raise RuntimeError(f"fetch-wait answered {len(response)} bytes, no record")
+
+    def _read(self, n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = self._sock.recv(n - len(data))
+            if not chunk:
+                raise RuntimeError("fetch-wait: the broker closed the connection")
+            data += chunk
+        return data
+
+    def close(self) -> None:
+        self._sock.close()
 
 
 def _metadata_request() -> MetadataRequest:
@@ -181,12 +234,14 @@ def measure(kinds: list[str], *, short: int, long: int, rounds: int, out_dir: Pa
                     _check_produce(client.send(big, pv))
                     print(f"{kind}: {request_bytes(big):,} bytes of records a request",
                           flush=True)
+            parked = _ParkedFetches(port, client, produce, pv, meta.topic_id, fv)
             sends: dict[str, Callable[[], object]] = {
                 "produce": lambda: client.send(produce, pv),
                 "produce-p1": lambda: client.send(p1, pv),
                 "produce-p1-8p": lambda: client.send(p1_8p, pv),
                 "fetch": lambda: client.send(fetch_all, fv),
                 "fetch-tail": lambda: client.send(fetch_tail, fv),
+                "fetch-wait": parked,
                 "metadata": lambda: client.send(_metadata_request(), mv),
                 "metadata-all": lambda: client.send(
                     MetadataRequest(topics=None, allow_auto_topic_creation=False), mv),

@@ -10,7 +10,11 @@ DelayedFetch (long poll): parked when the first read returned fewer than ``min_b
 retried whenever one of its partitions gets new data; completes when the bytes available
 over all partitions reach ``min_bytes``, when a partition errors (deleted, leader change,
 its log dir offline), or after ``max_wait_ms``. On completion the partitions are read again (so the response
-carries all the data there is at that moment) by ``read_all``.
+carries all the data there is at that moment) by ``read_all`` -- except where the check that
+completes it has just made that very read: a consumer's fetch of one partition (no rack, its
+partition limit within the request's) completed by the bytes an append brought; its answer
+is that read's records, with the partition's offsets of the same moment (nothing runs in
+between), instead of a second read of the log.
 
 Thread-safety: none; the broker's event loop only.
 """
@@ -23,7 +27,10 @@ from dataclasses import dataclass
 from broker.partition import AppendResult, IsolationLevel, Partition, ReadResult
 from broker.purgatory import DelayedOperation
 from protocol.errors import ErrorCode
+from protocol.fileslice import FileSlice
 from protocol.topic_partition import TopicPartition
+
+_NO_ERROR = ErrorCode.NO_ERROR  # an Enum member read per check, looked up once
 
 
 @dataclass(slots=True)
@@ -104,10 +111,17 @@ class DelayedFetch(DelayedOperation):
         self._get_partition = get_partition
         self._read_all = read_all
         self.results: list[ReadResult] = []
+        # The read that completed the operation, when it is the one read_all would make
+        # (one partition, see the module docstring): (partition, its records).
+        self._ready: tuple[Partition, FileSlice] | None = None
+        self._reusable = (len(statuses) == 1 and params.replica_id < 0 and not params.client_rack
+                          and 0 <= statuses[0].max_bytes <= params.max_bytes)
 
     def try_complete(self) -> bool:
         accumulated = 0
         params = self.params
+        if self._reusable:
+            return self._try_complete_one(self.statuses[0])
         for s in self.statuses:
             partition = self._get_partition(s.topic, s.partition)
             if partition is None or not (partition.is_leader or params.follower_reads):
@@ -129,5 +143,38 @@ class DelayedFetch(DelayedOperation):
                     return True
         return accumulated >= params.min_bytes
 
+    def _try_complete_one(self, s: FetchPartitionStatus) -> bool:
+        """``try_complete`` of one partition: the same checks, and the read kept when it
+        completes the operation (``read_all`` would make the same: the same offset, limit
+        and bound, at least one batch)."""
+        params = self.params
+        partition = self._get_partition(s.topic, s.partition)
+        if partition is None or not (partition.is_leader or params.follower_reads):
+            return True  # deleted or moved: answer now with the error
+        if partition.log.offline:
+            return True  # its log dir failed: answer now with the error
+        if partition.check_leader_epoch(s.current_leader_epoch) is not _NO_ERROR:
+            return True
+        end = partition.fetch_upper_bound(params.replica_id, params.isolation)
+        if s.fetch_offset > end and s.fetch_offset > partition.log_end_offset:
+            return True  # the log was truncated below the fetch offset
+        if s.fetch_offset < partition.log_start_offset:
+            return True  # records deleted under the fetch offset
+        if end > s.fetch_offset:
+            records = partition.records_available(s.fetch_offset, s.max_bytes,
+                                                  params.replica_id, params.isolation)
+            if records is not None and records.length >= params.min_bytes:
+                self._ready = (partition, records)
+                return True
+            return params.min_bytes <= 0
+        return params.min_bytes <= 0
+
     def on_complete(self) -> None:
+        ready, self._ready = self._ready, None
+        if ready is not None and not self.expired:
+            p, records = ready
+            self.results = [ReadResult(_NO_ERROR, p.high_watermark, p.last_stable_offset,
+                                       p.log_start_offset,
+                                       records if records.length > 0 else None)]
+            return
         self.results = self._read_all(self.params, self.statuses)

@@ -626,13 +626,21 @@ class Partition:
     def bytes_available(self, fetch_offset: int, max_bytes: int, replica_id: int,
                         isolation: IsolationLevel) -> int:
         """How many bytes a read at ``fetch_offset`` would return now (DelayedFetch)."""
+        records = self.records_available(fetch_offset, max_bytes, replica_id, isolation)
+        return 0 if records is None else records.length
+
+    def records_available(self, fetch_offset: int, max_bytes: int, replica_id: int,
+                          isolation: IsolationLevel) -> FileSlice | None:
+        """What a read at ``fetch_offset`` of up to ``max_bytes`` (at least one batch) would
+        return now, up to the bound; None: nothing (or the read failed). Checks neither
+        role, epoch nor offset range: ``read`` does, DelayedFetch before it calls this."""
         upper = self.fetch_upper_bound(replica_id, isolation)
         if fetch_offset >= upper or fetch_offset < self.log_start_offset:
-            return 0
+            return None
         try:
-            return self.log.read(fetch_offset, max_bytes, upper, min_one_batch=True).length
+            return self.log.read(fetch_offset, max_bytes, upper, min_one_batch=True)
         except StorageError:
-            return 0
+            return None
 
     # ------------------------------------------------------------ offsets by time / epoch
 
