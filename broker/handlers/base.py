@@ -36,6 +36,7 @@ from broker.security.principal import ANONYMOUS, KafkaPrincipal
 
 if TYPE_CHECKING:
     from broker.services import Broker
+    from protocol.fileslice import ResponseParts
     from protocol.frames import RequestHeader
 
 
@@ -113,11 +114,28 @@ def no_response(throttle_ms: int = 0) -> _NoResponse:
 
 HandlerResult: TypeAlias = "Respond | _NoResponse | CloseConnection"
 Handler: TypeAlias = Callable[[RequestContext, Any], Awaitable["Respond | _NoResponse | CloseConnection"]]
+# What a fast path answers: a result, the whole response frame as bytes, or its parts
+# (bytes and the FileSlices of record data, size prefix and header included).
+FastResult: TypeAlias = "Respond | _NoResponse | CloseConnection | bytes | ResponseParts"
+
+
+class Parked:
+    """A fast path's request that waits (a long-poll fetch parked in the purgatory): it is
+    answered later, exactly once, through ``deliver``, which the request channel sets as
+    soon as the fast path returns this (before the loop runs anything else). The connection
+    stays muted meanwhile, as for any request in flight."""
+
+    __slots__ = ("deliver",)
+
+    def __init__(self) -> None:
+        self.deliver: Callable[[FastResult], None] | None = None
+
+
 # A handler's fast path (see ApiSpec.fast): (broker, request header, frame, body offset,
-# principal) -> the result, or the whole response frame as bytes; None: not served here.
+# principal) -> the answer (FastResult), or Parked; None: not served here.
 FastHandler: TypeAlias = Callable[
     ["Broker", "RequestHeader", bytes, int, KafkaPrincipal],
-    "Respond | _NoResponse | CloseConnection | bytes | None",
+    "Respond | _NoResponse | CloseConnection | bytes | ResponseParts | Parked | None",
 ]
 
 

@@ -36,6 +36,14 @@ Behavior:
   ``consumer_byte_rate`` window holds; the response's record bytes count against it, and
   over it the answer is empty with throttle_time_ms (the bytes not counted), as Kafka does.
 
+Fast path (``fetch_fast``): a sessionless consumer fetch of one partition of one topic
+known to the metadata cache (no rack id, no forgotten topics, no tagged fields: what
+librdkafka sends), on a broker without an authorizer, metrics, fault injection, request
+quotas or fetch quotas, is served at once from its frame: the same read, long poll and
+purgatory, the response frame written directly (protocol.fetch_fast); a fetch that waits is
+parked as a DelayedFetch whose completion writes the answer. It answers byte for byte as
+the general path does, which serves everything else.
+
 Version notes:
 - v4 adds isolation_level and last_stable_offset; v5 log_start_offset; v7 sessions;
   v9 current_leader_epoch; v11 rack_id/preferred_read_replica; v12+ flexible (tagged
@@ -45,9 +53,13 @@ Version notes:
 
 from __future__ import annotations
 
+import functools
+import logging
 import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from broker.delayed_ops import FetchParams, FetchPartitionStatus
+from broker.delayed_ops import DelayedFetch, FetchParams, FetchPartitionStatus, ReadAll
 from broker.fetch_session import (
     INVALID_SESSION_ID,
     CachedPartition,
@@ -55,14 +67,45 @@ from broker.fetch_session import (
     PartitionKey,
 )
 from broker.handlers.authz import authorize_cluster, filter_authorized
-from broker.handlers.base import HandlerResult, RequestContext, Respond, api
-from broker.partition import IsolationLevel, ReadResult
+from broker.handlers.base import (
+    CloseConnection,
+    FastResult,
+    HandlerResult,
+    Parked,
+    RequestContext,
+    Respond,
+    api,
+)
+from broker.partition import IsolationLevel, Partition, ReadResult
 from broker.security.acl import AclOperation as Op
 from broker.security.acl import ResourceType as RT
 from protocol.errors import ErrorCode
+from protocol.fetch_fast import (
+    FLEXIBLE_FROM,
+    FLEXIBLE_TAIL,
+    decode_single,
+    encode_single_response_head,
+)
 from protocol.messages.fetch import FetchRequest, FetchResponse
+from protocol.topic_partition import TopicPartition
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from broker.security.principal import KafkaPrincipal
+    from broker.services import Broker
+    from protocol.fileslice import ResponseParts
+    from protocol.frames import RequestHeader
+
+log = logging.getLogger(__name__)
 
 _R = FetchResponse
+_new_tuple = tuple.__new__  # a NamedTuple's own __new__ is Python code; this is C
+# Enum members read on the per-request path, looked up once: on Python 3.11 a class
+# attribute of an Enum costs a metaclass __getattr__ hook call (~10x a global read).
+_NO_ERROR = ErrorCode.NO_ERROR
+_READ_COMMITTED = IsolationLevel.READ_COMMITTED
+_READ_UNCOMMITTED = IsolationLevel.READ_UNCOMMITTED
 TOPIC_IDS_MIN_VERSION = 13
 REPLICA_STATE_MIN_VERSION = 15
 FOLLOWER_READS_MIN_VERSION = 11  # rack_id / preferred_read_replica (KIP-392)
@@ -70,7 +113,144 @@ MAX_WAIT_CAP_MS = 300_000  # a bound of ours on one long poll (Kafka's clients u
 _EMPTY = b""
 
 
-@api(FetchRequest.API_KEY, min_version=4, max_version=17, request=FetchRequest)
+class _FastAnswer:
+    """What the fast path's answer needs besides the read (one per fast fetch)."""
+
+    __slots__ = ("broker", "client_id", "correlation_id", "isolation", "partition", "topic",
+                 "topic_id", "user", "version")
+
+    def __init__(self, broker: Broker, header: RequestHeader, principal: KafkaPrincipal,
+                 topic: str, topic_id: uuid.UUID, partition: int,
+                 isolation: IsolationLevel) -> None:
+        self.broker = broker
+        self.correlation_id = header.correlation_id
+        self.version = header.api_version
+        self.client_id = header.client_id or ""
+        self.user = principal.name
+        self.topic = topic
+        self.topic_id = topic_id
+        self.partition = partition
+        self.isolation = isolation
+
+    def of(self, r: ReadResult) -> FastResult:
+        """The response to the read ``r``, as handle_fetch answers it: the frame's parts,
+        or (a fetch quota enabled while the fetch waited, or a frame protocol.fetch_fast
+        does not write) the message the general path builds."""
+        quotas = self.broker.quotas.fetch
+        if quotas.enabled:  # only for a fetch that waited: the fast path serves none else
+            response_bytes = r.size_bytes
+            throttle_ms = quotas.record(self.user, self.client_id, response_bytes)
+            if throttle_ms > 0:
+                quotas.unrecord(self.user, self.client_id, response_bytes)
+                return Respond(FetchResponse(throttle_time_ms=throttle_ms,
+                                             error_code=_NO_ERROR, session_id=INVALID_SESSION_ID,
+                                             responses=[]), throttle_ms=throttle_ms)
+        records = r.records
+        aborted_empty = self.isolation is _READ_COMMITTED
+        head = encode_single_response_head(
+            self.correlation_id, self.version, self.topic, self.topic_id, self.partition,
+            r.error, r.high_watermark, r.last_stable_offset, r.log_start_offset,
+            aborted_empty, r.preferred_read_replica, 0 if records is None else records.length)
+        if head is None:
+            return Respond(FetchResponse(
+                throttle_time_ms=0, error_code=_NO_ERROR, session_id=INVALID_SESSION_ID,
+                responses=[_R.FetchableTopicResponse(topic=self.topic, topic_id=self.topic_id,
+                                                     partitions=[_R.PartitionData(
+                    partition_index=self.partition, error_code=r.error,
+                    high_watermark=r.high_watermark, last_stable_offset=r.last_stable_offset,
+                    log_start_offset=r.log_start_offset,
+                    aborted_transactions=[] if aborted_empty else None,
+                    preferred_read_replica=r.preferred_read_replica,
+                    records=records if records is not None else _EMPTY)])]))
+        flexible = self.version >= FLEXIBLE_FROM
+        if records is None:
+            return head + FLEXIBLE_TAIL if flexible else head
+        parts: ResponseParts = [head, records, FLEXIBLE_TAIL] if flexible else [head, records]
+        return parts
+
+
+class _ParkedFetch(DelayedFetch):
+    """The fast path's DelayedFetch: its completion answers the request (``Parked``)."""
+
+    def __init__(self, params: FetchParams, statuses: list[FetchPartitionStatus],
+                 get_partition: Callable[[str, int], Partition | None], read_all: ReadAll,
+                 answer: _FastAnswer) -> None:
+        super().__init__(params, statuses, get_partition, read_all)
+        self.parked = Parked()
+        self._answer = answer
+
+    def on_complete(self) -> None:
+        deliver = self.parked.deliver
+        try:
+            super().on_complete()
+            if deliver is None:  # completed before it was parked: the fast path answers
+                return
+            result = self._answer.of(self.results[0])
+        except Exception:
+            if deliver is None:
+                raise
+            log.exception("Fetch of %s-%d (correlation id %d) failed on completion",
+                          self._answer.topic, self._answer.partition,
+                          self._answer.correlation_id)
+            result = CloseConnection("handler error")
+        waiter = self._waiter
+        if waiter is not None:  # the answer goes out when the waiter's callbacks run (the
+            # loop's next turn, as a handler task would resume), not inside an append
+            waiter.add_done_callback(functools.partial(_deliver, deliver, result))
+        else:
+            deliver(result)
+
+
+def _deliver(deliver: Callable[[FastResult], None], result: FastResult,
+             _waiter: asyncio.Future[None]) -> None:
+    deliver(result)
+
+
+def fetch_fast(broker: Broker, header: RequestHeader, frame: bytes, offset: int,
+               principal: KafkaPrincipal) -> FastResult | Parked | None:
+    """``handle_fetch`` at once, for a sessionless consumer fetch of one partition of a
+    known topic (protocol.fetch_fast reads it), where no authorizer, topic stats or fetch
+    quota are on: the same read, long poll (parked in the purgatory) and answer, the
+    response frame written without the message classes. None: not such a request
+    (nothing done)."""
+    if broker.authorizer is not None:
+        return None
+    version = header.api_version
+    single = decode_single(frame, offset, version)
+    if single is None:
+        return None
+    rm = broker.replica_manager
+    if rm.topic_stats is not None or broker.quotas.fetch.enabled:
+        return None
+    (max_wait_ms, min_bytes, max_bytes, isolation_level, topic, topic_id, partition,
+     current_leader_epoch, fetch_offset, partition_max_bytes) = single
+    cache = broker.metadata_cache
+    if version >= TOPIC_IDS_MIN_VERSION:
+        name = cache.topic_name(topic_id)
+        if name is None:
+            return None
+        topic = name
+    if not cache.contains((topic, partition)):
+        return None  # answered UNKNOWN_TOPIC_*, at once: the general path
+    max_bytes = max(0, min(max_bytes, broker.config.get_int("fetch.max.bytes")))
+    isolation = _READ_COMMITTED if isolation_level == 1 else _READ_UNCOMMITTED
+    params = FetchParams(-1, min(max(0, max_wait_ms), MAX_WAIT_CAP_MS),
+                         max(0, min(min_bytes, max_bytes)), max_bytes, isolation,
+                         version >= FOLLOWER_READS_MIN_VERSION, "")
+    statuses = [FetchPartitionStatus(topic, partition, fetch_offset,
+                                     max(0, partition_max_bytes), current_leader_epoch)]
+    answer = _FastAnswer(broker, header, principal, topic, topic_id, partition, isolation)
+    r = rm.read_all(params, statuses)[0]
+    if params.max_wait_ms <= 0 or r.size_bytes >= params.min_bytes or r.error is not _NO_ERROR:
+        return answer.of(r)
+    op = _ParkedFetch(params, statuses, rm.get_partition, rm.read_all, answer)
+    if rm.fetch_purgatory.try_complete_else_watch(
+            op, (_new_tuple(TopicPartition, (topic, partition)),)):
+        return answer.of(op.results[0])
+    return op.parked
+
+
+@api(FetchRequest.API_KEY, min_version=4, max_version=17, request=FetchRequest, fast=fetch_fast)
 async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> HandlerResult:
     version = ctx.api_version
     rm = ctx.broker.replica_manager

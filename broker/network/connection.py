@@ -15,7 +15,9 @@ Frame handling, in order, for each request::
                                                             Kafka's isUnsupportedApiVersionsRequest)
     body             decoded by the request channel (truncated -> log + close), or, for a
                      request a handler's fast path serves (RequestChannel.serve_fast: a
-                     produce of one batch), read by that fast path and answered at once
+                     produce of one batch, a consumer's fetch of one partition), read by
+                     that fast path and answered at once (or, a fetch waiting for data,
+                     when it completes)
 
 The connection is **muted** while a request is in flight: the next frame is taken from the
 buffer only after the response to the previous one is written (or dropped for acks=0), so
@@ -66,7 +68,7 @@ import os
 import time
 from typing import TYPE_CHECKING, cast
 
-from broker.handlers.base import LOADED_SPECS, CloseConnection, find_spec
+from broker.handlers.base import LOADED_SPECS, CloseConnection, Parked, find_spec
 from broker.network.memory_pool import MemoryPool
 from broker.network.request_channel import NoOp, Outcome, Request, SendResponse
 from broker.network.sendfile import (
@@ -420,13 +422,13 @@ class Connection:
         fast = spec.fast
         if fast is not None and self._metrics is None:
             outcome = self._channel.serve_fast(fast, header, frame, body_offset, self.principal,
-                                               self.id)
+                                               self.id, self._on_outcome)
             if type(outcome) is bytes:
                 self._send_now(outcome)
                 return
             if outcome is not None:
-                assert not isinstance(outcome, bytes)
-                self._on_outcome(outcome)
+                if not isinstance(outcome, bytes | Parked):  # Parked: answered later
+                    self._on_outcome(outcome)
                 return
         request = Request(header, frame, body_offset, self.id, self.host, self.port,
                           self._on_outcome, self.principal, self.security.name,

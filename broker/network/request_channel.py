@@ -21,10 +21,12 @@ connection is muted while its request is in flight, so it has at most one, and r
 leave in request order either way.
 
 A handler may have a fast path (``ApiSpec.fast``: Produce's, for one batch to one partition
-with acks=1): the connection offers it each request it reads (``serve_fast``), which serves
-it at once where nothing is queued ahead of it and the broker neither times requests
-(metrics, the request log), injects faults nor enforces request quotas; what the fast path
-does not serve, having done nothing, is submitted as any other request.
+with acks=1; Fetch's, for a sessionless consumer fetch of one partition): the connection
+offers it each request it reads (``serve_fast``), which serves it at once where nothing is
+queued ahead of it and the broker neither times requests (metrics, the request log),
+injects faults nor enforces request quotas; what the fast path does not serve, having done
+nothing, is submitted as any other request. A fast path's fetch that waits for data is
+parked in the purgatory (``Parked``) and answered through the connection's callback.
 
 The outcome of every request is one of a closed set (``Outcome``): frame parts to write,
 nothing (acks=0), or close the connection; it is handed, exactly once, to the request's
@@ -56,6 +58,8 @@ from broker.handlers.base import (
     ApiSpec,
     CloseConnection,
     FastHandler,
+    FastResult,
+    Parked,
     RequestContext,
     Respond,
     find_spec,
@@ -398,15 +402,16 @@ class RequestChannel:
         return NoOp(throttle_ms)
 
     def serve_fast(self, fast: FastHandler, header: RequestHeader, frame: bytes,
-                   body_offset: int, principal: KafkaPrincipal, connection_id: str
-                   ) -> Outcome | bytes | None:
-        """A handler's fast path (``ApiSpec.fast``: Produce), called by the connection for
-        a request it has just read: where nothing is queued ahead of it (as ``submit``
+                   body_offset: int, principal: KafkaPrincipal, connection_id: str,
+                   on_outcome: Callable[[Outcome], None]) -> Outcome | bytes | Parked | None:
+        """A handler's fast path (``ApiSpec.fast``: Produce, Fetch), called by the connection
+        for a request it has just read: where nothing is queued ahead of it (as ``submit``
         would dispatch it at once) and the broker neither times requests (metrics), injects
         faults nor enforces request quotas, the request is answered here, without a
         ``Request``, decoding its body into message classes, a context or a coroutine:
-        the outcome, or the whole response frame as bytes. None: not served (nothing was
-        done); the connection submits it."""
+        the outcome, or the whole response frame as bytes; or Parked (a long-poll fetch
+        waiting in the purgatory), whose outcome goes to ``on_outcome`` later, once. None:
+        not served (nothing was done); the connection submits it."""
         if self.metrics is not None or self._faults is not None or not self.queue.empty():
             return None
         quotas = self._request_quotas
@@ -421,8 +426,32 @@ class RequestChannel:
             return CloseConnection("handler error")
         if result is None or type(result) is bytes or isinstance(result, CloseConnection):
             return result
-        assert not isinstance(result, bytes)
+        if isinstance(result, Parked):
+            result.deliver = functools.partial(self._deliver_fast, header, on_outcome,
+                                               connection_id)
+            return result
+        return self._fast_outcome(header, result)
+
+    def _fast_outcome(self, header: RequestHeader, result: FastResult) -> Outcome:
+        if isinstance(result, list):
+            return SendResponse(result)
+        if isinstance(result, bytes):
+            return SendResponse([result])
+        if isinstance(result, CloseConnection):
+            return result
         return self._outcome_of(header, result, result.throttle_ms)
+
+    def _deliver_fast(self, header: RequestHeader, on_outcome: Callable[[Outcome], None],
+                      connection_id: str, result: FastResult) -> None:
+        """The answer of a request the fast path parked, once it completed."""
+        try:
+            outcome = self._fast_outcome(header, result)
+        except Exception:
+            log.exception("Response to api key %d v%d (correlation id %d, client %s) failed; "
+                          "closing connection %s", header.api_key, header.api_version,
+                          header.correlation_id, header.client_id, connection_id)
+            outcome = CloseConnection("handler error")
+        on_outcome(outcome)
 
 
 def _deliver_later(delay_s: float, deliver: Callable[[Outcome], None], outcome: Outcome) -> None:
