@@ -272,7 +272,6 @@ def test_librdkafka_consumer_at_the_tail_is_served_by_the_fast_path(
                     got.append(msg.value())
         assert got == [b"r%d" % i for i in range(50)]
         assert served.count("none") == 0  # every fetch it sent was the fast path's shape
-        assert served.count("parked") >= 25  # most waited for their record
     finally:
         consumer.close()
 
