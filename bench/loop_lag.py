@@ -53,6 +53,14 @@ STATE_ENV: Final[str] = "BENCH_LOOP_LAG_STATE"  # the child's output file and se
 BUCKETS_MS: Final[tuple[float, ...]] = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
 MAX_STALLS: Final[int] = 20_000
 STACK_FRAMES: Final[int] = 8
+LONGEST_STALLS: Final[int] = 8  # reported with their own stacks
+
+
+def _commonest(keys: list[str], n: int = 3) -> list[tuple[str, int]]:
+    counts: dict[str, int] = {}
+    for key in keys:
+        counts[key] = counts.get(key, 0) + 1
+    return sorted(counts.items(), key=lambda kv: -kv[1])[:n]
 
 
 def _thread_cpu() -> dict[str, float]:
@@ -89,8 +97,12 @@ class Probe:
         self.ticks = 0
         self.lag_s = 0.0
         self.buckets = [0] * (len(BUCKETS_MS) + 1)
-        self.stalls: list[tuple[float, float]] = []  # (wake-up time, lateness s)
+        # (wake-up time, lateness s, loop thread CPU s from the sleep to the wake-up, the
+        # wake-up before: the key of the stall's stacks)
+        self.stalls: list[tuple[float, float, float, float]] = []
         self.stack_counts: dict[str, int] = {}
+        # Per stall (keyed by the tick before it): the stacks sampled during it, in order.
+        self.stall_stacks: dict[float, list[str]] = {}
         self.cpu0 = _thread_cpu()
         self.loop_cpu0 = time.thread_time()
         self.t0 = time.monotonic()
@@ -104,9 +116,10 @@ class Probe:
         tick = self.tick_s
         while True:
             due = time.monotonic() + tick
+            cpu = time.thread_time()
             await asyncio.sleep(tick)
             now = time.monotonic()
-            self.last_tick = now
+            before, self.last_tick = self.last_tick, now
             if not self.window:
                 continue
             late = max(0.0, now - due)
@@ -114,7 +127,9 @@ class Probe:
             self.lag_s += late
             self.buckets[bisect.bisect_right(BUCKETS_MS, late * 1000)] += 1
             if late >= self.stall_s and len(self.stalls) < MAX_STALLS:
-                self.stalls.append((now, late))
+                # The loop thread's CPU meanwhile: near the stall's length, the loop was
+                # working; near 0, it waited (for a core, or another thread's GIL).
+                self.stalls.append((now, late, time.thread_time() - cpu, before))
 
     def _watchdog(self) -> None:
         sampled = 0.0
@@ -132,6 +147,8 @@ class Probe:
             key = " < ".join(f"{Path(f.filename).name}:{f.name}:{f.lineno}"
                              for f in reversed(summary))
             self.stack_counts[key] = self.stack_counts.get(key, 0) + 1
+            if len(self.stall_stacks) < MAX_STALLS:
+                self.stall_stacks.setdefault(self.last_tick, []).append(key)
 
     def open_window(self, _signum: int, _frame: object) -> None:
         self.reset()
@@ -148,6 +165,9 @@ class Probe:
             "buckets": self.buckets,
             "stalls": self.stalls,
             "stacks": self.stack_counts,
+            "longest": [[cpu, late, _commonest(self.stall_stacks.get(before, []))]
+                        for _, late, cpu, before in sorted(
+                            self.stalls, key=lambda st: -st[2])[:LONGEST_STALLS]],
             "thread_cpu_s": {name: cpu1[name] - self.cpu0.get(name, 0.0) for name in cpu1},
         }
         tmp = self.out.with_suffix(".tmp")
@@ -202,7 +222,7 @@ def _wait_file(path: Path, timeout_s: float = 30.0) -> dict[str, Any]:
 
 def _explained(outliers: list[list[float]], stalls: list[list[float]]) -> int:
     """How many slow records lived (from their send to their receive) through a stall."""
-    spans = sorted((wake - late, wake) for wake, late in stalls)
+    spans = sorted((wake - late, wake) for wake, late, *_ in stalls)
     starts = [s for s, _e in spans]
     count = 0
     for received, latency_ms in outliers:
@@ -223,9 +243,19 @@ def _print_loop(args: argparse.Namespace, probe: dict[str, Any]) -> None:
     print(f"stalls >= {args.stall_ms:g} ms: {len(stalls)}, {sum(s[1] for s in stalls) * 1000:.0f}"
           f" ms in all, longest {max((s[1] for s in stalls), default=0) * 1000:.1f} ms; "
           f"mean lateness {1000 * probe['lag_s'] / ticks:.2f} ms")
+    cpu_ms = sorted((s[2] * 1000 for s in stalls), reverse=True)
+    print("the loop thread's own CPU during the stalls (its work; the rest of a stall it "
+          "waited for a core or the interpreter lock), longest ms: "
+          + ", ".join(f"{ms:.1f}" for ms in cpu_ms[:10]))
 
 
 def _print_stacks(probe: dict[str, Any]) -> None:
+    if probe.get("longest"):
+        print("the stalls with the most loop thread CPU, and their commonest stacks:")
+        for cpu, late, stacks in probe["longest"]:
+            print(f"  {cpu * 1000:.1f} ms of CPU in a {late * 1000:.1f} ms stall")
+            for stack, n in stacks:
+                print(f"    {n:5d}  {stack}")
     if probe["stacks"]:
         print("loop thread's stack during stalls (innermost first):")
         for stack, n in sorted(probe["stacks"].items(), key=lambda kv: -kv[1])[:15]:
