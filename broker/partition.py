@@ -26,11 +26,15 @@ timestamps, cleanup.policy, ...) are read from its log's ``LogConfig``, which co
 changes replace. Truncation (a follower's, or a leader losing an epoch) cuts the log and
 rebuilds the producer state in one operation (``truncate_to``).
 
-Thread-safety: none; the broker's event loop only.
+Thread-safety: none; the broker's event loop only. A follower's truncation does its disk
+work and producer-state rebuild in a worker thread (``truncate_off_loop``); role changes
+wait for it (``settled``).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import enum
 import logging
 import time
@@ -181,6 +185,8 @@ class Partition:
         self.snapshot_due = False  # a segment rolled since the last producer snapshot
         self.topic_stats: TopicStats | None = None  # broker.metrics.topics, when counted
         self.producer_state = ProducerStateManager(plog.dir, f"{topic}-{partition}")
+        # A truncation whose disk work and state rebuild run in a worker thread.
+        self._truncation: asyncio.Future[ProducerStateManager | None] | None = None
         self._validation_for: LogConfig | None = None
         self._validation = ValidationConfig()
         self._high_watermark = Offset(
@@ -275,7 +281,8 @@ class Partition:
         return is_new_epoch
 
     def truncate_to(self, offset: int) -> None:
-        """Cut the log at ``offset`` and rebuild the producer state to match."""
+        """Cut the log at ``offset`` and rebuild the producer state to match (blocking: on
+        the loop only where nothing else runs; a follower uses ``truncate_off_loop``)."""
         if self.log.truncate_to(offset):
             self._after_truncation()
 
@@ -289,6 +296,55 @@ class Partition:
         self.producer_state.load(self.log_start_offset, self.log_end_offset, self.batches_from)
         self._high_watermark = Offset(
             min(max(self._high_watermark, self.log_start_offset), self.log_end_offset))
+
+    async def truncate_off_loop(self, offset: int, *, fully: bool = False) -> None:
+        """``truncate_to(offset)`` (``fully``: ``truncate_fully_and_start_at``) with its disk
+        work (files cut, segments deleted) and the producer-state rebuild (snapshot read,
+        log replayed) in a worker thread. The state is rebuilt into a new manager there and
+        taken over on the loop, so appends, checks and snapshots on the loop never see it
+        half built. One truncation at a time per partition; a role change waits for it
+        (``settled``), as Kafka's fetcher removal waits for its truncation."""
+        while self._truncation is not None:
+            await self.settled()
+        name, directory = self.producer_state.name, self.producer_state.partition_dir
+
+        def cut_and_rebuild() -> ProducerStateManager | None:  # a worker thread
+            if fully:
+                self.log.truncate_fully_and_start_at(offset)
+            elif not self.log.truncate_to(offset):
+                return None
+            fresh = ProducerStateManager(directory, name)
+            if fully:
+                fresh.truncate_fully()  # the snapshot files
+            fresh.load(self.log_start_offset, self.log_end_offset, self.batches_from)
+            return fresh
+
+        work = asyncio.ensure_future(asyncio.to_thread(cut_and_rebuild))
+        self._truncation = work
+        # Runs before anything that awaits ``work`` (registered first): a role change
+        # waiting in ``settled`` finds the state taken over.
+        work.add_done_callback(self._truncated)
+        await asyncio.shield(work)  # cancelled or not, the thread finishes and is taken over
+
+    def _truncated(self, work: asyncio.Future[ProducerStateManager | None]) -> None:
+        self._truncation = None
+        if work.cancelled() or work.exception() is not None:
+            return  # raised to the truncation's caller; the log reported a disk error
+        fresh = work.result()
+        if fresh is None:
+            return
+        self.producer_state.producers = fresh.producers
+        self.producer_state.snapshot_offset = fresh.snapshot_offset
+        # Retention or DeleteRecords may have moved the log start meanwhile.
+        self.producer_state.remove_before(self.log_start_offset)
+        self._high_watermark = Offset(
+            min(max(self._high_watermark, self.log_start_offset), self.log_end_offset))
+
+    async def settled(self) -> None:
+        """Wait until no truncation of this partition runs in a worker thread."""
+        while (work := self._truncation) is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(work)
 
     # ------------------------------------------------------------ offsets
 

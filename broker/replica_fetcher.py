@@ -59,6 +59,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Protocol
 
 from broker.fetchers import InitialFetchState
+from broker.loop_slice import LoopSlice
 from client.config import ClientConfig
 from client.connection import BrokerConnection
 from client.errors import ClientError
@@ -158,8 +159,11 @@ class ReplicaFetcherManager:
         return zlib.crc32(key) % max(1, self.settings.num_fetchers)
 
     def add_fetchers(self, partitions: Mapping[TopicPartition, InitialFetchState]) -> None:
+        """One INFO line per fetcher (Kafka's), not per partition: a LeaderAndIsr of
+        thousands of partitions would spend most of its time on the loop logging."""
         if self._closed:
             return
+        added: dict[tuple[int, int], list[str]] = {}
         for tp, state in partitions.items():
             self.remove_fetchers([tp])
             key = (state.leader_id, self._fetcher_id(tp))
@@ -171,9 +175,13 @@ class ReplicaFetcherManager:
                 fetcher.start()
             fetcher.add(tp, PartitionFetchState(state.topic_id, state.leader_epoch,
                                                 state.fetch_offset))
-            log.info("[ReplicaFetcherManager broker=%d] Added fetcher to broker %d for %s "
-                     "(leader epoch %d, offset %d)", self.settings.broker_id, state.leader_id,
-                     tp, state.leader_epoch, state.fetch_offset)
+            added.setdefault(key, []).append(
+                f"{tp.topic}-{tp.partition} (leader epoch {state.leader_epoch}, "
+                f"offset {state.fetch_offset})")
+        for (leader, fetcher_id), tps in added.items():
+            log.info("[ReplicaFetcherManager broker=%d] Added fetcher %d to broker %d for %d "
+                     "partitions: %s", self.settings.broker_id, fetcher_id, leader, len(tps),
+                     ", ".join(tps))
 
     def max_lag(self) -> int:
         """The largest lag (the leader's high watermark minus the fetch offset, after the
@@ -391,12 +399,15 @@ class ReplicaFetcher:
         if not ready:
             return False
         asked: dict[TopicPartition, tuple[PartitionFetchState, int]] = {}
+        work = LoopSlice()  # a first round covers every partition of the fetcher
         for tp, state, p in self._to_ask(ready):
+            await work.pause()
             latest = p.log.latest_epoch()
             if latest is None:
                 # No epochs in the log (empty, or written before epochs): the HW is all
                 # there is to go by (Kafka's truncateToHighWatermark).
-                self._truncate_partition(tp, p, p.high_watermark, "no leader epochs in the log")
+                await self._truncate_partition(tp, p, p.high_watermark,
+                                               "no leader epochs in the log")
                 self._done_truncating(tp, state, p)
                 continue
             asked[tp] = (state, int(latest))
@@ -420,6 +431,7 @@ class ReplicaFetcher:
         response = await connection.send(request, version=version)
         for topic in response.topics:
             for r in topic.partitions:
+                await work.pause()
                 tp = TopicPartition(topic.topic, r.partition)
                 sent = asked.get(tp)
                 current = self.states.get(tp)
@@ -435,19 +447,19 @@ class ReplicaFetcher:
                              "backoff", self.name, tp, error.name)
                     self._delay(tp, state)
                     continue
-                self._apply_epoch_end_offset(tp, partition, state, sent[1], r.leader_epoch,
-                                             r.end_offset)
+                await self._apply_epoch_end_offset(tp, partition, state, sent[1],
+                                                   r.leader_epoch, r.end_offset)
         return True
 
-    def _apply_epoch_end_offset(self, tp: TopicPartition, p: Partition,
-                                state: PartitionFetchState, asked_epoch: int,
-                                leader_epoch: int, leader_end: int) -> None:
+    async def _apply_epoch_end_offset(self, tp: TopicPartition, p: Partition,
+                                      state: PartitionFetchState, asked_epoch: int,
+                                      leader_epoch: int, leader_end: int) -> None:
         """Kafka's ``getOffsetTruncationState``."""
         leo = p.log_end_offset
         if leader_end == UNDEFINED_OFFSET:
             # The leader knows no epoch <= ours: nothing to match, keep what the HW covers.
-            self._truncate_partition(tp, p, p.high_watermark,
-                                     f"the leader has no epoch <= {asked_epoch}")
+            await self._truncate_partition(tp, p, p.high_watermark,
+                                           f"the leader has no epoch <= {asked_epoch}")
             self._done_truncating(tp, state, p)
             return
         follower_epoch, follower_end = p.log.end_offset_for_epoch(leader_epoch)
@@ -468,13 +480,14 @@ class ReplicaFetcher:
             reason = (f"epoch {leader_epoch} ends at {leader_end} on the leader, "
                       f"{follower_end} here")
             done = True
-        self._truncate_partition(tp, p, offset, reason)
+        await self._truncate_partition(tp, p, offset, reason)
         state.truncation_rounds += 1
         if done or state.truncation_rounds >= MAX_TRUNCATION_ROUNDS:
             self._done_truncating(tp, state, p)
 
-    def _truncate_partition(self, tp: TopicPartition, p: Partition, offset: int,
-                            reason: str) -> None:
+    async def _truncate_partition(self, tp: TopicPartition, p: Partition, offset: int,
+                                  reason: str) -> None:
+        """Cut ``p`` at ``offset`` (its files and producer state: in a worker thread)."""
         leo, hw = p.log_end_offset, p.high_watermark
         if offset >= leo:
             log.info("[%s] %s: no truncation needed at log end offset %d (%s)", self.name, tp,
@@ -486,7 +499,7 @@ class ReplicaFetcher:
         else:
             log.info("[%s] %s: truncating to offset %d (log end offset %d, HW %d; %s)",
                      self.name, tp, offset, leo, hw, reason)
-        p.truncate_to(offset)
+        await p.truncate_off_loop(offset)
         self._host.after_follower_append(p)
 
     def _done_truncating(self, tp: TopicPartition, state: PartitionFetchState,
@@ -505,7 +518,9 @@ class ReplicaFetcher:
         wanted: dict[TopicPartition, FetchPosition] = {}
         topic_ids = self._topic_ids
         sent: dict[TopicPartition, _Sent] = {}
+        work = LoopSlice()
         for tp, state, p in self._to_ask(ready):
+            await work.pause()
             latest = p.log.latest_epoch()
             wanted[tp] = FetchPosition(
                 state.fetch_offset, self.settings.max_bytes, state.leader_epoch,
@@ -530,6 +545,7 @@ class ReplicaFetcher:
                      self.name, ErrorCode(response.error_code).name, self.leader_id)
             return True
         for tp, data in response_partitions(response, version, topic_ids).items():
+            await work.pause()
             current = self.states.get(tp)
             at_send = sent.get(tp)
             if (current is None or at_send is None or current.truncating
@@ -605,8 +621,8 @@ class ReplicaFetcher:
             self._delay(tp, state)
             return
         if leader_end < leo:
-            self._truncate_partition(tp, p, leader_end,
-                                     f"the leader's log ends at {leader_end} (out of range)")
+            await self._truncate_partition(tp, p, leader_end,
+                                           f"the leader's log ends at {leader_end} (out of range)")
             state.fetch_offset = p.log_end_offset
             return
         leader_start = await self._list_offset(connection, tp, state, EARLIEST_TIMESTAMP)
@@ -616,7 +632,7 @@ class ReplicaFetcher:
         if leader_start > leo:
             log.warning("[%s] %s: the leader's log starts at %d, after our log end offset %d: "
                         "restarting the log there", self.name, tp, leader_start, leo)
-            p.truncate_fully_and_start_at(leader_start)
+            await p.truncate_off_loop(leader_start, fully=True)
             self._host.after_follower_append(p)
         state.fetch_offset = max(leader_start, p.log_end_offset)
 

@@ -73,6 +73,7 @@ from broker.delayed_ops import (
 )
 from broker.fetch_session import DEFAULT_MAX_SLOTS, FetchSessionCache
 from broker.fetchers import FetcherManager, InitialFetchState, NoFetchers
+from broker.loop_slice import LoopSlice
 from broker.metadata_cache import MetadataCache
 from broker.partition import (
     NO_EPOCH,
@@ -268,7 +269,9 @@ class ReplicaManager:
             errors: dict[TopicPartition, ErrorCode] = {}
             to_lead: dict[TopicPartition, PartitionStateChange] = {}
             to_follow: dict[TopicPartition, PartitionStateChange] = {}
+            work = LoopSlice()  # thousands of partitions: the loop serves others meanwhile
             for topic, state in leader_and_isr_states(request):
+                await work.pause()
                 tp = TopicPartition(topic, state.partition_index)
                 errors[tp] = self._check_leader_and_isr(tp, state, topic_ids.get(topic, ZERO_UUID))
                 if errors[tp] is ErrorCode.NO_ERROR:
@@ -281,8 +284,8 @@ class ReplicaManager:
                 errors[tp] = error
                 to_lead.pop(tp, None)
                 to_follow.pop(tp, None)
-            leaders = self._make_leaders(to_lead)
-            followers = self._make_followers(to_follow)
+            leaders = await self._make_leaders(to_lead, work)
+            followers = await self._make_followers(to_follow, work)
             log.info("LeaderAndIsr from controller %d epoch %d: %d partitions, %d new leaders,"
                      " %d new followers", request.controller_id, request.controller_epoch,
                      len(errors), len(leaders), len(followers))
@@ -291,6 +294,7 @@ class ReplicaManager:
             response = LeaderAndIsrResponse(error_code=ErrorCode.NO_ERROR)
             by_topic: dict[str, LeaderAndIsrResponse.LeaderAndIsrTopicError] = {}
             for tp, error in errors.items():
+                await work.pause()
                 topic_error = by_topic.get(tp.topic)
                 if topic_error is None:
                     topic_error = by_topic[tp.topic] = LeaderAndIsrResponse.LeaderAndIsrTopicError(
@@ -362,6 +366,7 @@ class ReplicaManager:
         errors: dict[TopicPartition, ErrorCode] = {}
         opened: list[Partition] = []
         loads: dict[Partition, LoadJob] = {}
+        work = LoopSlice()
         for tp in new:
             if tp in failed:
                 if isinstance(failed[tp], LogIOError | LogDirOfflineError):  # storage logged it
@@ -393,13 +398,14 @@ class ReplicaManager:
                 loads[p] = LoadJob(p.producer_state, p.log_start_offset, p.log_end_offset,
                                    p.batches_from)
             opened.append(p)
-            await asyncio.sleep(0)  # a topic of many partitions does not stall other clients
+            await work.pause()  # a topic of many partitions does not stall other clients
         # Producer state: snapshot files read and decoded, the log after them replayed, in
         # worker threads (LOAD_THREADS at a time), not on the loop (10,000 partitions at
         # start-up). The partitions are not hosted yet: nothing else touches their state.
         replayed = dict(zip(loads, await asyncio.to_thread(load_states, list(loads.values())),
                             strict=True)) if loads else {}
         for p in opened:  # hosted in order; a failed load raises, as on the loop before
+            await work.pause()
             done = replayed.get(p, 0)
             if isinstance(done, Exception):
                 raise done
@@ -432,26 +438,34 @@ class ReplicaManager:
 
         future.add_done_callback(done)
 
-    def _make_leaders(self, states: Mapping[TopicPartition, PartitionStateChange]) -> list[Partition]:
+    async def _make_leaders(self, states: Mapping[TopicPartition, PartitionStateChange],
+                            work: LoopSlice) -> list[Partition]:
+        """Each partition's step is whole between two yields of ``work``."""
         if not states:
             return []
         self.fetchers.remove_fetchers(states)
         now = _now_ms()
         leaders = []
         for tp, state in states.items():
+            await work.pause()
             p = self.partitions[tp]
+            await p.settled()  # a truncation its fetcher began finishes first
             if p.make_leader(state, now):
                 leaders.append(p)
             self._complete_delayed(tp)  # the HW may have moved (a smaller ISR)
         return leaders
 
-    def _make_followers(self, states: Mapping[TopicPartition,
-                                              PartitionStateChange]) -> list[Partition]:
+    async def _make_followers(self, states: Mapping[TopicPartition, PartitionStateChange],
+                              work: LoopSlice) -> list[Partition]:
+        """Roles first (a follower without its fetcher yet answers clients
+        NOT_LEADER_OR_FOLLOWER, as it should), then the fetchers, all at once."""
         if not states:
             return []
         followers: list[Partition] = []
         for tp, state in states.items():
+            await work.pause()
             p = self.partitions[tp]
+            await p.settled()  # a truncation its fetcher began finishes first
             if not self.metadata_cache.has_alive_broker(state.leader):
                 log.error("%s: cannot become follower: the new leader %d is not alive in the "
                           "metadata cache", tp, state.leader)
@@ -460,6 +474,7 @@ class ReplicaManager:
                 followers.append(p)
         self.fetchers.remove_fetchers(p.topic_partition for p in followers)
         for p in followers:  # requests parked on the old leader answer now
+            await work.pause()
             self._complete_delayed(p.topic_partition)
         if not self._shutting_down and followers:
             self.fetchers.add_fetchers({
@@ -509,6 +524,9 @@ class ReplicaManager:
             return errors, ErrorCode.NO_ERROR
 
     async def _delete_partition(self, tp: TopicPartition) -> ErrorCode:
+        hosted = self.partitions.get(tp)
+        if hosted is not None:
+            await hosted.settled()  # a truncation its fetcher began finishes first
         p = self.partitions.pop(tp, None)
         if p is not None and not any(t == tp.topic for t, _ in self.partitions):
             self._topic_names.pop(p.topic_id, None)

@@ -8,6 +8,7 @@ Partitions are hosted the only way there is: a LeaderAndIsr request.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import time
@@ -384,4 +385,98 @@ async def test_truncation_cuts_log_and_producer_state_together(tmp_path: Path) -
     p.truncate_fully_and_start_at(10)
     assert (p.log_start_offset, p.log_end_offset, p.high_watermark) == (10, 10, 10)
     assert p.producer_state.last_entry(7) is None
+    close_rm(rm)
+
+
+class _Ticker:
+    """A task that sleeps 1 ms at a time and keeps the longest gap between its wake-ups."""
+
+    def __init__(self) -> None:
+        self.ticks = 0
+        self.longest_s = 0.0
+        self._task: asyncio.Task[None] | None = None
+
+    async def _run(self) -> None:
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(0.001)
+            now = time.monotonic()
+            self.ticks += 1
+            self.longest_s = max(self.longest_s, now - last)
+            last = now
+
+    async def __aenter__(self) -> _Ticker:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+        await asyncio.sleep(0)  # its first sleep is under way
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+
+async def test_leader_and_isr_of_many_partitions_gives_the_loop_back(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A LeaderAndIsr over thousands of hosted partitions (a new leader epoch for each:
+    checks, role changes, two INFO lines a partition, the answer) runs in slices of a few
+    ms: a task on the same loop keeps waking up meanwhile. Before, it held the loop from
+    the first partition to the answer."""
+    count = 2000
+    rm = new_rm(tmp_path)
+
+    def request(epoch: int) -> LeaderAndIsrRequest:
+        return LeaderAndIsrRequest(controller_id=0, controller_epoch=1, topic_states=[
+            LeaderAndIsrRequest.LeaderAndIsrTopicState(topic_name="t", topic_id=TID, partition_states=[
+                LeaderAndIsrRequest.LeaderAndIsrPartitionState(
+                    partition_index=i, controller_epoch=1, leader=0, leader_epoch=epoch,
+                    isr=[0], partition_epoch=epoch, replicas=[0])
+                for i in range(count)])])
+
+    await rm.become_leader_or_follower(request(0))
+    caplog.set_level(logging.INFO)  # as a broker logs
+    async with _Ticker() as ticker:
+        t0 = time.monotonic()
+        response = await rm.become_leader_or_follower(request(1))
+        took_s = time.monotonic() - t0
+    assert [e.error_code for t in response.topics for e in t.partition_errors] == [0] * count
+    assert all(p.leader_epoch == 1 for p in rm.partitions.values())
+    assert ticker.ticks >= 5, f"{ticker.ticks} wake-ups in a {took_s:.3f} s LeaderAndIsr"
+    assert ticker.longest_s < took_s / 3, (
+        f"the loop was held {ticker.longest_s * 1000:.1f} ms of the {took_s * 1000:.1f} ms")
+    close_rm(rm)
+
+
+async def test_truncation_runs_in_a_worker_thread_and_role_changes_wait_for_it(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Partition.truncate_off_loop (a follower's): the log is cut and the producer state
+    rebuilt in a worker thread (here: a snapshot above the cut is deleted there), with the
+    same result as truncate_to; a LeaderAndIsr arriving meanwhile waits for it, so the new
+    leader epoch starts at the cut log's end, not at the old one."""
+    rm = await open_rm(tmp_path)
+    for seq in (0, 2, 4):
+        assert (await append(rm, data(2, pid=7, seq=seq)))[0] == 0
+    p = rm.get_partition("t", 0)
+    assert p is not None and p.log_end_offset == 6
+    p.producer_state.take_snapshot(6)
+    caplog.set_level(logging.INFO)
+    await p.truncate_off_loop(4)
+    assert (p.log_end_offset, p.high_watermark) == (4, 4)
+    entry = p.producer_state.last_entry(7)
+    assert entry is not None and entry.last_seq == 3
+    (deleted,) = [r for r in caplog.records if "above the log end 4" in r.getMessage()]
+    assert deleted.threadName != threading.current_thread().name
+    assert await append(rm, data(2, pid=7, seq=4)) == (0, 4)  # appended anew at offset 4
+    # A role change waits for a truncation under way.
+    truncation = asyncio.get_running_loop().create_task(p.truncate_off_loop(2))
+    await asyncio.sleep(0)  # the truncation's thread is started
+    await make_leader(rm, 0, epoch=1)
+    assert truncation.done()
+    assert p.leader_epoch_start_offset == 2 and p.log.latest_epoch() == 1
+    assert p.log.end_offset_for_epoch(1) == (1, 2)
+    await p.truncate_off_loop(10, fully=True)
+    assert (p.log_start_offset, p.log_end_offset, p.high_watermark) == (10, 10, 10)
+    assert p.producer_state.last_entry(7) is None
+    assert not list((tmp_path / "t-0").glob("*.snapshot"))
     close_rm(rm)
