@@ -41,11 +41,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Final, TypeVar
+from typing import Final, TypeVar, cast
 
 from controller import zk_data as zd
 from controller.leader_and_isr import (
@@ -85,6 +86,7 @@ CONFIG_CHANGE_EXPIRY_MS: Final = 15 * 60 * 1000  # Kafka's changeExpirationMs
 REARM_RETRY_S: Final = 1.0
 
 T = TypeVar("T")
+GATHER_LIMIT: Final = 64  # znode operations of one decision started at a time (_gather)
 
 
 class ZkTopicStore:
@@ -417,9 +419,32 @@ class ZkTopicStore:
         self._notify(lambda w: w.on_configs_changed(name))
 
 
-async def _gather(awaitables: Iterable[Awaitable[T]]) -> list[T]:
-    """Run concurrently (the client bounds what is in flight)."""
-    return list(await asyncio.gather(*awaitables))
+async def _gather(awaitables: Iterable[Awaitable[T]], limit: int = GATHER_LIMIT) -> list[T]:
+    """Run concurrently, at most ``limit`` at a time; the results in order. Not all at once:
+    started together, the operations of a decision over thousands of partitions (each
+    encodes its znode and queues for the client's in-flight bound) would all take their
+    first step in one turn of the event loop, a stall of tens to hundreds of ms. The first
+    error is raised once the running ones are done; the ones not started are dropped."""
+    items = list(awaitables)
+    results: list[T | None] = [None] * len(items)
+    pending = iter(enumerate(items))
+    errors: list[BaseException] = []
+
+    async def worker() -> None:
+        for i, awaitable in pending:
+            if errors:  # fail fast, as gather did: the rest are not started
+                if inspect.iscoroutine(awaitable):
+                    awaitable.close()
+                continue
+            try:
+                results[i] = await awaitable
+            except Exception as exc:
+                errors.append(exc)
+
+    await asyncio.gather(*(worker() for _ in range(min(limit, len(items)))))
+    if errors:
+        raise errors[0]
+    return cast(list[T], results)  # every slot was filled
 
 
 def _raise_first_error(results: Iterable[object]) -> None:
