@@ -6,9 +6,9 @@ which are long: name them), ``--runs N`` (default 3), ``--size-gb`` (P6 log size
 default 2), ``--partitions`` (P7's partition counts, default 1,100,1000,10000; --quick
 1,100), ``--p4-rates`` (P4's rates in records/s, one row each, default 10000,50000;
 --quick 10000), ``--brokers minikafka,kafka``, ``--profile``
-(py-spy on the minikafka broker during P1, P2, P5; ``minikafka-metrics`` in
-``--brokers``: minikafka with its Prometheus endpoint on and scraped every 5 s, to
-measure the cost of metrics against ``minikafka``; ``minikafka-pure``: minikafka with
+(py-spy on the minikafka broker during P1, P2, P5 and, one flame graph per rate, P4;
+``minikafka-metrics`` in ``--brokers``: minikafka with its Prometheus endpoint on and
+scraped every 5 s, to measure the cost of metrics against ``minikafka``; ``minikafka-pure``: minikafka with
 ``MINIKAFKA_REQUEST_PATH=pure``, its request path not compiled), ``--results-dir`` (default
 bench/results), ``--no-java`` (skip Kafka's perf tools), ``--keep`` (keep the work dir).
 
@@ -41,7 +41,7 @@ from bench.partition_scaling import check_partition_counts
 from bench.profiles import top_frames
 from bench.registry import NOT_YET, SCENARIOS
 from bench.report import build_rows, markdown, text_table
-from bench.runner import PROFILED, Plan, run_plan
+from bench.runner import Plan, run_plan
 
 BENCH_DIR = Path(__file__).resolve().parent
 ALL_SCENARIOS = ["P1", "P2", "P2L", "P3", "P4", "P5", "P6", "P7", "ZC"]
@@ -64,7 +64,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--brokers", help="minikafka,kafka (default both; --quick: minikafka); "
                         "minikafka-metrics: minikafka with its metrics endpoint on and scraped; "
                         "minikafka-pure: minikafka on its pure-Python request path")
-    parser.add_argument("--profile", action="store_true", help="py-spy minikafka in P1, P2, P5")
+    parser.add_argument("--profile", action="store_true",
+                        help="py-spy minikafka in P1, P2, P5 and P4 (per rate)")
     parser.add_argument("--no-java", action="store_true", help="skip Kafka's Java perf tools")
     parser.add_argument("--results-dir", type=Path, default=BENCH_DIR / "results")
     parser.add_argument("--keep", action="store_true", help="keep the work dir (logs, data)")
@@ -114,6 +115,14 @@ def _scenarios(args: argparse.Namespace) -> list[str]:
             raise SystemExit(f"unknown scenarios {unknown}; known: {ALL_SCENARIOS}")
         return keys
     return QUICK_SCENARIOS if args.quick else DEFAULT_SCENARIOS
+
+
+def _profile_labels(scenarios: list[str], brokers: list[BrokerUnderTest],
+                    ctx: RunContext) -> list[str]:
+    """Every flame graph ``--profile`` takes in this run (``bench.scenarios.Scenario.
+    profile_labels``): P1, P2 and P5 whole, P4 per rate, of the minikafka brokers."""
+    return [label for key in scenarios if key in SCENARIOS for b in brokers
+            for label in SCENARIOS[key]().profile_labels(b.name, ctx)]
 
 
 def _brokers(args: argparse.Namespace, work_dir: Path) -> list[BrokerUnderTest]:
@@ -234,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
             results,
             header,
             args.results_dir,
-            [f"{k}-{b}" for b in PROFILED for k in ("P1", "P2", "P5")] if args.profile else [],
+            _profile_labels(scenarios, brokers, ctx) if args.profile else [],
         )
     finally:
         if not args.keep:

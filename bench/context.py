@@ -26,6 +26,7 @@ from bench.procs import BenchError, spawn, stop, tree_cpu_s
 
 REPO_ROOT: Final[Path] = Path(__file__).resolve().parent.parent
 PY_SPY: Final[Path] = Path(sys.executable).parent / "py-spy"
+PROFILED: Final[tuple[str, ...]] = ("minikafka", "minikafka-metrics")  # py-spy watches these
 MAX_LINE_BYTES: Final[int] = 1 << 20
 
 

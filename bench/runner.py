@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from bench.admin import create_topic
 from bench.brokers import BrokerUnderTest
-from bench.context import RunContext
+from bench.context import PROFILED, RunContext
 from bench.figures import Failure, Figure, Results
 from bench.minikafka_broker import MiniKafka
 from bench.procs import BenchError, stop_all
@@ -26,7 +26,6 @@ from bench.registry import NOT_YET, SCENARIOS
 from bench.scenarios import Scenario
 
 COPY_ENV = {"MINIKAFKA_FETCH_COPY": "1"}
-PROFILED = ("minikafka", "minikafka-metrics")  # brokers py-spy watches with --profile
 
 
 @dataclass(slots=True)

@@ -39,7 +39,7 @@ from typing import Any, Final
 from bench import java_perf
 from bench.admin import create_topic
 from bench.brokers import BrokerUnderTest
-from bench.context import LoadOutcome, RunContext
+from bench.context import PROFILED, LoadOutcome, RunContext
 from bench.figures import Figure, cpu_pct
 from bench.loopback import measure_sendfile
 from bench.procs import BenchError, tree_cpu_s
@@ -122,6 +122,11 @@ class Scenario(ABC):
     title: str
     profile: bool = False  # py-spy the minikafka broker during its first run
     uses_shared_broker: bool = True  # False: the scenario starts brokers of its own
+
+    def profile_labels(self, broker_name: str, ctx: RunContext) -> list[str]:
+        """The flame graphs (``<results dir>/<label>.svg``) ``--profile`` takes of this
+        scenario on ``broker_name``: one of its whole first run where ``profile`` is set."""
+        return [f"{self.key}-{broker_name}"] if self.profile and broker_name in PROFILED else []
 
     def prepare(self, broker: BrokerUnderTest, ctx: RunContext) -> list[Figure]:
         """Untimed set-up on one broker (topics, data); may return one-off figures."""
@@ -331,10 +336,21 @@ class P4Latency(Scenario):
     key = "P4"
     title = "end-to-end latency at fixed rates"
 
+    def profile_labels(self, broker_name: str, ctx: RunContext) -> list[str]:
+        """One flame graph per rate (``P4-<rate>-<broker>``) of the first run: py-spy
+        samples the broker while that rate's producer and consumer run (it takes a core's
+        share of the machine meanwhile, so that run's latencies are not comparable)."""
+        if broker_name not in PROFILED:
+            return []
+        return [f"{self.key}-{rate}-{broker_name}" for rate in ctx.sizes.p4_rates]
+
     def run(self, broker: BrokerUnderTest, ctx: RunContext, run: int) -> list[Figure]:
         figures: list[Figure] = []
-        for rate in ctx.sizes.p4_rates:
-            figures += self._run_rate(broker, ctx, run, rate)
+        for rate, label in zip(ctx.sizes.p4_rates,
+                               self.profile_labels(broker.name, ctx) or
+                               [""] * len(ctx.sizes.p4_rates), strict=True):
+            with ctx.profiled(broker, label, enabled=run == 0 and bool(label)):
+                figures += self._run_rate(broker, ctx, run, rate)
         return figures
 
     def _run_rate(self, broker: BrokerUnderTest, ctx: RunContext, run: int,

@@ -106,3 +106,20 @@ def test_quick_bench_reports_large_records_partition_scaling_and_p4_rates(tmp_pa
     report = _run_quick(tmp_path / "results", "--scenarios", "P2L,P7,P4",
                         "--p4-rates", "10000,50000")
     _assert_figures(report, NAMED_QUICK_ROWS)
+
+
+@pytest.mark.timeout(240)
+def test_quick_bench_profiles_p4_at_each_rate(tmp_path: Path) -> None:
+    """``--profile``: py-spy records the minikafka broker during P4 at each rate, one flame
+    graph per rate beside the report, whose profile section lists its top frames."""
+    results_dir = tmp_path / "results"
+    report = _run_quick(results_dir, "--scenarios", "P4", "--p4-rates", "10000,20000",
+                        "--profile")
+    for rate in (10_000, 20_000):
+        label = f"P4-{rate}-minikafka"
+        svg = results_dir / f"{label}.svg"
+        assert svg.stat().st_size > 1000 and "<svg" in svg.read_text()[:2000]
+        section = report.split(f"### {label}", 1)
+        assert len(section) == 2, f"no {label} profile in the report:\n{report}"
+        frames = section[1].split("###", 1)[0]
+        assert "%" in frames and "(no frames found)" not in frames, frames
