@@ -112,15 +112,15 @@ class DelayedFetch(DelayedOperation):
         self._read_all = read_all
         self.results: list[ReadResult] = []
         # The read that completed the operation, when it is the one read_all would make
-        # (one partition, see the module docstring): (partition, its records).
+        # (``reusable``: one partition, see the module docstring): (partition, records).
         self._ready: tuple[Partition, FileSlice] | None = None
-        self._reusable = (len(statuses) == 1 and params.replica_id < 0 and not params.client_rack
+        self.reusable = (len(statuses) == 1 and params.replica_id < 0 and not params.client_rack
                           and 0 <= statuses[0].max_bytes <= params.max_bytes)
 
     def try_complete(self) -> bool:
         accumulated = 0
         params = self.params
-        if self._reusable:
+        if self.reusable:
             return self._try_complete_one(self.statuses[0])
         for s in self.statuses:
             partition = self._get_partition(s.topic, s.partition)

@@ -164,6 +164,15 @@ class Purgatory(Generic[K]):
             return True
         if op.try_complete():
             return op.force_complete()
+        return self.watch(op, keys)
+
+    def watch(self, op: DelayedOperation, keys: Iterable[K]) -> bool:
+        """``try_complete_else_watch`` without the first try, for a caller that has just
+        found, with nothing run in between, what that try would find: not yet. Returns
+        True when the operation completed during this call (expired at once: the
+        purgatory is closed or full, or ``op.delay_ms`` is 0)."""
+        if op.is_completed:
+            return True
         key_list = tuple(dict.fromkeys(keys))
         if self._closed or op.delay_ms == 0 or not key_list:
             return op.force_complete(expired=True)

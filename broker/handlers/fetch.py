@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -110,6 +111,10 @@ TOPIC_IDS_MIN_VERSION = 13
 REPLICA_STATE_MIN_VERSION = 15
 FOLLOWER_READS_MIN_VERSION = 11  # rack_id / preferred_read_replica (KIP-392)
 MAX_WAIT_CAP_MS = 300_000  # a bound of ours on one long poll (Kafka's clients use <= 30 s)
+# A response frame of at most this much is copied into one write by the network layer
+# anyway (broker.network.sendfile.SMALL_COPY_BYTES, equal: tests/unit/test_fetch_fast.py);
+# the fast path reads its records itself and answers bytes.
+SMALL_ANSWER_BYTES = 16 * 1024
 _EMPTY = b""
 
 
@@ -165,6 +170,19 @@ class _FastAnswer:
         flexible = self.version >= FLEXIBLE_FROM
         if records is None:
             return head + FLEXIBLE_TAIL if flexible else head
+        n = records.length
+        if len(head) + n <= SMALL_ANSWER_BYTES:
+            # What the network layer does with a small response (one pread, one write),
+            # done here: the frame leaves as bytes, without the parts' handling.
+            try:
+                data = os.pread(records.fileno(), n, records.position)
+            except (OSError, ValueError):
+                data = b""  # the network layer meets the error again, and reports it
+            if len(data) == n:
+                if log.isEnabledFor(logging.DEBUG):  # as the network layer logs its copies
+                    log.debug("copy: %d bytes of fd %d at %d", n, records.fileno(),
+                              records.position)
+                return head + data + FLEXIBLE_TAIL if flexible else head + data
         parts: ResponseParts = [head, records, FLEXIBLE_TAIL] if flexible else [head, records]
         return parts
 
@@ -244,8 +262,13 @@ def fetch_fast(broker: Broker, header: RequestHeader, frame: bytes, offset: int,
     if params.max_wait_ms <= 0 or r.size_bytes >= params.min_bytes or r.error is not _NO_ERROR:
         return answer.of(r)
     op = _ParkedFetch(params, statuses, rm.get_partition, rm.read_all, answer)
-    if rm.fetch_purgatory.try_complete_else_watch(
-            op, (_new_tuple(TopicPartition, (topic, partition)),)):
+    keys = (_new_tuple(TopicPartition, (topic, partition)),)
+    # The read just made is the one try_complete would make (op.reusable: the same
+    # offset, limit and bound, nothing ran in between) and found less than min_bytes and
+    # no error: trying once more before watching could only find the same.
+    purgatory = rm.fetch_purgatory
+    if (purgatory.watch(op, keys) if op.reusable
+            else purgatory.try_complete_else_watch(op, keys)):
         return answer.of(op.results[0])
     return op.parked
 

@@ -128,9 +128,11 @@ def _run(bootstrap: str, topic: str, topic_id: uuid.UUID,
     shapes: list[str] = []
     end = 0
 
-    def append(n: int) -> None:
+    def append(n: int, value_bytes: int = 0) -> None:
         nonlocal end
-        result = produce(producer, topic, 0, _records(n), acks=1)
+        records = (_records(n) if not value_bytes else
+                   batch([b"b" * value_bytes] * n, timestamp_ms=TIMESTAMP_MS))
+        result = produce(producer, topic, 0, records, acks=1)
         assert result.error_code == 0 and result.base_offset == end
         end += n
 
@@ -140,14 +142,17 @@ def _run(bootstrap: str, topic: str, topic_id: uuid.UUID,
         frames.append(conn.receive())
 
     try:
+        append(1, value_bytes=20_000)  # above what is copied into one write: sendfile
         for n in (3, 1, 2):
             append(n)
         for v in VERSIONS:
-            ask("answered", v, 0)  # every batch
+            ask("answered", v, 0)  # every batch (sent with sendfile)
+            ask("answered", v, 1)  # the small ones (copied into one write)
             ask("answered", v, end - 1)  # the newest batch: a consumer at the tail
             ask("answered", v, end)  # nothing new, no wait
             ask("answered", v, 1, isolation_level=0)  # read_uncommitted
             ask("answered", v, 0, partition_max_bytes=10)  # one batch all the same
+            ask("answered", v, 1, partition_max_bytes=10)
             ask("answered", v, 0, max_bytes=0, partition_max_bytes=0)
             ask("answered", v, 2, max_bytes=100)  # the limit of the request
             ask("answered", v, end + 100)  # OFFSET_OUT_OF_RANGE

@@ -189,3 +189,10 @@ def test_response_head_declines_what_it_does_not_encode() -> None:
                                        0) is None
     assert encode_single_response_head(1, 3, "t", TOPIC_ID, 0, 0, 0, 0, 0, False, -1,
                                        0) is None
+
+
+def test_the_fast_path_copies_what_the_network_layer_would_copy() -> None:
+    from broker.handlers.fetch import SMALL_ANSWER_BYTES
+    from broker.network.sendfile import SMALL_COPY_BYTES
+
+    assert SMALL_ANSWER_BYTES == SMALL_COPY_BYTES

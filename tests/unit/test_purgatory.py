@@ -143,3 +143,21 @@ async def test_a_cancelled_wait_leaves_the_operation_waitable() -> None:
     assert p.check_and_complete("a") == 1
     await asyncio.wait_for(again, HANG_S)
     assert (op.completions, op.expirations) == (1, 0)
+
+
+async def test_watch_parks_without_trying_and_expires_at_once_where_it_cannot_park() -> None:
+    p: Purgatory[str] = Purgatory("t")
+    state = {"n": 5}
+    op = Counter(5000, state, 1)
+    assert p.watch(op, ["a"]) is False  # ready, but not tried: the caller knew it was not
+    assert (op.completions, len(p), p.watcher_count("a")) == (0, 1, 1)
+    assert p.check_and_complete("a") == 1
+    await asyncio.wait_for(op.wait(), HANG_S)
+    assert (op.completions, op.expirations, len(p)) == (1, 0, 0)
+    at_once = Counter(0, {"n": 0}, 1)
+    assert p.watch(at_once, ["a"]) is True  # delay 0
+    assert (at_once.completions, at_once.expirations) == (1, 1)
+    p.shutdown()
+    closed = Counter(5000, {"n": 0}, 1)
+    assert p.watch(closed, ["a"]) is True
+    assert (closed.completions, closed.expirations, len(p)) == (1, 1, 0)
