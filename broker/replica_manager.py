@@ -819,7 +819,11 @@ class ReplicaManager:
             return self._counted(params, statuses, results)
         op = DelayedFetch(params, statuses, self.get_partition, self.read_all)
         keys = [TopicPartition(s.topic, s.partition) for s in statuses]
-        if not self.fetch_purgatory.try_complete_else_watch(op, keys):
+        # op.reusable: the read just made is the one try_complete would make, and nothing
+        # ran in between, so trying once more before watching could only find the same.
+        purgatory = self.fetch_purgatory
+        if not (purgatory.watch(op, keys) if op.reusable
+                else purgatory.try_complete_else_watch(op, keys)):
             await op.wait()
         return self._counted(params, statuses, op.results)
 
