@@ -13,7 +13,8 @@ a controller epoch from ``/controller_epoch``), where live brokers come from
 (``ControlRequestHandler``: the broker's side of the three APIs), one request at a time
 per broker, in order. Requests and responses are encoded and decoded at the versions a
 ZooKeeper controller uses (``controller.channel``), so both ends see exactly what the wire
-would carry.
+would carry; the encoding and decoding run in a worker thread, not on the event loop (the
+requests of a start-up over thousands of partitions are large).
 """
 
 from __future__ import annotations
@@ -123,7 +124,13 @@ class InProcessChannel:
             try:
                 if handler is None:
                     raise LookupError(f"no broker {broker_id} in this process")
-                response = _wire_response(await handler(_wire(request)), request)
+                # The wire round trips in a worker thread: at thousands of partitions an
+                # UpdateMetadata's encode and decode take tens of ms of pure Python, which
+                # would hold the loop in one go; a thread gives it back every few ms
+                # (the interpreter's switch interval).
+                received = await asyncio.to_thread(_wire, request)
+                answer = await handler(received)
+                response = await asyncio.to_thread(_wire_response, answer, request)
             except asyncio.CancelledError:
                 if not future.done():
                     future.set_result(None)

@@ -4,6 +4,7 @@ through the in-process channel (decoded from their wire encoding), and what it s
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from pathlib import Path
 
@@ -138,7 +139,8 @@ async def test_partition_increase_and_deletion(tmp_path: Path) -> None:
 
 
 @pytest.mark.broker_errors(r"broker 3 refused StopReplica for t: STALE_CONTROLLER_EPOCH")
-async def test_failed_stop_replica_keeps_the_topic_marked(tmp_path: Path) -> None:
+async def test_failed_stop_replica_keeps_the_topic_marked(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     controller, store, receiver = await start(tmp_path)
     await store.create_topic(TopicRecord("t", uuid.uuid4(), {0: (3,)}), {})
     await receiver.wait_for(UpdateMetadataRequest, 1)
@@ -151,6 +153,61 @@ async def test_failed_stop_replica_keeps_the_topic_marked(tmp_path: Path) -> Non
     controller.channel.register_handler(3, refuse)
     await store.mark_for_deletion("t")
     await receiver.wait_for(StopReplicaRequest, 1)
+    # The refusal reaches the controller once its answer is decoded (in a worker thread).
+    for _ in range(500):
+        if "refused StopReplica for t" in caplog.text:
+            break
+        await asyncio.sleep(0.01)
     await controller.core.events.wait_idle()
     assert await store.topics_marked_for_deletion() == {"t"}
     await controller.shutdown()
+
+
+async def test_wire_round_trips_of_a_big_request_leave_the_loop_free() -> None:
+    """The in-process channel encodes and decodes each request (as the wire would carry it)
+    in a worker thread: an UpdateMetadata of 20,000 partitions takes a long time there, and
+    a task on the loop keeps waking meanwhile, its longest stretch of loop CPU far below
+    the round trip's. Before, the round trip ran on the loop in one go."""
+    from controller.local import _wire
+
+    request = UpdateMetadataRequest(controller_id=3, controller_epoch=1, broker_epoch=42,
+                                    topic_states=[
+        UpdateMetadataRequest.UpdateMetadataTopicState(
+            topic_name=f"t{t}", topic_id=uuid.uuid4(), partition_states=[
+                UpdateMetadataRequest.UpdateMetadataPartitionState(
+                    topic_name=f"t{t}", partition_index=p, controller_epoch=1, leader=3,
+                    leader_epoch=0, isr=[3], zk_version=0, replicas=[3], offline_replicas=[])
+                for p in range(1000)])
+        for t in range(20)])
+    cpu0 = time.thread_time()
+    _wire(request)
+    wire_cpu_s = time.thread_time() - cpu0
+    channel = InProcessChannel()
+    receiver = Receiver()
+    channel.register_handler(BROKER.broker_id, receiver)
+    channel.add_broker(BROKER)
+    longest_cpu_s = 0.0
+    wakeups = 0
+
+    async def ticker() -> None:
+        nonlocal longest_cpu_s, wakeups
+        while True:
+            cpu = time.thread_time()
+            await asyncio.sleep(0.001)
+            wakeups += 1
+            longest_cpu_s = max(longest_cpu_s, time.thread_time() - cpu)
+
+    task = asyncio.get_running_loop().create_task(ticker())
+    await asyncio.sleep(0)
+    try:
+        response = await asyncio.wait_for(channel.send(BROKER.broker_id, request), 15)
+    finally:
+        task.cancel()
+        await channel.close()
+    assert isinstance(response, UpdateMetadataResponse)
+    (got,) = receiver.got
+    assert got == _wire(request)  # as decoded from its encoding
+    assert wakeups >= 5
+    assert longest_cpu_s < wire_cpu_s / 4, (
+        f"the loop ran {longest_cpu_s * 1000:.1f} ms without a break; the round trip takes "
+        f"{wire_cpu_s * 1000:.1f} ms")
