@@ -99,6 +99,9 @@ _ids = itertools.count()
 
 # Responses up to this size whose parts are all bytes are joined into one write.
 JOIN_MAX_BYTES = 1 << 20
+# A frame at least this large that the buffer does not hold whole is gathered as a list of
+# the reads that bring it and joined once (see _take_frame).
+GATHER_MIN_BYTES = 64 * 1024
 
 
 class Connection:
@@ -128,6 +131,10 @@ class Connection:
         self._loop = asyncio.get_running_loop()
         self.closed: asyncio.Future[None] = self._loop.create_future()
         self._buf = bytearray()
+        # A large frame being gathered: its reads as they came (the first holds its size
+        # prefix), and their total; _buf then holds nothing (see _take_frame).
+        self._parts: list[bytes | bytearray] | None = None
+        self._parts_bytes = 0
         self._frame_size = -1  # size of the frame being read (reserved in the pool), or -1
         self._reserved_bytes = 0  # pool bytes held for the frame being read or in flight
         self.in_flight = False  # a request is being handled: muted
@@ -175,7 +182,14 @@ class Connection:
 
     def data_received(self, data: bytes) -> None:
         self.last_active_ns = time.monotonic_ns()  # idle time counts from the last byte
-        self._buf += data
+        parts = self._parts
+        if parts is not None:  # (never in flight: the frame gathered is the next one)
+            parts.append(data)
+            self._parts_bytes += len(data)
+            if self._parts_bytes < 4 + self._frame_size and not self._eof:
+                return  # nothing to do until the frame is whole
+        else:
+            self._buf += data
         if not self.in_flight:
             self._process()
         elif len(self._buf) >= self._pause_at_bytes:
@@ -212,6 +226,7 @@ class Connection:
         if not self.in_flight:  # else the request's outcome releases its bytes
             self._release()
         self._buf = bytearray()
+        self._parts = None
         if self._sendfile_fd >= 0:
             os.close(self._sendfile_fd)
             self._sendfile_fd = -1
@@ -343,21 +358,16 @@ class Connection:
             elif self._frame_size == -2:
                 break
             size = self._frame_size
-            if len(buf) < 4 + size:
+            frame = self._take_frame(size)
+            if frame is None:
                 if self._eof:
+                    got = len(self._buf) if self._parts is None else self._parts_bytes
                     bad_input_log.warning(
                         "Connection %s closed after %d of a %d-byte request frame",
-                        self.id, len(buf) - 4, size)
+                        self.id, got - 4, size)
                     self.close()
                 self._resume_reading()  # a frame in progress is always read in full
                 break
-            # One copy into the frame (a slice of the bytearray would be a second one)
-            with memoryview(buf) as view:
-                frame = bytes(view[4:4 + size])
-            if len(buf) == 4 + size:
-                self._buf = bytearray()
-            else:
-                del buf[:4 + size]
             self._frame_size = -1
             self._start_request(frame)
             started = True
@@ -366,6 +376,44 @@ class Connection:
         elif (self._reading_paused and not self.in_flight and self._frame_size != -2
               and not self._stopping):
             self._resume_reading()
+
+    def _take_frame(self, size: int) -> bytes | None:
+        """The next frame's ``size`` bytes (after its 4-byte size prefix) once they are all
+        buffered, taken out of the buffer; None until then.
+
+        The bytes are copied once, into the frame. A frame the buffer holds whole is cut
+        out of it; a large one that it does not (``GATHER_MIN_BYTES``) is gathered from
+        then on as the list of reads that bring it, not appended to the buffer (a copy
+        per read, and a bytearray grown read by read: freshly faulted-in pages whenever
+        its size passes the allocator's mmap threshold), and joined once whole. Whatever
+        its last read holds beyond the frame is the buffer again."""
+        parts = self._parts
+        if parts is None:
+            buf = self._buf
+            if len(buf) >= 4 + size:
+                with memoryview(buf) as view:  # (a bytearray slice would be a second copy)
+                    frame = bytes(view[4:4 + size])
+                if len(buf) == 4 + size:
+                    self._buf = bytearray()
+                else:
+                    del buf[:4 + size]
+                return frame
+            if size >= GATHER_MIN_BYTES:
+                self._parts, self._parts_bytes, self._buf = [buf], len(buf), bytearray()
+            return None
+        if self._parts_bytes < 4 + size:
+            return None
+        # parts[0] holds the prefix and is not the whole frame (else it was cut above);
+        # the frame ends in the last part.
+        last = parts[-1]
+        end = len(last) - (self._parts_bytes - (4 + size))  # the frame's end in ``last``
+        pieces: list[bytes | bytearray | memoryview] = [memoryview(parts[0])[4:]]
+        pieces += parts[1:-1]
+        pieces.append(memoryview(last)[:end] if end < len(last) else last)
+        frame = b"".join(pieces)
+        self._buf = bytearray(memoryview(last)[end:]) if end < len(last) else bytearray()
+        self._parts, self._parts_bytes = None, 0
+        return frame
 
     def _process_next_turn(self) -> None:
         if not self._process_scheduled:
