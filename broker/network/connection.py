@@ -31,9 +31,10 @@ out at once with ``os.sendfile`` on a duplicate of the socket's descriptor kept 
 connection (``sendfile.write_parts_now``), and whatever the socket does not take then is
 finished by ``sendfile.write_parts`` in a task. After a write, the next request waits while
 the transport's buffer is over its high-water mark (``pause_writing`` / ``resume_writing``),
-as ``StreamWriter.drain`` would. While muted, reading from the socket stops once the buffer
-holds ``2 x read_limit_bytes``, so a client that pipelines many requests costs at most that
-much memory (plus one frame being read, at most ``socket.request.max.bytes``).
+as ``StreamWriter.drain`` would. While muted, or while whole frames wait for the next turn,
+reading from the socket stops once the buffer holds ``2 x read_limit_bytes``, so a client that
+pipelines many requests costs at most that much memory (plus one frame being read, at most
+``socket.request.max.bytes``, and one read beyond it).
 
 On a TLS listener (SSL, SASL_SSL) the transport encrypts, so record data cannot leave with
 ``sendfile``: it is copied (``sendfile.copy_parts_now``, or ``write_parts(copy=True)`` for a
@@ -371,7 +372,10 @@ class Connection:
             self._frame_size = -1
             self._start_request(frame)
             started = True
-        if self.in_flight and len(self._buf) >= self._pause_at_bytes:
+        # Muted, or frames already buffered waiting for the next turn: read no more than
+        # the bound (without the second, a pipelining client's reads between turns, up to
+        # 32 of 256 KiB each in one turn of uvloop's, grew the buffer without limit).
+        if (self.in_flight or self._process_scheduled) and len(self._buf) >= self._pause_at_bytes:
             self._pause_reading()
         elif (self._reading_paused and not self.in_flight and self._frame_size != -2
               and not self._stopping):

@@ -11,7 +11,9 @@ in order, the records read back are the bytes produced, and the broker keeps ser
 from __future__ import annotations
 
 import os
+import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -110,3 +112,36 @@ def test_peer_closing_inside_a_gathered_frame(module_broker: BrokerProcess) -> N
     with SyncClient(module_broker.bootstrap, timeout_ms=10_000) as c:
         f = fetch(c, "large-cut", 0, 0)
         assert records_of(f.responses[0].partitions[0].records) == []  # nothing appended
+
+
+def _minor_faults(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[7])
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+def test_pipelined_frames_are_read_no_further_ahead_than_the_bound(
+        module_broker: BrokerProcess) -> None:
+    """A client that pipelines 8 MB of produces in one write: the broker serves one frame a
+    turn and stops reading while frames wait for their turn beyond the connection's bound
+    (2 x 64 KiB), so its buffer never grows to where the allocator maps fresh pages for it:
+    its minor page faults stay under 32 per MB (the buffer grown without a bound: ~1,000
+    per MB). The answers come back in order."""
+    create_topic(module_broker.bootstrap, "pipelined-large")
+    frames: list[tuple[int, bytes]] = []
+    with RawClient(module_broker.bootstrap, timeout_s=30) as client:
+        values = [os.urandom(100) for _ in range(1000)]  # ~110 KB frames
+        for _ in range(2):  # warm-up
+            cid, data = _produce_frame(client, "pipelined-large", values)
+            client.send(data)
+            _base_offset(client, cid)
+        frames = [_produce_frame(client, "pipelined-large", values) for _ in range(80)]
+        stream = b"".join(data for _cid, data in frames)
+        before = _minor_faults(module_broker.pid)
+        sender = threading.Thread(target=client.send, args=(stream,))
+        sender.start()
+        offsets = [_base_offset(client, cid) for cid, _data in frames]
+        sender.join(30)
+        faults = _minor_faults(module_broker.pid) - before
+    assert offsets == [offsets[0] + 1000 * i for i in range(80)]
+    mb = len(stream) / 1e6
+    assert faults / mb < 32, f"{faults} minor page faults for {mb:.1f} MB pipelined"
