@@ -389,21 +389,21 @@ async def test_truncation_cuts_log_and_producer_state_together(tmp_path: Path) -
 
 
 class _Ticker:
-    """A task that sleeps 1 ms at a time and keeps the longest gap between its wake-ups."""
+    """A task that sleeps 1 ms at a time and keeps the most CPU the loop's thread used
+    between two of its wake-ups: the longest the loop ran in one go. (CPU, not wall time:
+    on a loaded machine a process also waits for a core, which no code here can shorten.)"""
 
     def __init__(self) -> None:
         self.ticks = 0
-        self.longest_s = 0.0
+        self.longest_cpu_s = 0.0
         self._task: asyncio.Task[None] | None = None
 
     async def _run(self) -> None:
-        last = time.monotonic()
         while True:
+            cpu = time.thread_time()
             await asyncio.sleep(0.001)
-            now = time.monotonic()
             self.ticks += 1
-            self.longest_s = max(self.longest_s, now - last)
-            last = now
+            self.longest_cpu_s = max(self.longest_cpu_s, time.thread_time() - cpu)
 
     async def __aenter__(self) -> _Ticker:
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -421,8 +421,9 @@ async def test_leader_and_isr_of_many_partitions_gives_the_loop_back(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """A LeaderAndIsr over thousands of hosted partitions (a new leader epoch for each:
     checks, role changes, two INFO lines a partition, the answer) runs in slices of a few
-    ms: a task on the same loop keeps waking up meanwhile. Before, it held the loop from
-    the first partition to the answer."""
+    ms: a task on the same loop keeps waking up meanwhile, and the loop never runs more
+    than a third of the request's CPU in one go. Before, it held the loop from the first
+    partition to the answer."""
     count = 2000
     rm = new_rm(tmp_path)
 
@@ -437,14 +438,15 @@ async def test_leader_and_isr_of_many_partitions_gives_the_loop_back(
     await rm.become_leader_or_follower(request(0))
     caplog.set_level(logging.INFO)  # as a broker logs
     async with _Ticker() as ticker:
-        t0 = time.monotonic()
+        cpu0 = time.thread_time()
         response = await rm.become_leader_or_follower(request(1))
-        took_s = time.monotonic() - t0
+        took_cpu_s = time.thread_time() - cpu0
     assert [e.error_code for t in response.topics for e in t.partition_errors] == [0] * count
     assert all(p.leader_epoch == 1 for p in rm.partitions.values())
-    assert ticker.ticks >= 5, f"{ticker.ticks} wake-ups in a {took_s:.3f} s LeaderAndIsr"
-    assert ticker.longest_s < took_s / 3, (
-        f"the loop was held {ticker.longest_s * 1000:.1f} ms of the {took_s * 1000:.1f} ms")
+    assert ticker.ticks >= 5, f"{ticker.ticks} wake-ups in a LeaderAndIsr of {took_cpu_s:.3f} s"
+    assert ticker.longest_cpu_s < took_cpu_s / 3, (
+        f"the loop ran {ticker.longest_cpu_s * 1000:.1f} ms of CPU in one go, of the "
+        f"LeaderAndIsr's {took_cpu_s * 1000:.1f} ms")
     close_rm(rm)
 
 
