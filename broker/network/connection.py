@@ -20,11 +20,14 @@ Frame handling, in order, for each request::
                      when it completes)
 
 The connection is **muted** while a request is in flight: the next frame is taken from the
-buffer only after the response to the previous one is written (or dropped for acks=0), so
-responses go out strictly in request order, as in Kafka. A request whose handler does not
-wait is answered within the callback that read it; the next frame already buffered is then
-taken at the loop's next turn (one request per connection per turn, like a Kafka processor),
-so a client pipelining thousands of requests does not hold the loop. A response of bytes
+buffer only after the response to the previous one is written, or held for the end of the
+turn (below), or dropped for acks=0, so responses go out strictly in request order, as in
+Kafka. A request the fast path serves is answered within the callback that read it, its
+response frame held and written at the end of the loop's turn with the other responses of
+that turn (``write_batch.WriteBatch``), and before anything else the connection writes; the
+next frame already buffered is taken at the loop's next turn (one request per connection per
+turn, like a Kafka processor), so a client pipelining thousands of requests does not hold
+the loop. A response of bytes
 only is one ``transport.write`` (parts joined); one with record data (``FileSlice``) is
 copied into one ``transport.write`` when small (``sendfile.SMALL_COPY_BYTES``), else goes
 out at once with ``os.sendfile`` on a duplicate of the socket's descriptor kept for the
@@ -79,6 +82,7 @@ from broker.network.sendfile import (
     write_parts,
     write_parts_now,
 )
+from broker.network.write_batch import WriteBatch
 from broker.security.listener import ListenerSecurity
 from broker.security.principal import ANONYMOUS, KafkaPrincipal, user
 from broker.security.tls import peer_dn
@@ -112,9 +116,11 @@ class Connection:
 
     def __init__(self, channel: RequestChannel, *, max_frame_bytes: int, copy_fetch_data: bool,
                  memory_pool: MemoryPool, read_limit_bytes: int,
-                 security: ListenerSecurity,
+                 security: ListenerSecurity, write_batch: WriteBatch,
                  authenticator: SaslAuthenticator | None = None) -> None:
         self._channel = channel
+        self._write_batch = write_batch
+        self._held: bytes | None = None  # a response frame to write at the end of the turn
         self.security = security
         self._authenticator = authenticator
         self.principal: KafkaPrincipal = ANONYMOUS
@@ -228,6 +234,7 @@ class Connection:
             self._release()
         self._buf = bytearray()
         self._parts = None
+        self._held = None
         if self._sendfile_fd >= 0:
             os.close(self._sendfile_fd)
             self._sendfile_fd = -1
@@ -276,6 +283,8 @@ class Connection:
             self.close()
 
     def close(self) -> None:
+        if self._held is not None:
+            self.write_held()
         if self._transport is not None and not self._transport.is_closing():
             self._transport.close()
 
@@ -449,6 +458,8 @@ class Connection:
         return self._max_frame_bytes
 
     def _start_request(self, frame: bytes) -> None:
+        if self._held is not None:  # the previous response first (a client pipelining)
+            self.write_held()
         auth = self._authenticator
         if auth is not None:
             if not auth.complete or auth.begins_reauthentication(frame):
@@ -577,14 +588,26 @@ class Connection:
 
     def _send_now(self, data: bytes) -> None:
         """``_on_outcome`` of a response frame of bytes only, without a throttle time (what a
-        handler's fast path answers)."""
+        handler's fast path answers): held, and written with the other responses of this
+        turn of the loop (``write_batch``) once the turn's requests are served."""
+        transport = self._transport
+        if not (self._lost or transport is None or transport.is_closing()):
+            self._held = data  # None here: _start_request wrote what was held
+            self._write_batch.add(self)
+        self._finish_request()
+
+    def write_held(self) -> None:
+        """Write the response frame held for the end of the turn (``WriteBatch``), if any."""
+        data, self._held = self._held, None
+        if data is None:
+            return
+        transport = self._transport
+        if self._lost or transport is None or transport.is_closing():
+            return
         try:
-            transport = self._transport
-            if not (self._lost or transport is None or transport.is_closing()):
-                transport.write(data)
+            transport.write(data)
         except Exception as exc:
             self._close_for(exc)
-        self._finish_request()
 
     def _out_fd(self) -> int:
         if self._sendfile_fd < 0:

@@ -38,6 +38,7 @@ from broker.network.quotas import (
 )
 from broker.network.request_channel import RequestChannel
 from broker.network.sendfile import copy_mode_from_env
+from broker.network.write_batch import WriteBatch
 from broker.security.listener import ListenerSecurity, build_listeners
 from broker.security.tls import describe_handshake_error
 from storage.throttled_log import BurstLog
@@ -77,6 +78,7 @@ class SocketServer:
         self._broker: Broker | None = None
         self._auth_ids = itertools.count()
         self._channel: RequestChannel | None = None
+        self._write_batch: WriteBatch | None = None  # made in start(), on the loop
         self._io_workers = config.num_io_threads  # num.io.threads, dynamic
         self._tasks: list[asyncio.Task[None]] = []
         self._connections: set[Connection] = set()
@@ -124,6 +126,7 @@ class SocketServer:
             num_workers=self._io_workers, metrics=self._request_metrics,
             request_quotas=None if broker is None else broker.quotas.request, faults=self._faults)
         self._channel.start()
+        self._write_batch = WriteBatch(asyncio.get_running_loop())
         self._accepting = True
         for endpoint, sock in self._sockets:
             self._tasks.append(asyncio.create_task(self._accept_loop(endpoint, sock),
@@ -211,13 +214,14 @@ class SocketServer:
             log.warning("Connection from %s failed at set-up: %s", host, exc)
             sock.close()
             return
-        assert self._channel is not None
+        assert self._channel is not None and self._write_batch is not None
         # Record data cannot go through TLS with sendfile: TLS connections copy it.
         connection = Connection(self._channel,
                                 max_frame_bytes=self._config.socket_request_max_bytes,
                                 copy_fetch_data=self._copy or security.uses_tls,
                                 memory_pool=self.memory_pool,
                                 read_limit_bytes=READ_LIMIT_BYTES, security=security,
+                                write_batch=self._write_batch,
                                 authenticator=self._authenticator(security))
         self._connections.add(connection)
         stats = self.listener_stats[security.name]

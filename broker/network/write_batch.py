@@ -1,0 +1,49 @@
+"""Response frames written together at the end of the event loop's turn.
+
+A response the connection answers at once (the produce fast path) is held by its connection
+and written when the loop has served every request that arrived in the same turn (one
+``call_soon`` per turn, whatever the number of connections), not in the middle of them.
+
+Why (measured under P5: 16 librdkafka producers, one request in flight each, 2 cores): the
+loop found about 14 of the 16 connections ready in each ``epoll_wait`` and served them one
+after the other. Each write to a loopback socket wakes the client thread waiting for it, and
+the kernel runs that thread on the writer's CPU (a socket wakes its reader with a "sync"
+wake-up), where it preempted the broker: 0.5-0.6 involuntary context switches per request,
+4,595 of the broker's 5,665 switches out in one second (``perf sched``) in favour of
+librdkafka's broker threads, the rest of the turn's requests waiting meanwhile. Written
+together at the end of the turn, the responses cost less CPU per request on both sides.
+
+Order per connection is kept: a connection writes what it holds before anything else it
+writes (its next request starts, a response of the general path, closing).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Protocol
+
+
+class HeldWriter(Protocol):
+    def write_held(self) -> None:
+        """Write the response frames held for the end of the turn, if any."""
+
+
+class WriteBatch:
+    """The connections holding response frames for the end of this turn (one list per
+    event loop, shared by its connections)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._waiting: list[HeldWriter] = []
+
+    def add(self, writer: HeldWriter) -> None:
+        """``writer`` holds a response: write it at the end of this turn. Each writer is
+        added once per response it holds (it writes everything it holds at once)."""
+        if not self._waiting:
+            self._loop.call_soon(self._write_all)
+        self._waiting.append(writer)
+
+    def _write_all(self) -> None:
+        waiting, self._waiting = self._waiting, []
+        for writer in waiting:
+            writer.write_held()

@@ -1,0 +1,145 @@
+"""Responses the connection answers at once (the produce fast path) are written at the end of
+the event loop's turn, together, once every request read in that turn has been served
+(broker/network/write_batch.py), and answers still come in request order on each connection.
+
+On an in-process broker: its loop is paused (``InProcessBroker.pause``) while the clients
+send, so that the requests are all waiting when it resumes and are read in one turn."""
+
+from __future__ import annotations
+
+import socket
+import struct
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from broker.network.write_batch import WriteBatch
+from protocol.frames import RequestHeader, decode_response, encode_request
+from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from protocol.messages.metadata import MetadataRequest, MetadataResponse
+from protocol.messages.produce import ProduceRequest, ProduceResponse
+from protocol.topic_partition import TopicPartition
+from pytest_minikafka import BrokerHandle
+from pytest_minikafka.inprocess import InProcessBroker
+from tests.integration.data_path_client import batch, create_topic
+
+pytestmark = [pytest.mark.timeout(60), pytest.mark.minikafka(subprocess=False)]
+
+PRODUCE_V = 9
+CONNECTIONS = 12
+
+
+def _produce(correlation_id: int, topic: str, value: bytes) -> bytes:
+    body = ProduceRequest(transactional_id=None, acks=1, timeout_ms=5_000, topic_data=[
+        ProduceRequest.TopicProduceData(topic, [
+            ProduceRequest.PartitionProduceData(0, batch([value]))])])
+    return encode_request(RequestHeader(0, PRODUCE_V, correlation_id, "batch-test"), body)
+
+
+def _recv_frame(sock: socket.socket) -> bytes:
+    def read(n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = sock.recv(n - len(data))
+            assert chunk, "connection closed"
+            data += chunk
+        return data
+
+    return read(struct.unpack(">i", read(4))[0])
+
+
+def _produced(frame: bytes) -> tuple[int, int, int]:
+    """(correlation id, error code, base offset) of a one-partition ProduceResponse."""
+    cid, body = decode_response(frame, 0, PRODUCE_V)
+    assert isinstance(body, ProduceResponse)
+    (part,) = body.responses[0].partition_responses
+    return cid, part.error_code, part.base_offset
+
+
+@pytest.fixture
+def flushes(kafka_broker: BrokerHandle) -> Iterator[list[tuple[int, int]]]:
+    """Each end-of-turn write of the broker's WriteBatch, as (responses written, the topic's
+    log end offset at that moment)."""
+    assert isinstance(kafka_broker, InProcessBroker)
+    server = kafka_broker._server
+    assert server is not None
+    write_batch = server.network._write_batch
+    assert isinstance(write_batch, WriteBatch)
+    seen: list[tuple[int, int]] = []
+    write_all = write_batch._write_all
+    partitions = server.broker.replica_manager.partitions  # type: ignore[union-attr]
+
+    def recording() -> None:
+        p = partitions.get(TopicPartition("batched", 0))
+        seen.append((len(write_batch._waiting), -1 if p is None else p.log_end_offset))
+        write_all()
+
+    write_batch._write_all = recording  # type: ignore[method-assign]
+    try:
+        yield seen
+    finally:
+        del write_batch._write_all
+
+
+def test_responses_of_one_turn_are_written_together_after_it(
+        kafka_broker: BrokerHandle, flushes: list[tuple[int, int]]) -> None:
+    assert isinstance(kafka_broker, InProcessBroker)
+    create_topic(kafka_broker.bootstrap, "batched")
+    host, port = kafka_broker.bootstrap.rsplit(":", 1)
+    socks = [socket.create_connection((host, int(port)), timeout=10) for _ in range(CONNECTIONS)]
+    try:
+        kafka_broker.pause()
+        try:
+            for i, sock in enumerate(socks):
+                sock.sendall(_produce(100 + i, "batched", b"v%d" % i))
+        finally:
+            kafka_broker.resume()
+        answers = [_produced(_recv_frame(sock)) for sock in socks]
+    finally:
+        for sock in socks:
+            sock.close()
+    assert [(cid, error) for cid, error, _ in answers] == [(100 + i, 0) for i in range(CONNECTIONS)]
+    assert sorted(offset for _, _, offset in answers) == list(range(CONNECTIONS))
+    # Read in one turn, all appended, then all written at once.
+    assert flushes == [(CONNECTIONS, CONNECTIONS)]
+
+
+def test_pipelined_requests_are_answered_in_order(
+        kafka_broker: BrokerHandle, flushes: list[tuple[int, int]]) -> None:
+    """Held fast-path answers and the general path's answers (ApiVersions, Metadata) of one
+    connection's pipelined requests come back in request order."""
+    assert isinstance(kafka_broker, InProcessBroker)
+    create_topic(kafka_broker.bootstrap, "batched")
+    frames: list[tuple[int, Any]] = []  # (api key, version) by correlation id order
+    data = b""
+    for cid, kind in enumerate(["p", "p", "a", "p", "m", "p", "p", "a", "p"]):
+        if kind == "p":
+            data += _produce(cid, "batched", b"x%d" % cid)
+            frames.append((0, PRODUCE_V))
+        elif kind == "a":
+            data += encode_request(RequestHeader(18, 3, cid, "batch-test"),
+                                   ApiVersionsRequest("batch-test", "1"))
+            frames.append((18, 3))
+        else:
+            data += encode_request(RequestHeader(3, 12, cid, "batch-test"),
+                                   MetadataRequest(topics=None))
+            frames.append((3, 12))
+    host, port = kafka_broker.bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        kafka_broker.pause()
+        try:
+            sock.sendall(data)
+        finally:
+            kafka_broker.resume()
+        answers = []
+        for api_key, version in frames:
+            cid, body = decode_response(_recv_frame(sock), api_key, version)
+            answers.append(cid)
+            if api_key == 0:
+                assert isinstance(body, ProduceResponse)
+                assert body.responses[0].partition_responses[0].error_code == 0
+            else:
+                assert isinstance(body, ApiVersionsResponse | MetadataResponse)
+    assert answers == list(range(len(frames)))
+    assert sum(n for n, _ in flushes) == sum(1 for key, _ in frames if key == 0)
