@@ -152,10 +152,18 @@ class ControlRequestBatch:
                 send(broker_id, self._stop_replica(target, stops))
         if self.update_metadata_partitions:
             self.update_metadata_brokers.update(live)
+        # Every broker gets the same UpdateMetadata but for its broker epoch: its topics and
+        # brokers are built once (thousands of partitions) and shared, read-only.
+        body: tuple[list[_UmR.UpdateMetadataTopicState], list[_UmR.UpdateMetadataBroker]] | None
+        body = None
         for broker_id in sorted(self.update_metadata_brokers):
             target = live.get(broker_id)
             if target is not None:
-                send(broker_id, self._update_metadata(target, live, topic_ids, offline_dirs or {}))
+                if body is None:
+                    body = self._update_metadata_body(live, topic_ids, offline_dirs or {})
+                send(broker_id, UpdateMetadataRequest(
+                    controller_id=self.controller_id, controller_epoch=self.controller_epoch,
+                    broker_epoch=target.epoch, topic_states=body[0], live_brokers=body[1]))
         self.leader_and_isr.clear()
         self.update_metadata_brokers.clear()
         self.update_metadata_partitions.clear()
@@ -194,10 +202,11 @@ class ControlRequestBatch:
                           for t, states in sorted(by_topic.items())],
             live_leaders=live_leaders)
 
-    def _update_metadata(self, target: BrokerRegistration, live: Mapping[int, BrokerRegistration],
-                         topic_ids: Callable[[str], uuid.UUID],
-                         offline_dirs: Mapping[int, Collection[TopicPartition]],
-                         ) -> UpdateMetadataRequest:
+    def _update_metadata_body(
+        self, live: Mapping[int, BrokerRegistration], topic_ids: Callable[[str], uuid.UUID],
+        offline_dirs: Mapping[int, Collection[TopicPartition]],
+    ) -> tuple[list[_UmR.UpdateMetadataTopicState], list[_UmR.UpdateMetadataBroker]]:
+        """An UpdateMetadata's topic states and live brokers (the same for every broker)."""
         by_topic: dict[str, list[_UmR.UpdateMetadataPartitionState]] = {}
         for u in self.update_metadata_partitions.values():
             lai = u.state.leader_and_isr
@@ -209,19 +218,17 @@ class ControlRequestBatch:
                 leader_epoch=lai.leader_epoch, isr=list(lai.isr),
                 zk_version=lai.partition_epoch, replicas=list(u.replicas),
                 offline_replicas=offline))
-        return UpdateMetadataRequest(
-            controller_id=self.controller_id, controller_epoch=self.controller_epoch,
-            broker_epoch=target.epoch,
-            topic_states=[_UmR.UpdateMetadataTopicState(topic_name=t, topic_id=topic_ids(t),
-                                                        partition_states=states)
-                          for t, states in sorted(by_topic.items())],
-            live_brokers=[_UmR.UpdateMetadataBroker(
-                id=b.broker_id, rack=b.rack,
-                endpoints=[_UmR.UpdateMetadataEndpoint(port=e.port, host=e.host,
-                                                       listener=e.listener,
-                                                       security_protocol=e.security_protocol)
-                           for e in b.endpoints])
-                for b in (live[i] for i in sorted(live))])
+        topic_states = [_UmR.UpdateMetadataTopicState(topic_name=t, topic_id=topic_ids(t),
+                                                      partition_states=states)
+                        for t, states in sorted(by_topic.items())]
+        live_brokers = [_UmR.UpdateMetadataBroker(
+            id=b.broker_id, rack=b.rack,
+            endpoints=[_UmR.UpdateMetadataEndpoint(port=e.port, host=e.host,
+                                                   listener=e.listener,
+                                                   security_protocol=e.security_protocol)
+                       for e in b.endpoints])
+            for b in (live[i] for i in sorted(live))]
+        return topic_states, live_brokers
 
     def _stop_replica(self, target: BrokerRegistration,
                       stops: Mapping[TopicPartition, tuple[int, bool]]) -> StopReplicaRequest:
