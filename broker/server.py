@@ -285,7 +285,8 @@ class BrokerServer:
         else:
             # Topic configs first: the log manager opens each log with its topic's LogConfig.
             try:
-                store = LocalTopicStore.load(log_dir, config.broker_id)
+                # Read and parsed in a worker thread: the file lists every partition.
+                store = await asyncio.to_thread(LocalTopicStore.load, log_dir, config.broker_id)
             except TopicStoreLoadError as exc:
                 raise StartupError(str(exc)) from None
         log_configs = LogConfigs(config, store)
