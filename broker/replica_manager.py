@@ -97,6 +97,8 @@ from storage.errors import LogDirOfflineError, LogIOError, StorageError
 from storage.manager import LogManager
 from storage.naming import TopicPartition as StorageTopicPartition
 
+_new_tuple = tuple.__new__  # a NamedTuple's own __new__ is Python code; this is C
+
 if TYPE_CHECKING:
     from broker.alter_partition import AlterPartitionManager
     from broker.metrics.topics import BrokerTopicStats
@@ -198,7 +200,7 @@ class ReplicaManager:
     # ------------------------------------------------------------ partitions
 
     def get_partition(self, topic: str, partition: int) -> Partition | None:
-        return self.partitions.get(TopicPartition(topic, partition))
+        return self.partitions.get(_new_tuple(TopicPartition, (topic, partition)))
 
     def topic_name_for_id(self, topic_id: uuid.UUID) -> str | None:
         return self._topic_names.get(topic_id)

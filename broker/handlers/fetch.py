@@ -118,8 +118,51 @@ SMALL_ANSWER_BYTES = 16 * 1024
 _EMPTY = b""
 
 
+def _answer_of(correlation_id: int, version: int, topic: str, topic_id: uuid.UUID,
+               partition: int, isolation: IsolationLevel, r: ReadResult) -> FastResult:
+    """The response to the read ``r``, as handle_fetch answers it where no fetch quota is
+    enabled: the frame's bytes (records up to 16 KiB read here) or parts (record data for
+    sendfile), or the message the general path builds where protocol.fetch_fast does not
+    write the frame."""
+    records = r.records
+    aborted_empty = isolation is _READ_COMMITTED
+    head = encode_single_response_head(
+        correlation_id, version, topic, topic_id, partition, r.error, r.high_watermark,
+        r.last_stable_offset, r.log_start_offset, aborted_empty, r.preferred_read_replica,
+        0 if records is None else records.length)
+    if head is None:
+        return Respond(FetchResponse(
+            throttle_time_ms=0, error_code=_NO_ERROR, session_id=INVALID_SESSION_ID,
+            responses=[_R.FetchableTopicResponse(topic=topic, topic_id=topic_id, partitions=[
+                _R.PartitionData(
+                    partition_index=partition, error_code=r.error,
+                    high_watermark=r.high_watermark, last_stable_offset=r.last_stable_offset,
+                    log_start_offset=r.log_start_offset,
+                    aborted_transactions=[] if aborted_empty else None,
+                    preferred_read_replica=r.preferred_read_replica,
+                    records=records if records is not None else _EMPTY)])]))
+    flexible = version >= FLEXIBLE_FROM
+    if records is None:
+        return head + FLEXIBLE_TAIL if flexible else head
+    n = records.length
+    if len(head) + n <= SMALL_ANSWER_BYTES:
+        # What the network layer does with a small response (one pread, one write),
+        # done here: the frame leaves as bytes, without the parts' handling.
+        try:
+            data = os.pread(records.fileno(), n, records.position)
+        except (OSError, ValueError):
+            data = b""  # the network layer meets the error again, and reports it
+        if len(data) == n:
+            if log.isEnabledFor(logging.DEBUG):  # as the network layer logs its copies
+                log.debug("copy: %d bytes of fd %d at %d", n, records.fileno(),
+                          records.position)
+            return head + data + FLEXIBLE_TAIL if flexible else head + data
+    parts: ResponseParts = [head, records, FLEXIBLE_TAIL] if flexible else [head, records]
+    return parts
+
+
 class _FastAnswer:
-    """What the fast path's answer needs besides the read (one per fast fetch)."""
+    """What the answer of a fast-path fetch that waits needs besides the read."""
 
     __slots__ = ("broker", "client_id", "correlation_id", "isolation", "partition", "topic",
                  "topic_id", "user", "version")
@@ -138,11 +181,10 @@ class _FastAnswer:
         self.isolation = isolation
 
     def of(self, r: ReadResult) -> FastResult:
-        """The response to the read ``r``, as handle_fetch answers it: the frame's parts,
-        or (a fetch quota enabled while the fetch waited, or a frame protocol.fetch_fast
-        does not write) the message the general path builds."""
+        """``_answer_of`` ``r``; with a fetch quota enabled while the fetch waited, first
+        what handle_fetch does then: the bytes counted, over the quota an empty answer."""
         quotas = self.broker.quotas.fetch
-        if quotas.enabled:  # only for a fetch that waited: the fast path serves none else
+        if quotas.enabled:
             response_bytes = r.size_bytes
             throttle_ms = quotas.record(self.user, self.client_id, response_bytes)
             if throttle_ms > 0:
@@ -150,41 +192,8 @@ class _FastAnswer:
                 return Respond(FetchResponse(throttle_time_ms=throttle_ms,
                                              error_code=_NO_ERROR, session_id=INVALID_SESSION_ID,
                                              responses=[]), throttle_ms=throttle_ms)
-        records = r.records
-        aborted_empty = self.isolation is _READ_COMMITTED
-        head = encode_single_response_head(
-            self.correlation_id, self.version, self.topic, self.topic_id, self.partition,
-            r.error, r.high_watermark, r.last_stable_offset, r.log_start_offset,
-            aborted_empty, r.preferred_read_replica, 0 if records is None else records.length)
-        if head is None:
-            return Respond(FetchResponse(
-                throttle_time_ms=0, error_code=_NO_ERROR, session_id=INVALID_SESSION_ID,
-                responses=[_R.FetchableTopicResponse(topic=self.topic, topic_id=self.topic_id,
-                                                     partitions=[_R.PartitionData(
-                    partition_index=self.partition, error_code=r.error,
-                    high_watermark=r.high_watermark, last_stable_offset=r.last_stable_offset,
-                    log_start_offset=r.log_start_offset,
-                    aborted_transactions=[] if aborted_empty else None,
-                    preferred_read_replica=r.preferred_read_replica,
-                    records=records if records is not None else _EMPTY)])]))
-        flexible = self.version >= FLEXIBLE_FROM
-        if records is None:
-            return head + FLEXIBLE_TAIL if flexible else head
-        n = records.length
-        if len(head) + n <= SMALL_ANSWER_BYTES:
-            # What the network layer does with a small response (one pread, one write),
-            # done here: the frame leaves as bytes, without the parts' handling.
-            try:
-                data = os.pread(records.fileno(), n, records.position)
-            except (OSError, ValueError):
-                data = b""  # the network layer meets the error again, and reports it
-            if len(data) == n:
-                if log.isEnabledFor(logging.DEBUG):  # as the network layer logs its copies
-                    log.debug("copy: %d bytes of fd %d at %d", n, records.fileno(),
-                              records.position)
-                return head + data + FLEXIBLE_TAIL if flexible else head + data
-        parts: ResponseParts = [head, records, FLEXIBLE_TAIL] if flexible else [head, records]
-        return parts
+        return _answer_of(self.correlation_id, self.version, self.topic, self.topic_id,
+                          self.partition, self.isolation, r)
 
 
 class _ParkedFetch(DelayedFetch):
@@ -257,10 +266,12 @@ def fetch_fast(broker: Broker, header: RequestHeader, frame: bytes, offset: int,
                          version >= FOLLOWER_READS_MIN_VERSION, "")
     statuses = [FetchPartitionStatus(topic, partition, fetch_offset,
                                      max(0, partition_max_bytes), current_leader_epoch)]
-    answer = _FastAnswer(broker, header, principal, topic, topic_id, partition, isolation)
     r = rm.read_all(params, statuses)[0]
     if params.max_wait_ms <= 0 or r.size_bytes >= params.min_bytes or r.error is not _NO_ERROR:
-        return answer.of(r)
+        # (no fetch quota is enabled: checked above, and nothing ran since)
+        return _answer_of(header.correlation_id, version, topic, topic_id, partition,
+                          isolation, r)
+    answer = _FastAnswer(broker, header, principal, topic, topic_id, partition, isolation)
     op = _ParkedFetch(params, statuses, rm.get_partition, rm.read_all, answer)
     keys = (_new_tuple(TopicPartition, (topic, partition)),)
     # The read just made is the one try_complete would make (op.reusable: the same
