@@ -368,16 +368,24 @@ class Connection:
             elif self._frame_size == -2:
                 break
             size = self._frame_size
-            frame = self._take_frame(size)
-            if frame is None:
-                if self._eof:
-                    got = len(self._buf) if self._parts is None else self._parts_bytes
-                    bad_input_log.warning(
-                        "Connection %s closed after %d of a %d-byte request frame",
-                        self.id, got - 4, size)
-                    self.close()
-                self._resume_reading()  # a frame in progress is always read in full
-                break
+            if len(buf) == 4 + size and self._parts is None:
+                # The common case inline (no call): the buffer holds this frame exactly. Its
+                # prefix is dropped in place (a bytearray's start moves), the rest copied once.
+                del buf[:4]
+                frame = bytes(buf)
+                self._buf = bytearray()
+            else:
+                taken = self._take_frame(size)
+                if taken is None:
+                    if self._eof:
+                        got = len(self._buf) if self._parts is None else self._parts_bytes
+                        bad_input_log.warning(
+                            "Connection %s closed after %d of a %d-byte request frame",
+                            self.id, got - 4, size)
+                        self.close()
+                    self._resume_reading()  # a frame in progress is always read in full
+                    break
+                frame = taken
             self._frame_size = -1
             self._start_request(frame)
             started = True

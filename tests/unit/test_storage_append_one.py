@@ -33,6 +33,9 @@ def _batches() -> list[bytes]:
         build_batch(records(NOW_MS), is_control=True),
         build_batch(records(-5, 1)),  # a negative timestamp
         build_batch(records(NOW_MS - 1, 4)),
+        # over HEADER_ONLY_MIN_BYTES: a read-only one is written without being copied
+        build_batch(records(NOW_MS - 3, 80)),
+        build_batch(records(None, 80)),
     ]
 
 
