@@ -189,10 +189,14 @@ class ControllerCore:
 
     async def _on_topics_changed(self) -> None:
         ctx = self.context
-        records = await self.store.topics()
-        new = [name for name in records if name not in ctx.topics]
-        for name in [n for n in ctx.topics if n not in records]:
+        # The names, then the assignments of the new topics only (Kafka's processTopicChange):
+        # reading and decoding every topic's on each change costs the loop tens of ms at
+        # thousands of partitions.
+        names = await self.store.topic_names()
+        for name in [n for n in ctx.topics if n not in names]:
             ctx.remove_topic(name)  # removed by someone else: forget it
+        records = await self.store.topics([n for n in names if n not in ctx.topics])
+        new = [name for name in records if name not in ctx.topics]
         partitions: list[TopicPartition] = []
         for name in sorted(new):
             ctx.topics[name] = records[name]
