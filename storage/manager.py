@@ -129,8 +129,8 @@ class LogManager:
         return self._config_for(topic) if self._config_for is not None else self.default_config
 
     def startup(self) -> None:
-        """Lock every directory and load its partitions (recovering after an unclean stop),
-        ``recovery_threads_per_dir`` at a time (Kafka's ``num.recovery.threads.per.data.dir``).
+        """Lock every directory and load its partitions (recovering after an unclean stop,
+        ``recovery_threads_per_dir`` at a time: Kafka's ``num.recovery.threads.per.data.dir``).
         Blocking: the broker calls it from a worker thread, so that its event loop runs on.
 
         A directory the disk fails while loading goes offline; start-up fails only when
