@@ -22,6 +22,12 @@ consumer reports each record slower than ``--stall-ms`` with its receive time, a
 matched with the stalls that overlap its life (produce to receive): so the report says how
 much of the tail the loop's stalls explain.
 
+``--cluster N`` measures the controller instead: ZooKeeper (devcluster.zookeeper) and three
+brokers, broker 1 (started first: the controller) probed; the window spans the creation of
+N partitions (topics of at most 1,000, replication factor 3, as the controller elects,
+writes to ZooKeeper and sends LeaderAndIsr / UpdateMetadata to every broker, and the
+followers start fetching) and ``--settle-s`` after it.
+
 ``--startup N`` measures a start-up instead: a first broker creates N partitions (topics of
 at most 1,000) and stops cleanly; a second one starts on that log dir with the window open
 from its first step (``BrokerServer.run``) until it serves requests (the controller's
@@ -303,6 +309,74 @@ def _startup(args: argparse.Namespace, argv_broker: list[str], settings: dict[st
     return 0
 
 
+def _cluster(args: argparse.Namespace, settings: dict[str, Any], work: Path) -> int:
+    """Three brokers on a ZooKeeper of their own, broker 1 (the controller) probed while
+    ``args.cluster`` partitions are created with replication factor 3."""
+    from bench.partition_scaling import topic_layout
+    from bench.procs import free_port, spawn, stop
+    from client.sync import SyncClient
+    from devcluster.zookeeper import ZooKeeper
+
+    topics, per_topic = topic_layout(args.cluster)
+    zk = ZooKeeper(work / "zookeeper", nodes=1).start()
+    ports = {i: free_port() for i in (1, 2, 3)}
+    procs: dict[int, Any] = {}
+
+    def launch(broker_id: int) -> None:
+        props = {"broker.id": str(broker_id),
+                 "listeners": f"PLAINTEXT://127.0.0.1:{ports[broker_id]}",
+                 "log.dirs": str(work / f"broker-{broker_id}"),
+                 "zookeeper.connect": f"{zk.connect_string}/loop-lag",
+                 "zookeeper.session.timeout.ms": "6000",
+                 **dict(item.split("=", 1) for item in args.override)}
+        overrides = [a for k, v in props.items() for a in ("--override", f"{k}={v}")]
+        env = dict(os.environ)
+        if broker_id == 1:
+            env[STATE_ENV] = json.dumps(settings)
+            argv = [sys.executable, str(Path(__file__).resolve()), "--child", "broker", *overrides]
+        else:
+            argv = [sys.executable, "-m", "cli", "broker", *overrides]
+        procs[broker_id] = spawn(argv, log_path=work / f"broker-{broker_id}.log", env=env,
+                                 cwd=args.tree)
+
+    def wait_ready(broker_id: int, timeout_s: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        log_path = work / f"broker-{broker_id}.log"
+        while time.monotonic() < deadline:
+            if "minikafka: started broker" in log_path.read_text(errors="replace"):
+                return
+            time.sleep(0.1)
+        raise RuntimeError(f"broker {broker_id} did not start: see {log_path}")
+
+    try:
+        launch(1)
+        wait_ready(1)
+        launch(2)
+        launch(3)
+        wait_ready(2)
+        wait_ready(3)
+        os.kill(procs[1].pid, signal.SIGUSR1)
+        t0 = time.monotonic()
+        with SyncClient(f"127.0.0.1:{ports[1]}", timeout_ms=600_000) as client:
+            for i in range(topics):
+                client.create_topic(f"cluster-{i}", per_topic, 3, {})
+        created_s = time.monotonic() - t0
+        time.sleep(args.settle_s)
+        os.kill(procs[1].pid, signal.SIGUSR2)
+        probe = _wait_file(Path(settings["out"]))
+    finally:
+        for proc in procs.values():
+            stop(proc, sig=signal.SIGKILL)
+        zk.stop()
+    print(f"cluster of 3 brokers, controller probed: {args.cluster:,} partitions created "
+          f"({topics} topics, replication factor 3) in {created_s:.2f} s; window "
+          f"{probe['seconds']:.2f} s, loop thread CPU {probe['loop_cpu_s']:.2f} s")
+    _print_loop(args, probe)
+    _print_stacks(probe)
+    print(f"work dir: {work}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args_in = sys.argv[1:] if argv is None else argv
     if args_in[:1] == ["--child"]:
@@ -328,6 +402,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--startup", type=int, default=0, metavar="N",
                         help="measure a start-up over N partitions instead of P4's load")
+    parser.add_argument("--cluster", type=int, default=0, metavar="N",
+                        help="measure a 3-broker cluster's controller creating N partitions")
+    parser.add_argument("--settle-s", type=float, default=3.0,
+                        help="--cluster: how long the window stays open after the creation")
     parser.add_argument("--out-dir", type=Path, default=Path(tempfile.gettempdir()) / "loop-lag")
     args = parser.parse_args(args_in)
     args.out_dir.mkdir(parents=True, exist_ok=True)
@@ -346,6 +424,8 @@ def main(argv: list[str] | None = None) -> int:
                    *(a for k, v in props.items() for a in ("--override", f"{k}={v}"))]
     if args.startup:
         return _startup(args, argv_broker, settings, work, port)
+    if args.cluster:
+        return _cluster(args, settings, work)
     broker = spawn(argv_broker, log_path=work / "broker.log",
                    env={**os.environ, STATE_ENV: json.dumps(settings)}, cwd=args.tree)
     records = int(args.rate * (args.warmup_s + args.window_s))
