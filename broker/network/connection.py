@@ -106,7 +106,7 @@ _ids = itertools.count()
 JOIN_MAX_BYTES = 1 << 20
 # A frame at least this large that the buffer does not hold whole is gathered as a list of
 # the reads that bring it and joined once (see _take_frame).
-GATHER_MIN_BYTES = 64 * 1024
+GATHER_MIN_BYTES = 1 << 16  # (a size prefix whose first two bytes are not both 0)
 
 
 class Connection:
@@ -193,8 +193,14 @@ class Connection:
         if parts is not None:  # (never in flight: the frame gathered is the next one)
             parts.append(data)
             self._parts_bytes += len(data)
-            if self._parts_bytes < 4 + self._frame_size and not self._eof:
+            if self._parts_bytes - 4 < self._frame_size and not self._eof:
                 return  # nothing to do until the frame is whole
+        elif (len(data) >= 4 and (data[0] or data[1])  # a size of GATHER_MIN_BYTES or more
+              and not self._buf and self._frame_size == -1 and not self.in_flight
+              and int.from_bytes(data[:4], "big") > len(data) - 4):
+            # A read that starts a large frame without holding it: gathered from this
+            # read on, not copied into the buffer first (its size is checked as any, below).
+            self._parts, self._parts_bytes = [data], len(data)
         else:
             self._buf += data
         if not self.in_flight:
@@ -345,17 +351,21 @@ class Connection:
                 break
             buf = self._buf
             if self._frame_size < 0:
+                head: bytes | bytearray = buf
                 if len(buf) < 4:
-                    if self._eof:
-                        if buf:
-                            bad_input_log.warning(
-                                "Connection %s closed inside a frame size prefix", self.id)
-                        self.close()
-                    break
+                    parts = self._parts
+                    if parts is None:
+                        if self._eof:
+                            if buf:
+                                bad_input_log.warning(
+                                    "Connection %s closed inside a frame size prefix", self.id)
+                            self.close()
+                        break
+                    head = parts[0]  # a frame gathered from its first read, which has its size
                 auth = self._authenticator
                 limit = (self._max_frame_bytes if auth is None or auth.complete
                          else self._frame_limit())
-                size = decode_frame_size(buf, limit)  # ProtocolError -> close
+                size = decode_frame_size(head, limit)  # ProtocolError -> close
                 if not self._pool.try_reserve(size):
                     # queued.max.request.bytes: wait, muted, for memory.
                     self._pause_reading()
