@@ -194,6 +194,17 @@ class ZkBrokerSession:
             log.debug("Controller event %s left to the reconnect: ZooKeeper is %s",
                       event, zk.state)
             return
+        if (isinstance(event, ZkWatchFired) and zk is not None and self._registered_session != 0
+                and zk.session_id != self._registered_session):
+            # A watch of the session this broker registered (and was perhaps elected) in,
+            # which has expired: the new session's ZkSessionChanged, queued behind it,
+            # resigns, registers and elects again, and a new controller re-reads every path.
+            # Acting on it first would act in an office already lost (a controller fresh
+            # from a pause sent UpdateMetadata with its old epoch). Kafka's controller
+            # clears its queue on expiry for the same reason.
+            log.debug("Controller event %s dropped: it fired in the expired session 0x%x",
+                      event, self._registered_session)
+            return
         try:
             if isinstance(event, ZkSessionChanged):
                 await self._on_session_changed()

@@ -6,12 +6,19 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
 from controller import zk_data as zd
-from controller.zk_client import ControllerMovedError, SetDataOp, ZkClient, ZkSessionExpired
+from controller.zk_client import (
+    CONNECTED,
+    ControllerMovedError,
+    SetDataOp,
+    ZkClient,
+    ZkSessionExpired,
+    ZkWatchFired,
+)
 from controller.zk_election import ControllerEpoch
 from controller.zk_registration import DuplicateBrokerIdError, InconsistentClusterIdError
 from controller.zk_session import ZkBrokerSession, ZkSettings
@@ -26,7 +33,8 @@ SESSION_TIMEOUT_MS = 6000
 class Member:
     """One broker's ZooKeeper side, with a record of its elections and resignations."""
 
-    def __init__(self, connect: str, broker_id: int, *, rack: str | None = None) -> None:
+    def __init__(self, connect: str, broker_id: int, *, rack: str | None = None,
+                 handler: Callable[[object], Awaitable[None]] | None = None) -> None:
         self.broker_id = broker_id
         self.elected: list[ControllerEpoch] = []
         self.resignations = 0
@@ -34,7 +42,8 @@ class Member:
         self.rack = rack
         self.session = ZkBrokerSession(
             ZkSettings(connect, session_timeout_ms=SESSION_TIMEOUT_MS),
-            self.registration, on_elected=self._elected, on_resigned=self._resigned)
+            self.registration, on_elected=self._elected, on_resigned=self._resigned,
+            handler=handler)
 
     def registration(self) -> zd.BrokerRegistration:
         return zd.BrokerRegistration(
@@ -195,3 +204,41 @@ async def test_a_broker_whose_session_expired_registers_again(members: Callable[
     data, stat = check.get(zd.broker_path(5))
     assert stat.czxid == member.session.broker_epoch
     assert zd.BrokerRegistration.decode(5, data).endpoints[0].port == member.port
+
+
+async def test_a_watch_of_the_expired_session_is_not_handled_before_the_resignation(
+        members: Callable[..., Member]) -> None:
+    """A watch event queued in the session a controller lost, still waiting when the new
+    session is up (its event queue was busy: a broker fresh from a pause), is dropped: the
+    new session's resignation and election come first and re-read what matters. Handled
+    first, it ran in an office already lost (the controller sent UpdateMetadata with its
+    old epoch and was refused)."""
+    busy = asyncio.Event()
+    release = asyncio.Event()
+    handled: list[tuple[object, int]] = []  # (event, resignations when it was handled)
+    member: Member | None = None
+
+    async def handler(event: object) -> None:
+        if event == "busy":
+            busy.set()
+            await release.wait()
+            return
+        assert member is not None
+        handled.append((event, member.resignations))
+
+    member = members(1, handler=handler)
+    await member.start()
+    await wait_for(lambda: member.session.is_controller, "the controller")
+    old_session = member.zk.session_id
+    member.session.events.put("busy")  # the queue is held by a long event
+    await asyncio.wait_for(busy.wait(), 10)
+    member.session.events.put(ZkWatchFired("brokers"))  # a watch that fired meanwhile
+    await asyncio.to_thread(expire_session, member.zk._kazoo)
+    await wait_for(lambda: member.zk.state == CONNECTED and member.zk.session_id != old_session,
+                   "a new session")
+    release.set()
+    await wait_for(lambda: member.resignations == 1 and member.session.is_controller,
+                   "the resignation and a new election")
+    stale = [event for event, resigned in handled
+             if isinstance(event, ZkWatchFired) and resigned == 0]
+    assert stale == [], f"handled in the lost office: {stale}"
