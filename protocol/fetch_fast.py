@@ -55,7 +55,7 @@ import uuid
 from typing import Final, NamedTuple
 
 from protocol.errors import ProtocolError
-from protocol.primitives import read_uuid
+from protocol.primitives import read_uuid, uvarint
 
 MIN_VERSION: Final = 4
 MAX_VERSION: Final = 17
@@ -182,15 +182,6 @@ def decode_single(frame: bytes, p: int, version: int) -> SingleFetch | None:
                                      topic_id, partition, leader_epoch, offset, part_max))
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 # Response layouts, from the throttle time to the partition index (the topic varies).
 _TOP_V4 = struct.Struct(">iiih")  # correlation_id, throttle_time_ms, 1 topic, name length
 _TOP_V7 = struct.Struct(">iihiih")  # correlation_id, throttle, error, session_id, 1, name length
@@ -227,7 +218,7 @@ def encode_single_response_head(correlation_id: int, version: int, topic: str,
         body = top + _PART_FLEX.pack(2, partition, error_code, high_watermark,
                                      last_stable_offset, log_start_offset,
                                      1 if aborted_empty else 0, preferred_read_replica
-                                     ) + _uvarint(records_length + 1)
+                                     ) + uvarint(records_length + 1)
         return _I.pack(len(body) + records_length + 3) + body
     name = topic.encode()
     if version >= 7:
