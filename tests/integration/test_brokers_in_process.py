@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-import socket
 import struct
 import threading
 import time
@@ -23,6 +22,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 
 from broker.config import BrokerConfig
 from broker.server import BrokerServer
+from tests.integration.netclient import RawClient
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -150,13 +150,9 @@ def _api_versions_s(port: int) -> float:
     """Seconds for one ApiVersions v0 on a new connection (raw socket)."""
     request = struct.pack(">hhih", 18, 0, 1, -1)
     t0 = time.monotonic()
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
-        sock.sendall(struct.pack(">i", len(request)) + request)
-        buf = b""
-        while len(buf) < 4 or len(buf) < 4 + struct.unpack(">i", buf[:4])[0]:
-            chunk = sock.recv(65536)
-            assert chunk, "the broker closed the connection"
-            buf += chunk
+    with RawClient(f"127.0.0.1:{port}", timeout_s=30) as client:
+        client.send(struct.pack(">i", len(request)) + request)
+        client.recv_frame()
     return time.monotonic() - t0
 
 

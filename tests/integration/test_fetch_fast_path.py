@@ -10,8 +10,6 @@ min_bytes never comes. A parked fetch completed by an append reads the log once.
 from __future__ import annotations
 
 import dataclasses
-import socket
-import struct
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -21,7 +19,6 @@ import pytest
 
 from broker.handlers.base import LOADED_SPECS, Parked, find_spec
 from client.sync import SyncClient
-from protocol.frames import RequestHeader, encode_request
 from protocol.messages.fetch import FetchRequest
 from pytest_minikafka import BrokerHandle
 from pytest_minikafka.inprocess import InProcessBroker
@@ -32,6 +29,7 @@ from tests.integration.data_path_client import (
     create_topic,
     produce,
 )
+from tests.integration.netclient import RawClient
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.minikafka(subprocess=False)]
 
@@ -59,32 +57,14 @@ def _request(topic: str, topic_id: uuid.UUID, version: int, offset: int, *,
                rack_id=rack_id)
 
 
-class RawConnection:
+class RawConnection(RawClient):
+    """A raw connection sending requests of one API (FETCH_KEY) by version."""
+
     def __init__(self, bootstrap: str) -> None:
-        host, port = bootstrap.rsplit(":", 1)
-        self._sock = socket.create_connection((host, int(port)), timeout=20)
-        self._correlation = 0
+        super().__init__(bootstrap, timeout_s=20)
 
-    def send(self, request: Req, version: int) -> None:
-        self._correlation += 1
-        self._sock.sendall(encode_request(
-            RequestHeader(FETCH_KEY, version, self._correlation, "fast-fetch-test"), request))
-
-    def receive(self) -> bytes:
-        """One whole response frame, its size prefix included."""
-        size = self._read(4)
-        return size + self._read(struct.unpack(">i", size)[0])
-
-    def _read(self, n: int) -> bytes:
-        data = b""
-        while len(data) < n:
-            chunk = self._sock.recv(n - len(data))
-            assert chunk, "connection closed"
-            data += chunk
-        return data
-
-    def close(self) -> None:
-        self._sock.close()
+    def send_request(self, request: Req, version: int) -> None:
+        self.send(self.frame(FETCH_KEY, version, request, client_id="fast-fetch-test")[1])
 
 
 @pytest.fixture
@@ -137,9 +117,9 @@ def _run(bootstrap: str, topic: str, topic_id: uuid.UUID,
         end += n
 
     def ask(shape: str, version: int, offset: int, **kwargs: Any) -> None:
-        conn.send(_request(topic, topic_id, version, offset, **kwargs), version)
+        conn.send_request(_request(topic, topic_id, version, offset, **kwargs), version)
         shapes.append(shape)
-        frames.append(conn.receive())
+        frames.append(conn.recv_frame())
 
     try:
         append(1, value_bytes=20_000)  # above what is copied into one write: sendfile
@@ -164,20 +144,20 @@ def _run(bootstrap: str, topic: str, topic_id: uuid.UUID,
             ask("answered", v, end, max_wait_ms=-3)  # a negative wait: none
             ask("parked", v, end, max_wait_ms=30)  # waits it out: empty
             # woken by the append that brings min_bytes
-            conn.send(_request(topic, topic_id, v, end, max_wait_ms=20_000), v)
+            conn.send_request(_request(topic, topic_id, v, end, max_wait_ms=20_000), v)
             shapes.append("parked")
             deadline = time.monotonic() + 10
             while not parked() and time.monotonic() < deadline:
                 time.sleep(0.005)
             append(2)
-            frames.append(conn.receive())
+            frames.append(conn.recv_frame())
             # min_bytes never reached: what there is after max_wait_ms
-            conn.send(_request(topic, topic_id, v, end, max_wait_ms=60, min_bytes=1 << 20),
+            conn.send_request(_request(topic, topic_id, v, end, max_wait_ms=60, min_bytes=1 << 20),
                       v)
             shapes.append("parked")
             time.sleep(0.01)
             append(1)
-            frames.append(conn.receive())
+            frames.append(conn.recv_frame())
             # the general path's shapes
             ask("none", v, 0, partition=7)  # unknown partition
             ask("none", v, 0, two_partitions=True)
@@ -232,12 +212,12 @@ def test_parked_fetch_woken_by_an_append_reads_the_log_once(
     try:
         with SyncClient(bootstrap, timeout_ms=10_000) as producer:
             assert produce(producer, topic, 0, _records(2), acks=1).error_code == 0
-            conn.send(_request(topic, topic_id, 12, 2, max_wait_ms=20_000), 12)
+            conn.send_request(_request(topic, topic_id, 12, 2, max_wait_ms=20_000), 12)
             broker_read_what_was_sent(bootstrap, idle)  # the fetch is parked
             assert served[:1] == ["parked"]  # then the witness's
             reads.clear()
             assert produce(producer, topic, 0, _records(3), acks=1).error_code == 0
-            frame = conn.receive()
+            frame = conn.recv_frame()
         assert len(reads) == 1
         assert _records(3)[17:] in frame  # the new batch (from its CRC on)
     finally:
@@ -291,7 +271,7 @@ def test_a_client_gone_while_its_fetch_waits_leaves_the_broker_serving(
     create_topic(bootstrap, "fast-gone-idle", partitions=1)
     served = fast_calls(True)
     gone = RawConnection(bootstrap)
-    gone.send(_request(topic, topic_id, 12, 0, max_wait_ms=20_000), 12)
+    gone.send_request(_request(topic, topic_id, 12, 0, max_wait_ms=20_000), 12)
     broker_read_what_was_sent(bootstrap, "fast-gone-idle")
     assert served[:1] == ["parked"]
     gone.close()
@@ -299,7 +279,7 @@ def test_a_client_gone_while_its_fetch_waits_leaves_the_broker_serving(
         assert produce(producer, topic, 0, _records(2), acks=1).error_code == 0
     conn = RawConnection(bootstrap)
     try:
-        conn.send(_request(topic, topic_id, 12, 0), 12)
-        assert _records(2)[17:] in conn.receive()
+        conn.send_request(_request(topic, topic_id, 12, 0), 12)
+        assert _records(2)[17:] in conn.recv_frame()
     finally:
         conn.close()

@@ -8,8 +8,6 @@ partitions) are answered by the general path."""
 from __future__ import annotations
 
 import dataclasses
-import socket
-import struct
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -17,16 +15,17 @@ import pytest
 
 from broker.handlers.base import LOADED_SPECS, find_spec
 from client.sync import SyncClient
-from protocol.frames import RequestHeader, encode_request
 from protocol.messages.produce import ProduceRequest
 from pytest_minikafka import BrokerHandle
 from pytest_minikafka.inprocess import InProcessBroker
 from tests.integration.data_path_client import batch, create_topic, init_producer_id
+from tests.integration.netclient import RawClient
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.minikafka(subprocess=False)]
 
 Req = ProduceRequest
 TIMESTAMP_MS = 1_700_000_000_000
+PRODUCE_KEY = 0
 
 
 def _request(topic: str, *, partition: int = 0, acks: int = 1, records: bytes | None,
@@ -60,39 +59,21 @@ def _cases(topic: str, producer_id: int, producer_epoch: int) -> list[tuple[str,
     ]
 
 
-class RawConnection:
+class RawConnection(RawClient):
+    """A raw connection sending requests of one API (PRODUCE_KEY) by version."""
+
     def __init__(self, bootstrap: str) -> None:
-        host, port = bootstrap.rsplit(":", 1)
-        self._sock = socket.create_connection((host, int(port)), timeout=10)
-        self._correlation = 0
+        super().__init__(bootstrap, timeout_s=10)
 
-    def send(self, request: Req, version: int) -> None:
-        self._correlation += 1
-        self._sock.sendall(encode_request(
-            RequestHeader(0, version, self._correlation, "fast-path-test"), request))
-
-    def receive(self) -> bytes:
-        """One whole response frame, its size prefix included."""
-        size = self._read(4)
-        return size + self._read(struct.unpack(">i", size)[0])
-
-    def _read(self, n: int) -> bytes:
-        data = b""
-        while len(data) < n:
-            chunk = self._sock.recv(n - len(data))
-            assert chunk, "connection closed"
-            data += chunk
-        return data
-
-    def close(self) -> None:
-        self._sock.close()
+    def send_request(self, request: Req, version: int) -> None:
+        self.send(self.frame(PRODUCE_KEY, version, request, client_id="fast-path-test")[1])
 
 
 @pytest.fixture
 def fast_calls() -> Iterator[Callable[[bool], list[bool]]]:
     """``use(on)``: the Produce spec with its fast path on (wrapped, recording whether it
     served each request it was offered) or off; the spec is restored after the test."""
-    spec = find_spec(0)
+    spec = find_spec(PRODUCE_KEY)
     assert spec is not None and spec.fast is not None
     fast = spec.fast
     served: list[bool] = []
@@ -104,13 +85,13 @@ def fast_calls() -> Iterator[Callable[[bool], list[bool]]]:
 
     def use(on: bool) -> list[bool]:
         served.clear()
-        LOADED_SPECS[0] = dataclasses.replace(spec, fast=recording if on else None)
+        LOADED_SPECS[PRODUCE_KEY] = dataclasses.replace(spec, fast=recording if on else None)
         return served
 
     try:
         yield use
     finally:
-        LOADED_SPECS[0] = spec
+        LOADED_SPECS[PRODUCE_KEY] = spec
 
 
 def _run(bootstrap: str, topic: str) -> tuple[list[bytes], list[bool]]:
@@ -124,10 +105,10 @@ def _run(bootstrap: str, topic: str) -> tuple[list[bytes], list[bool]]:
     try:
         for version in range(3, 12):
             for _what, request, fast in _cases(topic, producer_id, producer_epoch):
-                conn.send(request, version)
+                conn.send_request(request, version)
                 shapes.append(fast)
                 if request.acks != 0:
-                    frames.append(conn.receive())
+                    frames.append(conn.recv_frame())
     finally:
         conn.close()
     return frames, shapes
