@@ -255,6 +255,13 @@ def _print_loop(args: argparse.Namespace, probe: dict[str, Any]) -> None:
           + ", ".join(f"{ms:.1f}" for ms in cpu_ms[:10]))
 
 
+def _print_thread_cpu(probe: dict[str, Any]) -> None:
+    """Each thread's CPU time in the window, the busiest first."""
+    print("thread CPU in the window: " + ", ".join(
+        f"{name} {cpu:.2f} s" for name, cpu in sorted(probe["thread_cpu_s"].items(),
+                                                      key=lambda kv: -kv[1]) if cpu > 0))
+
+
 def _print_stacks(probe: dict[str, Any]) -> None:
     if probe.get("longest"):
         print("the stalls with the most loop thread CPU, and their commonest stacks:")
@@ -301,9 +308,7 @@ def _startup(args: argparse.Namespace, argv_broker: list[str], settings: dict[st
           f"{served_s:.2f} s after the spawn; window {seconds:.2f} s, loop thread CPU "
           f"{probe['loop_cpu_s']:.2f} s")
     _print_loop(args, probe)
-    print("thread CPU in the window: " + ", ".join(
-        f"{name} {cpu:.2f} s" for name, cpu in sorted(probe["thread_cpu_s"].items(),
-                                                      key=lambda kv: -kv[1]) if cpu > 0))
+    _print_thread_cpu(probe)
     _print_stacks(probe)
     print(f"work dir: {work}")
     return 0
@@ -482,9 +487,7 @@ def main(argv: list[str] | None = None) -> int:
     explained = _explained(outliers, probe["stalls"])
     print(f"records slower than {args.stall_ms:g} ms: {len(outliers):,} of {samples:,.0f} "
           f"({len(outliers) / max(samples, 1):.3%}); {explained:,} of them lived through a stall")
-    print("thread CPU in the window: " + ", ".join(
-        f"{name} {cpu:.2f} s" for name, cpu in sorted(probe["thread_cpu_s"].items(),
-                                                      key=lambda kv: -kv[1]) if cpu > 0))
+    _print_thread_cpu(probe)
     _print_stacks(probe)
     print(f"work dir: {work}")
     return 0
