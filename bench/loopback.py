@@ -1,88 +1,247 @@
-"""The loopback limit for P2: ``os.sendfile`` of the same number of bytes over 127.0.0.1.
+"""The loopback ceiling for P2 and P2L: ``os.sendfile`` of a topic's segment bytes over
+127.0.0.1, from a sender process to a receiver process.
 
-The broker's own segment files of the P2 topic are read once (so they sit in the page
-cache, as a fresh log does), then sent with ``os.sendfile`` over a connected TCP socket to a
-receiver thread that ``recv_into``s a 1 MiB buffer and discards it. Both sides release the
-interpreter lock in their system calls. The result is the fastest a broker on this machine
-could hand those bytes to a consumer.
+The broker's segment files of the topic are read once first (page-cached, as a fresh log
+is). Then two processes of their own, started from this module (``python -m bench.loopback
+receive`` / ``send``), so that neither can slow the other by holding an interpreter lock
+they share:
+
+- the receiver listens on 127.0.0.1, and for each connection ``recv_into``s one reused
+  1 MiB buffer until end of stream, discarding the bytes, then answers the byte count and
+  the CPU time it spent (``struct ">qq"``) and closes;
+- the sender, for each call size in turn (``CALL_SIZES``: a 64 KiB record, a consumer's
+  1 MiB ``max.partition.fetch.bytes``, 64 MiB), ``ITERATIONS`` times: connects, sends
+  every file with ``os.sendfile`` calls of at most that size, shuts down its side and
+  waits for the receiver's answer. One iteration's time runs from the first sendfile to
+  the answer.
+
+Both sockets keep the kernel's defaults (buffer autotuning, no TCP_NODELAY needed: the
+answer comes after end of stream). Each call size's figure is the median over its
+iterations; the ceiling is the highest of those medians: the fastest this machine's loopback
+moved those bytes from page cache to another process, against which a broker's consume
+MiB/s is read (a broker adds, per fetch, the request's round trip and its own work).
+
+Before 2026-11-27 the sender and the receiver were two threads of the bench's own process;
+that figure read lower than what a bare Fetch loop got out of a broker (120% of it), so it
+was not a ceiling.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import socket
-import threading
+import statistics
+import struct
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import BinaryIO, Final
 
-from bench.procs import BenchError
+from bench.procs import BenchError, spawn, stop
 
-CHUNK_BYTES: Final[int] = 1 << 20
+REPO_ROOT: Final[Path] = Path(__file__).resolve().parents[1]
+MIB: Final[int] = 1 << 20
+RECV_BUFFER_BYTES: Final[int] = 1 << 20
+CALL_SIZES: Final[tuple[int, ...]] = (64 << 10, 1 << 20, 64 << 20)
+ITERATIONS: Final[int] = 5
 TIMEOUT_S: Final[float] = 120.0
+_ANSWER: Final[struct.Struct] = struct.Struct(">qq")  # bytes received, receiver CPU ns
+
+
+@dataclass(frozen=True, slots=True)
+class CallSizeResult:
+    """One call size: per iteration, seconds and the two sides' CPU seconds."""
+
+    call_bytes: int
+    size_bytes: int
+    elapsed_s: tuple[float, ...]
+    sender_cpu_s: tuple[float, ...]
+    receiver_cpu_s: tuple[float, ...]
+
+    def _median_index(self) -> int:
+        """The iteration whose time is the median (the lower middle of an even count)."""
+        order = sorted(range(len(self.elapsed_s)), key=lambda i: self.elapsed_s[i])
+        return order[(len(order) - 1) // 2]
+
+    @property
+    def mib_per_s(self) -> float:
+        """MiB/s of the median iteration."""
+        return self.size_bytes / MIB / statistics.median_low(self.elapsed_s)
+
+    @property
+    def sender_cpu_pct(self) -> float:
+        i = self._median_index()
+        return 100.0 * self.sender_cpu_s[i] / self.elapsed_s[i]
+
+    @property
+    def receiver_cpu_pct(self) -> float:
+        i = self._median_index()
+        return 100.0 * self.receiver_cpu_s[i] / self.elapsed_s[i]
 
 
 @dataclass(frozen=True, slots=True)
 class LoopbackResult:
     size_bytes: int
-    elapsed_s: float
+    by_call_size: tuple[CallSizeResult, ...]
+
+    @property
+    def ceiling(self) -> CallSizeResult:
+        """The call size with the highest median MiB/s."""
+        return max(self.by_call_size, key=lambda r: r.mib_per_s)
 
     @property
     def mib_per_s(self) -> float:
-        return self.size_bytes / (1 << 20) / self.elapsed_s
+        """The ceiling: the highest median MiB/s over the call sizes."""
+        return self.ceiling.mib_per_s
 
 
-def measure_sendfile(files: list[Path], work_dir: Path) -> LoopbackResult:
-    """Send the files (read once first, so page-cached) over loopback with sendfile; time it."""
+def measure_sendfile(files: list[Path], work_dir: Path, *,
+                     call_sizes: tuple[int, ...] = CALL_SIZES,
+                     iterations: int = ITERATIONS) -> LoopbackResult:
+    """Send the files (read once first, so page-cached) over loopback with sendfile from a
+    sender process to a receiver process, ``iterations`` times per call size; time it."""
+    if not files or iterations < 1 or not call_sizes:
+        raise BenchError("loopback: nothing to send")
     try:
-        return _measure(files)
+        for path in files:
+            with path.open("rb") as warm:
+                while warm.read(MIB):
+                    pass
+        size_bytes = sum(path.stat().st_size for path in files)
     except OSError as exc:
         raise BenchError(f"loopback sendfile: {exc}") from exc
+    log_path = work_dir / "loopback.log"
+    module = [sys.executable, "-m", "bench.loopback"]
+    receiver = spawn([*module, "receive"], log_path=log_path, cwd=REPO_ROOT, stdout_pipe=True)
+    try:
+        port = int(_read_line(receiver, "receiver"))
+        sender = spawn([*module, "send", "--port", str(port), "--iterations", str(iterations),
+                        "--call-sizes", ",".join(map(str, call_sizes)),
+                        *map(str, files)], log_path=log_path, cwd=REPO_ROOT,
+                       stdout_pipe=True)
+        try:
+            out = json.loads(_read_line(sender, "sender"))
+            if sender.wait(timeout=TIMEOUT_S) != 0:
+                raise BenchError(f"loopback sender exited with {sender.returncode}")
+        finally:
+            stop(sender, grace_s=5.0)
+    except (ValueError, subprocess.TimeoutExpired) as exc:
+        raise BenchError(f"loopback sendfile: {exc} (see {log_path})") from exc
+    finally:
+        stop(receiver, grace_s=5.0)
+    results = tuple(
+        CallSizeResult(call_bytes=int(r["call_bytes"]), size_bytes=size_bytes,
+                       elapsed_s=tuple(r["elapsed_s"]), sender_cpu_s=tuple(r["sender_cpu_s"]),
+                       receiver_cpu_s=tuple(r["receiver_cpu_s"]))
+        for r in out)
+    return LoopbackResult(size_bytes=size_bytes, by_call_size=results)
 
 
-def _measure(files: list[Path]) -> LoopbackResult:
-    for path in files:
-        with path.open("rb") as warm:
-            while warm.read(CHUNK_BYTES):
-                pass
-    size_bytes = sum(path.stat().st_size for path in files)
-    received = [0]
+def _read_line(proc: subprocess.Popen[bytes], what: str) -> str:
+    """The child's first line of output (it prints one when ready or done)."""
+    assert proc.stdout is not None
+    line = proc.stdout.readline()  # bounded: the child exits within TIMEOUT_S, or is killed
+    if not line:
+        proc.wait(timeout=TIMEOUT_S)
+        raise BenchError(f"loopback {what} exited with {proc.returncode} without an answer")
+    return line.decode().strip()
+
+
+def _cpu_s() -> float:
+    return time.process_time()  # this process's user + system time, not in 10 ms ticks
+
+
+def receive() -> None:
+    """The receiver process: prints its port, then serves connections until killed."""
     with socket.create_server(("127.0.0.1", 0)) as server:
-        server.settimeout(TIMEOUT_S)
-
-        def receive() -> None:
+        print(server.getsockname()[1], flush=True)
+        buf = bytearray(RECV_BUFFER_BYTES)
+        while True:
             conn, _ = server.accept()
-            buf = bytearray(CHUNK_BYTES)
             with conn:
                 conn.settimeout(TIMEOUT_S)
-                while True:
-                    n = conn.recv_into(buf)
-                    if n == 0:
-                        return
-                    received[0] += n
-
-        receiver = threading.Thread(target=receive, daemon=True)
-        receiver.start()
-        with socket.create_connection(server.getsockname(), timeout=TIMEOUT_S) as sender:
-            sender.settimeout(None)  # blocking: os.sendfile on a timeout socket gets EAGAIN
-            t0 = time.monotonic()
-            for path in files:
-                _send_file(sender, path)
-            sender.shutdown(socket.SHUT_WR)
-            receiver.join(timeout=TIMEOUT_S)
-            elapsed_s = time.monotonic() - t0
-    if received[0] != size_bytes:
-        raise BenchError(f"loopback receiver got {received[0]} of {size_bytes} bytes")
-    return LoopbackResult(size_bytes=size_bytes, elapsed_s=elapsed_s)
+                cpu0 = _cpu_s()
+                got = 0
+                while n := conn.recv_into(buf):
+                    got += n
+                conn.sendall(_ANSWER.pack(got, int((_cpu_s() - cpu0) * 1e9)))
 
 
-def _send_file(sender: socket.socket, path: Path) -> None:
-    with path.open("rb") as src:
-        size_bytes = os.fstat(src.fileno()).st_size
-        offset = 0
-        while offset < size_bytes:
-            sent = os.sendfile(sender.fileno(), src.fileno(), offset, size_bytes - offset)
-            if sent == 0:
-                raise BenchError(f"sendfile of {path} stopped at {offset} of {size_bytes} bytes")
-            offset += sent
+def send(port: int, files: list[Path], call_sizes: list[int], iterations: int) -> None:
+    """The sender process: prints one JSON line, a list of results per call size."""
+    size_bytes = sum(path.stat().st_size for path in files)
+    out = []
+    sources = [path.open("rb") for path in files]
+    try:
+        for call_bytes in call_sizes:
+            elapsed: list[float] = []
+            sender_cpu: list[float] = []
+            receiver_cpu: list[float] = []
+            for _ in range(iterations):
+                with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT_S) as sock:
+                    sock.settimeout(None)  # blocking: os.sendfile on a timeout socket: EAGAIN
+                    cpu0, t0 = _cpu_s(), time.monotonic()
+                    for src in sources:
+                        _send_file(sock, src, call_bytes)
+                    sock.shutdown(socket.SHUT_WR)
+                    sock.settimeout(TIMEOUT_S)
+                    answer = _recv_exactly(sock, _ANSWER.size)
+                    t1, cpu1 = time.monotonic(), _cpu_s()
+                got, receiver_cpu_ns = _ANSWER.unpack(answer)
+                if got != size_bytes:
+                    raise BenchError(f"loopback receiver got {got} of {size_bytes} bytes")
+                elapsed.append(t1 - t0)
+                sender_cpu.append(cpu1 - cpu0)
+                receiver_cpu.append(receiver_cpu_ns / 1e9)
+            out.append({"call_bytes": call_bytes, "elapsed_s": elapsed,
+                        "sender_cpu_s": sender_cpu, "receiver_cpu_s": receiver_cpu})
+    finally:
+        for src in sources:
+            src.close()
+    print(json.dumps(out), flush=True)
+
+
+def _send_file(sock: socket.socket, src: BinaryIO, call_bytes: int) -> None:
+    fd = src.fileno()
+    size_bytes = os.fstat(fd).st_size
+    offset = 0
+    while offset < size_bytes:
+        sent = os.sendfile(sock.fileno(), fd, offset, min(call_bytes, size_bytes - offset))
+        if sent == 0:
+            raise BenchError(f"sendfile stopped at {offset} of {size_bytes} bytes")
+        offset += sent
+
+
+def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise BenchError("loopback receiver closed without an answer")
+        data += chunk
+    return data
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.loopback")
+    sub = parser.add_subparsers(dest="role", required=True)
+    sub.add_parser("receive")
+    snd = sub.add_parser("send")
+    snd.add_argument("--port", type=int, required=True)
+    snd.add_argument("--iterations", type=int, default=ITERATIONS)
+    snd.add_argument("--call-sizes", default=",".join(map(str, CALL_SIZES)))
+    snd.add_argument("files", nargs="+", type=Path)
+    args = parser.parse_args(argv)
+    if args.role == "receive":
+        receive()
+    else:
+        send(args.port, args.files, [int(s) for s in args.call_sizes.split(",")],
+             args.iterations)
+
+
+if __name__ == "__main__":
+    main()

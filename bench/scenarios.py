@@ -4,13 +4,16 @@
   1 MiB, acks=1: records/s and MiB/s (librdkafka; ProducerPerformance as second opinion).
 - P2 consume throughput of data written the P1 way, by a cold consumer (new process,
   assign() from offset 0, no group): records/s and MiB/s (librdkafka; ConsumerPerformance,
-  which needs the group APIs, as second opinion); plus the loopback sendfile limit of the
-  same segment bytes.
+  which needs the group APIs, as second opinion); plus the loopback sendfile ceiling of the
+  same segment bytes (``bench.loopback``: sender and receiver processes, 64 KiB, 1 MiB and
+  64 MiB per sendfile call, 5 iterations each: each call size's median, the ceiling the best
+  of them; CPU columns: sender / receiver).
 - P2L the same with 64 KiB records (1 partition), read by three consumers in turn:
   librdkafka, a bare Fetch loop that discards the records (``bench.fetch_drain``: the
   broker's pace, not a client's) and, with the Java tools, ConsumerPerformance: MiB/s,
-  broker CPU-seconds per GB (10^9 bytes) consumed, the loopback sendfile limit of the same
-  segment bytes measured after each run, and each MiB/s as a percentage of that limit.
+  broker CPU-seconds per GB (10^9 bytes) consumed, the loopback sendfile ceiling of the same
+  segment bytes measured after each run (as in P2), and each MiB/s as a percentage of that
+  ceiling.
 - P4 end-to-end latency at fixed rates, 10,000 and 50,000 records/s by default (``--p4-rates``;
   ``--quick``: 10,000), one row per rate (producer linger.ms 0, acks=1; consumer with
   librdkafka's defaults, fetch.wait.max.ms 500): p50, p99, p99.9 in ms, and the rate the
@@ -41,7 +44,7 @@ from bench.admin import create_topic
 from bench.brokers import BrokerUnderTest
 from bench.context import PROFILED, LoadOutcome, RunContext
 from bench.figures import Figure, cpu_pct
-from bench.loopback import measure_sendfile
+from bench.loopback import LoopbackResult, measure_sendfile
 from bench.procs import BenchError, tree_cpu_s
 
 MIB: Final[int] = 1 << 20
@@ -52,6 +55,43 @@ def _produce_spec(topic: str, records: int, record_bytes: int) -> dict[str, Any]
     every produce scenario batches them (5 ms linger, 1 MiB batches)."""
     return {"workload": "produce", "topic": topic, "records": records,
             "record_bytes": record_bytes, "linger_ms": 5, "batch_bytes": MIB}
+
+
+def _call_size(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= MIB else f"{n >> 10} KiB"
+
+
+def _loopback_figures(scenario: str, result: LoopbackResult, run: int) -> list[Figure]:
+    """The loopback rows of one run: each call size's median MiB/s (CPU columns: sender /
+    receiver process), and the ceiling, the best of them."""
+    figures = [
+        Figure(
+            scenario=scenario,
+            row=f"{scenario} loopback sendfile, {_call_size(r.call_bytes)} per call "
+            "(sender and receiver processes)",
+            metric="MiB/s",
+            broker="loopback",
+            run=run,
+            value=r.mib_per_s,
+            higher_is_better=True,
+            broker_cpu_pct=r.sender_cpu_pct,
+            client_cpu_pct=r.receiver_cpu_pct,
+        )
+        for r in result.by_call_size
+    ]
+    figures.append(Figure(
+        scenario=scenario,
+        row=f"{scenario} loopback sendfile ceiling ({result.size_bytes / MIB:.0f} MiB, "
+        "best call size)",
+        metric="MiB/s",
+        broker="loopback",
+        run=run,
+        value=result.mib_per_s,
+        higher_is_better=True,
+        broker_cpu_pct=result.ceiling.sender_cpu_pct,
+        client_cpu_pct=result.ceiling.receiver_cpu_pct,
+    ))
+    return figures
 
 
 def _rate_figures(
@@ -216,29 +256,18 @@ class P2Consume(Scenario):
         return figures
 
     def after_run(self, brokers: list[BrokerUnderTest], ctx: RunContext, run: int) -> list[Figure]:
-        """The loopback limit: sendfile of the 1-partition topic's segment bytes, once a run."""
+        """The loopback ceiling: sendfile of the 1-partition topic's segment bytes, once a run."""
         for broker in brokers:
             segments = sorted((broker.log_dir / "p2-1p-0").glob("*.log"))
             if segments:
                 break
         else:
             return []
-        result = measure_sendfile(segments, ctx.work_dir)
-        return [
-            Figure(
-                scenario=self.key,
-                row=f"P2 loopback sendfile limit ({result.size_bytes / MIB:.0f} MiB)",
-                metric="MiB/s",
-                broker="loopback",
-                run=run,
-                value=result.mib_per_s,
-                higher_is_better=True,
-            )
-        ]
+        return _loopback_figures(self.key, measure_sendfile(segments, ctx.work_dir), run)
 
 
 class P2LargeRecords(Scenario):
-    """P2 with 64 KiB records: consume MiB/s beside the loopback sendfile limit of the same
+    """P2 with 64 KiB records: consume MiB/s beside the loopback sendfile ceiling of the same
     bytes measured in the same run, and the broker's CPU-seconds per GB consumed."""
 
     key = "P2L"
@@ -247,7 +276,7 @@ class P2LargeRecords(Scenario):
     GOAL_OF_LIMIT_PCT: Final[float] = 50.0
 
     def __init__(self) -> None:
-        # (run, broker, client) -> consume MiB/s, for the percentage of the loopback limit
+        # (run, broker, client) -> consume MiB/s, for the percentage of the loopback ceiling
         self._mib_per_s: dict[tuple[int, str, str], float] = {}
 
     def _row(self, ctx: RunContext, client: str = "librdkafka") -> str:
@@ -292,8 +321,8 @@ class P2LargeRecords(Scenario):
         return figures
 
     def after_run(self, brokers: list[BrokerUnderTest], ctx: RunContext, run: int) -> list[Figure]:
-        """The loopback limit of the same segment bytes, then each broker's consume MiB/s as
-        a percentage of it (the goal: at least GOAL_OF_LIMIT_PCT)."""
+        """The loopback ceiling of the same segment bytes, then each broker's consume MiB/s
+        as a percentage of it (the goal: at least GOAL_OF_LIMIT_PCT)."""
         for broker in brokers:
             segments = sorted((broker.log_dir / f"{self.TOPIC}-0").glob("*.log"))
             if segments:
@@ -301,23 +330,13 @@ class P2LargeRecords(Scenario):
         else:
             return []
         limit = measure_sendfile(segments, ctx.work_dir)
-        figures = [
-            Figure(
-                scenario=self.key,
-                row=f"P2L loopback sendfile limit ({limit.size_bytes / MIB:.0f} MiB)",
-                metric="MiB/s",
-                broker="loopback",
-                run=run,
-                value=limit.mib_per_s,
-                higher_is_better=True,
-            )
-        ]
+        figures = _loopback_figures(self.key, limit, run)
         for (r, broker_name, client), mib_per_s in self._mib_per_s.items():
             if r == run:
                 figures.append(
                     Figure(
                         scenario=self.key,
-                        row=f"P2L consume ({client}) as % of the loopback limit "
+                        row=f"P2L consume ({client}) as % of the loopback ceiling "
                         f"(goal >= {self.GOAL_OF_LIMIT_PCT:.0f}%)",
                         metric="%",
                         broker=broker_name,
