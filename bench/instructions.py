@@ -14,6 +14,9 @@ a few thousand instructions, from timers and the interpreter's garbage collectio
 Requests, each to one partition of one topic on one connection, like P5's:
 
 - ``produce``: acks=1, one record of ``--record-bytes`` (no key) per request;
+- ``produce-16c``: the same request on each of ``CONNECTIONS`` connections at once, then
+  their answers read (P5's shape: 16 producers, one request in flight each; the broker
+  under valgrind reads most of them in one turn of its loop); per request;
 - ``produce-p1``: P1's request (librdkafka, linger 5 ms, 1 MiB batches, no compression,
   acks=1): one batch of ``P1_RECORDS`` records of ``--record-bytes`` (no key), ~450 KB
   with 100-byte records, the size librdkafka's batches averaged in a P1-like run here;
@@ -60,7 +63,7 @@ from typing import Final
 from bench.brokers import SHARED_SETTINGS
 from bench.procs import free_port, spawn, stop, wait_for_port
 from client.sync import SyncClient
-from protocol.frames import RequestHeader, encode_request
+from protocol.frames import RequestHeader, decode_response, encode_request
 from protocol.messages.fetch import FetchRequest, FetchResponse
 from protocol.messages.metadata import MetadataRequest
 from protocol.messages.produce import ProduceRequest, ProduceResponse
@@ -76,7 +79,8 @@ TOPIC_8P: Final[str] = "instructions-8p"
 P1_KINDS: Final[tuple[str, ...]] = ("produce-p1", "produce-p1-8p")
 START_TIMEOUT_S: Final[float] = 600.0  # the interpreter's start-up is ~50x slower under valgrind
 STOP_TIMEOUT_S: Final[float] = 300.0
-KINDS: Final[tuple[str, ...]] = ("produce", "produce-p1", "produce-p1-8p", "fetch", "fetch-tail",
+CONNECTIONS: Final[int] = 16  # produce-16c
+KINDS: Final[tuple[str, ...]] = ("produce", "produce-16c", "produce-p1", "produce-p1-8p", "fetch", "fetch-tail",
                                   "fetch-wait", "metadata", "metadata-all")
 WAIT_PARK_S: Final[float] = 0.05  # the broker under valgrind reads a request in ~10-20 ms
 
@@ -173,6 +177,39 @@ class _ParkedFetches:
         self._sock.close()
 
 
+class _ConcurrentProduces:
+    """``produce-16c``: one produce on each of ``CONNECTIONS`` raw sockets, all sent before
+    any answer is read; every answer is checked (no error)."""
+
+    def __init__(self, port: int, produce: ProduceRequest, version: int) -> None:
+        self._socks = [socket.create_connection(("127.0.0.1", port), timeout=120)
+                       for _ in range(CONNECTIONS)]
+        self._frame = encode_request(RequestHeader(0, version, 1, "instructions"), produce)
+        self._version = version
+
+    def __call__(self) -> None:
+        for sock in self._socks:
+            sock.sendall(self._frame)
+        for sock in self._socks:
+            size = struct.unpack(">i", _read(sock, 4))[0]
+            _check_produce(decode_response(_read(sock, size), ProduceRequest.API_KEY,
+                                           self._version)[1])
+
+    def close(self) -> None:
+        for sock in self._socks:
+            sock.close()
+
+
+def _read(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise RuntimeError("the broker closed the connection")
+        data += chunk
+    return data
+
+
 def _metadata_request() -> MetadataRequest:
     return MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=TOPIC)],
                            allow_auto_topic_creation=False)
@@ -235,8 +272,10 @@ def measure(kinds: list[str], *, short: int, long: int, rounds: int, out_dir: Pa
                     print(f"{kind}: {request_bytes(big):,} bytes of records a request",
                           flush=True)
             parked = _ParkedFetches(port, client, produce, pv, meta.topic_id, fv)
+            concurrent = _ConcurrentProduces(port, produce, pv)
             sends: dict[str, Callable[[], object]] = {
                 "produce": lambda: client.send(produce, pv),
+                "produce-16c": concurrent,
                 "produce-p1": lambda: client.send(p1, pv),
                 "produce-p1-8p": lambda: client.send(p1_8p, pv),
                 "fetch": lambda: client.send(fetch_all, fv),
@@ -257,6 +296,8 @@ def measure(kinds: list[str], *, short: int, long: int, rounds: int, out_dir: Pa
                             send()
                         counts.append(instructions(proc.pid))
                     each = ((counts[2] - counts[1]) - (counts[1] - counts[0])) / (long - short)
+                    if kind == "produce-16c":  # each send is CONNECTIONS requests
+                        each /= CONNECTIONS
                     figures[kind].append(each)
                     print(f"{kind}: {each:,.0f} instructions per request", flush=True)
                 if profile:

@@ -43,17 +43,25 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NewType
 
-from broker.producer_state import ProducerStateError, ProducerStateManager, increment_sequence
+from broker.producer_state import (
+    NO_PRODUCER_ID,
+    ProducerStateError,
+    ProducerStateManager,
+    increment_sequence,
+)
 from broker.record_validation import (
+    LONG_MAX,
     RecordValidationError,
     ValidationConfig,
+    ValidBatch,
     check_crc,
     validate_client_batch,
+    validate_client_batches,
 )
 from protocol.errors import ErrorCode
 from protocol.fileslice import FileSlice
 from protocol.messages.leader_and_isr import LeaderAndIsrRequest
-from protocol.records import RecordBatch, iter_batches
+from protocol.records import BatchHeader, RecordBatch, batch_crc, iter_batches
 from protocol.topic_partition import TopicPartition
 from storage.config import LogConfig
 from storage.errors import CorruptSegmentError, LogDirOfflineError, LogIOError, StorageError
@@ -62,6 +70,7 @@ from storage.log import Log
 
 if TYPE_CHECKING:
     from broker.metrics.topics import TopicStats
+    from storage.batches import AppendInfo
 
 log = logging.getLogger(__name__)
 # Enum members read on the per-request path, looked up once: on Python 3.11 a class
@@ -640,6 +649,143 @@ class Partition:
         self.maybe_increment_high_watermark()
         return AppendResult(_NO_ERROR, info.first_offset, info.last_offset,
                             info.log_append_time, info.log_start_offset)
+
+    def append_records_group(self, records: list[memoryview | bytes | None],
+                             produce_version: int) -> list[AppendResult]:
+        """``append_records_as_leader`` (acks=1) of several client requests' records, in
+        order, as if each had been appended alone, one after the other: the same checks
+        and answers for each, one request's refusal never touching another's. The batches
+        that pass are written together (``Log.append_client_batches``: one write, one roll
+        and index check, the high watermark moved once); where that could differ from one
+        after the other the log says so and they are appended one by one.
+
+        Checked apart, the batches must not see each other's producer state: if two come
+        from one producer id, all go one after the other (``append_records_as_leader``)."""
+        if len(records) == 1 or not self.is_leader or self.log.offline:
+            return [self.append_records_as_leader(r, produce_version, 1) for r in records]
+        now_ms = int(time.time() * 1000)
+        config = self.validation
+        checked = validate_client_batches(records, produce_version, config, now_ms)
+        producers: set[int] = set()
+        for batch in checked:
+            if not isinstance(batch, RecordValidationError) and batch.head.producer_id >= 0:
+                pid = batch.head.producer_id
+                if pid in producers:  # one producer twice: each must see the one before
+                    return [self.append_records_as_leader(r, produce_version, 1)
+                            for r in records]
+                producers.add(pid)
+        plog = self.log
+        producer_state = self.producer_state
+        # The log's own checks, for each batch that passes the CRC: only timestamp bounds.
+        log_checks = (config.timestamp_before_max_ms < LONG_MAX
+                      or config.timestamp_after_max_ms < LONG_MAX)
+        results: list[AppendResult | None] = []
+        ready: list[ValidBatch] = []
+        at: list[int] = []  # ready[k]'s index in results
+        for batch in checked:
+            if isinstance(batch, RecordValidationError):
+                results.append(self._refused(batch))
+                continue
+            head = batch.head
+            try:
+                if head.producer_id != NO_PRODUCER_ID:
+                    try:
+                        duplicate = producer_state.check_append(head)
+                    except ProducerStateError:
+                        check_crc(batch)
+                        raise
+                    if duplicate is not None:
+                        check_crc(batch)
+                        log.info("%s-%d: duplicate batch of producer %d (seq %d-%d) at "
+                                 "offsets %d-%d", self.topic, self.partition, head.producer_id,
+                                 duplicate.first_seq, duplicate.last_seq,
+                                 duplicate.first_offset, duplicate.last_offset)
+                        results.append(AppendResult(_NO_ERROR, duplicate.first_offset,
+                                                    duplicate.last_offset,
+                                                    duplicate.timestamp_ms,
+                                                    self.log_start_offset))
+                        continue
+                if log_checks or batch_crc(batch.buffer) != head.crc:
+                    plog.check_client_batch(batch.buffer, head, now_ms)
+            except Exception as exc:  # each as append_records_as_leader answers it
+                results.append(self._refused(exc))
+                continue
+            at.append(len(results))
+            results.append(None)
+            ready.append(batch)
+        if ready:
+            epoch = self.leader_epoch
+            try:
+                group = plog.append_client_batches(ready, epoch, now_ms)
+            except StorageError as failed:  # nothing of the group is in the log
+                for i in at:
+                    results[i] = self._refused(failed)
+            else:
+                if group is None:  # one after the other
+                    for i, batch in zip(at, ready, strict=True):
+                        active_base = plog.active_segment.base_offset
+                        try:
+                            info = plog.append_checked_client_batch(batch.buffer, batch.head,
+                                                                    epoch, now_ms)
+                        except Exception as exc:
+                            results[i] = self._refused(exc)
+                            continue
+                        results[i] = self._appended(batch.head, info, active_base)
+                else:
+                    if group.needs_flush:
+                        self.needs_flush = True
+                    start = group.log_start_offset
+                    for i, batch, first in zip(at, ready, group.first_offsets, strict=True):
+                        head = batch.head
+                        last = first + head.last_offset_delta
+                        if head.producer_id >= 0:  # _appended, inline
+                            first_seq = head.base_sequence
+                            max_ts = head.max_timestamp
+                            producer_state.update(
+                                head.producer_id, head.producer_epoch, first_seq,
+                                increment_sequence(first_seq, head.last_offset_delta), first,
+                                last, max_ts if max_ts > -1 else -1)
+                        results[i] = AppendResult(_NO_ERROR, first, last, -1, start)
+            self.maybe_increment_high_watermark()
+        return [r if r is not None else AppendResult(ErrorCode.UNKNOWN_SERVER_ERROR)
+                for r in results]
+
+    def _appended(self, head: BatchHeader, info: AppendInfo, active_base: int) -> AppendResult:
+        """The producer state and flush flags after a client batch's append (as
+        ``append_records_as_leader``), and its answer. ``active_base``: the active segment's
+        base offset before the append, -1 where it cannot have rolled."""
+        if head.producer_id >= 0:
+            first_seq = head.base_sequence
+            self.producer_state.update(
+                head.producer_id, head.producer_epoch, first_seq,
+                increment_sequence(first_seq, head.last_offset_delta),
+                info.first_offset, info.last_offset, info.max_timestamp)
+        if info.needs_flush:
+            self.needs_flush = True
+            if active_base >= 0 and self.log.active_segment.base_offset != active_base:
+                self.snapshot_due = True
+        return AppendResult(_NO_ERROR, info.first_offset, info.last_offset,
+                            info.log_append_time, info.log_start_offset)
+
+    def _refused(self, exc: Exception) -> AppendResult:
+        """The answer ``append_records_as_leader`` gives for ``exc`` (logged as it logs it);
+        anything else is raised again."""
+        start = self.log_start_offset
+        if isinstance(exc, RecordValidationError):
+            log.info("%s-%d: produce refused (%s): %s", self.topic, self.partition,
+                     exc.error_code.name, exc.message)
+            return AppendResult(exc.error_code, log_start_offset=start,
+                                error_message=exc.message, record_errors=exc.record_errors)
+        if isinstance(exc, ProducerStateError):
+            log.info("%s-%d: produce refused (%s): %s", self.topic, self.partition,
+                     exc.error_code.name, exc)
+            return AppendResult(exc.error_code, log_start_offset=start, error_message=str(exc))
+        if isinstance(exc, StorageError):
+            if not isinstance(exc, LogIOError | LogDirOfflineError):  # storage logs those
+                log.warning("%s-%d: append failed (%s): %s", self.topic, self.partition,
+                            exc.error_code.name, exc)
+            return AppendResult(exc.error_code, log_start_offset=start, error_message=str(exc))
+        raise exc
 
     # ------------------------------------------------------------ fetch
 

@@ -612,6 +612,29 @@ class ReplicaManager:
         self._maybe_expire_producers()
         return result
 
+    def append_group(self, tp: TopicPartition, records: list[memoryview | bytes | None],
+                     produce_version: int) -> list[AppendResult]:
+        """``append_single`` (acks=1) of several requests' records for one partition, in
+        order, with the answers ``append_single`` would give each one after the other
+        (``Partition.append_records_group``); what waits for data on ``tp`` is woken, and
+        idle producers expired, once after all of them."""
+        if len(records) == 1:
+            return [self.append_single(tp, records[0], produce_version, 1)]
+        p = self.partitions.get(tp)
+        if tp[0] in INTERNAL_TOPICS or p is None:
+            results = [self._append_entry(tp, r, produce_version, 1, False) for r in records]
+        else:
+            results = p.append_records_group(records, produce_version)
+            if self.topic_stats is not None:
+                for r, result in zip(records, results, strict=True):
+                    self.topic_stats.on_append(p, 0 if r is None else len(r), result)
+        for result in results:
+            if result.error is _NO_ERROR:
+                self._after_append(tp)
+                break
+        self._maybe_expire_producers()
+        return results
+
     def _append_entry(self, tp: TopicPartition, records: memoryview | bytes | None,
                       produce_version: int, required_acks: int,
                       internal_topics_allowed: bool) -> AppendResult:

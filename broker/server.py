@@ -80,6 +80,7 @@ from broker.metadata_cache import MetadataCache
 from broker.metrics.service import LISTENER_PROPERTY, BrokerMetrics
 from broker.metrics.view import BrokerState, BrokerView
 from broker.network.socket_server import SocketServer
+from broker.produce_appends import ProduceAppends
 from broker.producer_ids import BLOCK_FILE_NAME, BlockSource, ProducerIdManager
 from broker.quota.manager import ClientQuotas
 from broker.replica_manager import ReplicaManager
@@ -449,6 +450,7 @@ class BrokerServer:
             quotas=ClientQuotas.create(entity_configs, config.get_int("quota.window.num"),
                                        config.get_int("quota.window.size.seconds")),
             advertised_listeners=advertised, cluster=cluster,
+            produce_appends=ProduceAppends(replica_manager),
         )
 
     def _apply_dynamic_configs(self, replica_manager: ReplicaManager,

@@ -19,6 +19,7 @@ from broker.config import BrokerConfig, Endpoint
 from broker.control_requests import ControlRequestHandler
 from broker.group.service import GroupService
 from broker.metadata_cache import MetadataCache
+from broker.produce_appends import ProduceAppends
 from broker.producer_ids import ProducerIdManager
 from broker.quota.manager import ClientQuotas
 from broker.replica_manager import ReplicaManager
@@ -47,6 +48,8 @@ class Broker:
     # Client quotas (produce / fetch byte rates, request percentage) from the entity configs.
     quotas: ClientQuotas
     cluster: ClusterOps  # the controller's answers (ControlledShutdown, ElectLeaders, AlterPartition)
+    # The produce fast path's appends, done together at the end of each turn of the loop.
+    produce_appends: ProduceAppends
     # The endpoints clients are told to use (advertised.listeners, else the bound
     # listeners with the ports actually bound: port 0 in listeners binds an ephemeral one).
     advertised_listeners: list[Endpoint] = field(default_factory=list)

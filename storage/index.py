@@ -261,6 +261,11 @@ class _Index:
         size = self._max_size_bytes if self._writable else self._file_size_bytes
         return self._entries >= size // self.entry_size_bytes
 
+    def full_after(self, more: int) -> bool:
+        """``is_full`` once ``more`` entries more were appended."""
+        size = self._max_size_bytes if self._writable else self._file_size_bytes
+        return self._entries + more >= size // self.entry_size_bytes
+
     @property
     def size_bytes(self) -> int:
         """Bytes used by entries (what the file holds after ``trim``)."""
@@ -583,6 +588,10 @@ class TimeIndex(_Index):
         # max_entries - 1, inline: asked before every append
         size = self._max_size_bytes if self._writable else self._file_size_bytes
         return self._entries >= size // self.entry_size_bytes - 1
+
+    def full_after(self, more: int) -> bool:
+        size = self._max_size_bytes if self._writable else self._file_size_bytes
+        return self._entries + more >= size // self.entry_size_bytes - 1
 
     def _at(self, n: int) -> tuple[int, int]:
         buf, first = self._source(n, n)

@@ -104,6 +104,14 @@ MAX_PENDING_DELETES = 100_000
 MAX_CORRUPT_REPORTS = 1000  # corrupt spots logged per log (each once)
 
 
+class GroupAppend(NamedTuple):
+    """What ``Log.append_client_batches`` did: each batch's first offset, in order."""
+
+    first_offsets: list[int]
+    log_start_offset: int
+    needs_flush: bool  # flush.messages reached: call flush() off-loop
+
+
 class CleanableSegment(NamedTuple):
     """A non-active segment as the cleaner sees it (``Log.cleaning_view``)."""
 
@@ -362,6 +370,101 @@ class Log:
         if batch_crc(batch) != head.crc:  # (verify_crc, with its call only on a mismatch)
             verify_crc(batch, head, where=self.topic_partition)  # raises, in the scan's words
         return self._append_one_as_leader(batch, head, leader_epoch, now_ms)
+
+    def check_client_batch(self, batch: memoryview, head: BatchHeader, now: int) -> None:
+        """What ``append_client_batch`` checks in one client batch before writing it: its
+        CRC32C, the timestamp bounds, no control batch; the same errors, raised. For a
+        group of batches, each checked alone before they are written together
+        (``append_client_batches``)."""
+        if batch_crc(batch) != head.crc:
+            verify_crc(batch, head, where=self.topic_partition)
+        config = self.config
+        if config.message_timestamp_type != "LogAppendTime" and (
+            config.message_timestamp_before_max_ms != LONG_MAX
+            or config.message_timestamp_after_max_ms != LONG_MAX
+        ):
+            check_timestamps(
+                (head,), now,
+                before_max_ms=config.message_timestamp_before_max_ms,
+                after_max_ms=config.message_timestamp_after_max_ms,
+                where=self.topic_partition,
+            )
+        if head.attributes & ATTR_CONTROL:
+            raise InvalidRecordError(
+                f"{self.topic_partition}: clients may not write control batches"
+            )
+
+    def append_checked_client_batch(self, batch: memoryview, head: BatchHeader,
+                                    leader_epoch: int, now: int) -> AppendInfo:
+        """``append_client_batch`` of a batch ``check_client_batch`` has passed (its CRC is
+        not computed again)."""
+        return self._append_one_as_leader(batch, head, leader_epoch, now)
+
+    def append_client_batches(self, batches: Sequence[tuple[memoryview, BatchHeader]],
+                              leader_epoch: int, now: int) -> GroupAppend | None:
+        """Client batches, each passed by ``check_client_batch``, appended as
+        ``append_checked_client_batch`` would append them one after the other (the same
+        offsets, bytes, index entries, epochs; each batch's AppendInfo would hold its first
+        offset from ``first_offsets``, the batch's own last offset and max timestamp, this
+        log start offset, no LogAppendTime) with one write, one roll check and one index
+        check. ``needs_flush``: one of those AppendInfos would have asked for a flush.
+
+        None, and nothing done, where one after the other could differ or would cost more:
+        a LogAppendTime topic (each batch stamped), a batch of ``HEADER_ONLY_MIN_BYTES`` or
+        more (written without a copy alone), an empty active segment (its roll time comes
+        from the first batch), or a segment that would roll by size, time, full indexes or
+        offset range before the last batch; the caller appends them one by one then. All or
+        nothing: on a write error none of them is in the log (the segment rolled back, a
+        ``StorageError`` raised)."""
+        config = self.config
+        if config.message_timestamp_type == "LogAppendTime":
+            return None
+        total = 0
+        count = 0
+        max_ts = -1
+        for batch, head in batches:
+            size = head.batch_length + 12
+            if head.position != 0 or len(batch) != size or size >= HEADER_ONLY_MIN_BYTES:
+                return None
+            total += size
+            count += head.last_offset_delta + 1
+            if head.max_timestamp > max_ts:
+                max_ts = head.max_timestamp
+        if self._metadata_file.dirty:  # rare: the batched write has not come yet
+            self.write_topic_id()
+        with self._lock:
+            self._check_open()
+            first = self._leo
+            segment = self._segments[-1]
+            # Kafka's shouldRoll before each batch, at once: the size and offsets of the
+            # whole group, its largest timestamp, and room in both indexes for an entry per
+            # batch (each is asked before a batch, with at most one entry per batch added).
+            if (segment.size_bytes == 0 or segment.indexes_full_after(len(batches) - 1)
+                    or segment.should_roll(total, max_ts, first + count - 1, now,
+                                           config.segment_bytes,
+                                           config.segment_ms - config.segment_jitter_ms)):
+                return None
+            # Format: the batches back to back, each its request's bytes with baseOffset
+            # (int64 @0) and partitionLeaderEpoch (int32 @12) set; the CRC covers neither.
+            buf = bytearray().join([batch for batch, _ in batches])
+            metas: list[BatchMeta] = []
+            firsts: list[int] = []
+            pos = 0
+            offset = first
+            for _, head in batches:
+                size = head.batch_length + 12
+                _INT64.pack_into(buf, pos, offset)
+                _INT32.pack_into(buf, pos + 12, leader_epoch)
+                firsts.append(offset)
+                offset += head.last_offset_delta + 1
+                metas.append(_new_tuple(BatchMeta, (size, offset - 1, head.max_timestamp)))
+                pos += size
+            self._append_to(segment, buf, metas)
+            self._epoch_cache.assign(leader_epoch, first)
+            self._leo = offset
+            return _new_tuple(GroupAppend, (
+                firsts, self._log_start_offset,
+                offset - self._recovery_point >= config.flush_messages))
 
     def _append_one_as_leader(self, batch: memoryview, head: BatchHeader,
                               leader_epoch: int, now_ms: int | None) -> AppendInfo:

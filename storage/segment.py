@@ -431,14 +431,21 @@ class LogSegment:
             self._verified_bytes = self._size
         position = start
         recent = self._recent
+        interval = self.index_interval_bytes
         for meta in batches:
-            self.index_batch(position, meta.size_bytes, meta.last_offset, meta.max_timestamp)
+            size, last_offset, max_timestamp = meta
+            current = self._max_ts_and_offset
+            if (current is None or max_timestamp > current.timestamp
+                    or self._bytes_since_last_index_entry > interval):
+                self.index_batch(position, size, last_offset, max_timestamp)
+            else:  # index_batch with nothing to change but the byte count, inline
+                self._bytes_since_last_index_entry += size
             # The head as head_at would read it back from the file: the same bytes.
             fields = _HEAD.unpack_from(data if head is None or position != start else head,
                                        position - start)
-            recent.append(_new_tuple(BatchHead, (position, fields[0], meta.size_bytes,
+            recent.append(_new_tuple(BatchHead, (position, fields[0], size,
                                                  fields[0] + fields[6], fields[8], fields[2])))
-            position += meta.size_bytes
+            position += size
 
     def mark(self) -> SegmentMark:
         """The state an append can change, for ``rollback`` (opens the indexes)."""
@@ -487,6 +494,14 @@ class LogSegment:
         if oi is None or ti is None:
             oi, ti = self.offset_index, self.time_index
         return oi.is_full or ti.is_full
+
+    def indexes_full_after(self, more: int) -> bool:
+        """``indexes_full`` once ``more`` index entries more were appended (an append adds
+        at most one entry to each index per batch)."""
+        oi, ti = self._offset_index, self._time_index
+        if oi is None or ti is None:
+            oi, ti = self.offset_index, self.time_index
+        return oi.full_after(more) or ti.full_after(more)
 
     def on_become_inactive(self) -> None:
         """On roll: write the final time index entry, trim both indexes."""

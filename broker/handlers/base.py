@@ -125,10 +125,13 @@ class Parked:
     soon as the fast path returns this (before the loop runs anything else). The connection
     stays muted meanwhile, as for any request in flight."""
 
-    __slots__ = ("deliver",)
+    __slots__ = ("deliver", "send_frame")
 
     def __init__(self) -> None:
         self.deliver: Callable[[FastResult], None] | None = None
+        # The connection's writer of an answer that is one response frame of bytes without a
+        # throttle time, set by the connection with ``deliver``: either is called, once.
+        self.send_frame: Callable[[bytes], None] | None = None
 
 
 # A handler's fast path (see ApiSpec.fast): (broker, request header, frame, body offset,

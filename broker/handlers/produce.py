@@ -29,7 +29,10 @@ Fast path (``produce_fast``): a request of one batch for one partition of one to
 acks=1 and no transactional id, on a broker without an authorizer, metrics, fault
 injection or request quotas, is served at once from its frame: the same append and quota
 calls, the response frame written directly for a plain success (protocol.produce_fast);
-it answers byte for byte as the general path does, which serves everything else.
+it answers byte for byte as the general path does, which serves everything else. The first
+such request of a turn of the event loop is appended at once; those read after it in the
+same turn are appended together at its end (broker/produce_appends.py), each answered as if
+alone.
 
 Version notes:
 - v0-v2 (magic 0/1 message sets) are not supported. v3 adds transactional_id; v5
@@ -48,6 +51,7 @@ from broker.handlers.authz import filter_authorized
 from broker.handlers.base import (
     CloseConnection,
     HandlerResult,
+    Parked,
     RequestContext,
     Respond,
     api,
@@ -76,12 +80,15 @@ _NO_ERROR = ErrorCode.NO_ERROR
 
 
 def produce_fast(broker: Broker, header: RequestHeader, frame: bytes, offset: int,
-                 principal: KafkaPrincipal) -> HandlerResult | bytes | None:
-    """``handle_produce`` at once, for the request nearly every producer sends: one batch for
-    one partition of one topic, acks=1, no transactional id, no authorizer. The body is
-    read from the frame and the response frame written without the message classes
+                 principal: KafkaPrincipal) -> HandlerResult | bytes | Parked | None:
+    """``handle_produce`` for the request nearly every producer sends: one batch for one
+    partition of one topic, acks=1, no transactional id, no authorizer. The body is read
+    from the frame and the response frame written without the message classes
     (protocol.produce_fast) where the answer is a plain success; the append, its checks and
-    the quota are the same calls. None: not such a request (nothing done)."""
+    the quota are the same calls. A request read while the loop's turn holds answers for
+    its end is appended at the end of the turn, together with the others read meanwhile for
+    the partition (broker.produce_appends: the same checks and answers as one by one), and
+    answered after that (``_PendingProduce``). None: not such a request (nothing done)."""
     if broker.authorizer is not None:
         return None
     single = decode_single(frame, offset, header.api_version)
@@ -89,11 +96,17 @@ def produce_fast(broker: Broker, header: RequestHeader, frame: bytes, offset: in
         return None
     topic, index, records = single[2], single[3], single[4]
     tp = _new_tuple(TopicPartition, (topic, index))
+    appends = broker.produce_appends
+    if appends.deferring():
+        pending = _PendingProduce(records, broker, header, topic, index, principal,
+                                  len(frame) + 4)
+        appends.add(tp, header.api_version, pending)
+        return pending
     r = broker.replica_manager.append_single(tp, records, header.api_version, 1)
-    # producer_byte_rate: the request's bytes count against the client's quota.
+    # _answer, inline (a request alone: no call more than before the grouping)
     quota = broker.quotas.produce
     throttle_ms = (quota.record(principal.name, header.client_id or "", len(frame) + 4)
-                   if quota.enabled else 0)  # (record() answers 0 at once when not enabled)
+                   if quota.enabled else 0)
     if r.error is _NO_ERROR and not r.record_errors and not throttle_ms:
         response = encode_single_response(header.correlation_id, header.api_version, topic,
                                           index, r.error, r.base_offset, r.log_append_time_ms,
@@ -101,6 +114,56 @@ def produce_fast(broker: Broker, header: RequestHeader, frame: bytes, offset: in
         if response is not None:
             return response
     return _respond({tp: r}, [], throttle_ms)
+
+
+def _answer(broker: Broker, header: RequestHeader, principal: KafkaPrincipal, size: int,
+            topic: str, index: int, r: AppendResult) -> Respond | bytes:
+    # producer_byte_rate: the request's bytes count against the client's quota.
+    quota = broker.quotas.produce
+    throttle_ms = (quota.record(principal.name, header.client_id or "", size)
+                   if quota.enabled else 0)  # (record() answers 0 at once when not enabled)
+    if r.error is _NO_ERROR and not r.record_errors and not throttle_ms:
+        response = encode_single_response(header.correlation_id, header.api_version, topic,
+                                          index, r.error, r.base_offset, r.log_append_time_ms,
+                                          r.log_start_offset, 0)
+        if response is not None:
+            return response
+    return _respond({_new_tuple(TopicPartition, (topic, index)): r}, [], throttle_ms)
+
+
+class _PendingProduce(Parked):
+    """A fast-path produce waiting for its append at the end of the turn
+    (broker.produce_appends.PendingAppend); answered from there, through ``deliver``."""
+
+    __slots__ = ("_broker", "_header", "_index", "_principal", "_size", "_topic", "records")
+
+    def __init__(self, records: memoryview | bytes | None, broker: Broker,
+                 header: RequestHeader, topic: str, index: int, principal: KafkaPrincipal,
+                 size: int) -> None:
+        self.deliver = None
+        self.send_frame = None
+        self.records = records
+        self._broker = broker
+        self._header = header
+        self._topic = topic
+        self._index = index
+        self._principal = principal
+        self._size = size
+
+    def appended(self, r: AppendResult) -> None:
+        answer = _answer(self._broker, self._header, self._principal, self._size, self._topic,
+                         self._index, r)
+        send = self.send_frame
+        if send is not None and type(answer) is bytes:
+            send(answer)
+            return
+        deliver = self.deliver
+        assert deliver is not None  # set by the request channel as soon as it was returned
+        deliver(answer)
+
+    def failed(self) -> None:
+        if self.deliver is not None:
+            self.deliver(CloseConnection("handler error"))
 
 
 @api(ProduceRequest.API_KEY, min_version=3, max_version=11, request=ProduceRequest,

@@ -508,7 +508,9 @@ class Connection:
                 self._send_now(outcome)
                 return
             if outcome is not None:
-                if not isinstance(outcome, bytes | Parked):  # Parked: answered later
+                if isinstance(outcome, Parked):  # answered later
+                    outcome.send_frame = self._send_parked
+                elif not isinstance(outcome, bytes):
                     self._on_outcome(outcome)
                 return
         request = Request(header, frame, body_offset, self.id, self.host, self.port,
@@ -614,6 +616,18 @@ class Connection:
             self._write_batch.add(self)
         self._finish_request()
 
+    def _send_parked(self, data: bytes) -> None:
+        """``_on_outcome`` of the answer to a request a fast path parked when it is one
+        response frame of bytes without a throttle time: written now (it comes from a
+        callback of its own, after the turn's requests were read)."""
+        transport = self._transport
+        if not (self._lost or transport is None or transport.is_closing()):
+            try:
+                transport.write(data)
+            except Exception as exc:
+                self._close_for(exc)
+        self._finish_request()
+
     def write_held(self) -> None:
         """Write the response frame held for the end of the turn (``WriteBatch``), if any."""
         data, self._held = self._held, None
@@ -666,6 +680,8 @@ class Connection:
         if self._stopping:
             self.close()
             return
+        if not self._buf and self._parts is None and not self._eof and not self._reading_paused:
+            return  # nothing buffered, reading on: what _process would find (the next read calls it)
         self._process()
 
 

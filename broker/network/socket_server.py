@@ -127,6 +127,8 @@ class SocketServer:
             request_quotas=None if broker is None else broker.quotas.request, faults=self._faults)
         self._channel.start()
         self._write_batch = WriteBatch(asyncio.get_running_loop())
+        if broker is not None:  # the produce appends of a turn are done at its end
+            broker.produce_appends.attach(self._write_batch)
         self._accepting = True
         for endpoint, sock in self._sockets:
             self._tasks.append(asyncio.create_task(self._accept_loop(endpoint, sock),

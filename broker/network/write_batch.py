@@ -24,7 +24,11 @@ writes (its next request starts, a response of the general path, closing).
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections.abc import Callable
 from typing import Protocol
+
+log = logging.getLogger(__name__)
 
 
 class HeldWriter(Protocol):
@@ -34,11 +38,24 @@ class HeldWriter(Protocol):
 
 class WriteBatch:
     """The connections holding response frames for the end of this turn (one list per
-    event loop, shared by its connections)."""
+    event loop, shared by its connections), and work to do before they are written (the
+    produce appends gathered in the turn, broker.produce_appends)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._waiting: list[HeldWriter] = []
+        self._work: list[Callable[[], None]] = []
+        self._writing = False
+
+    def holding(self) -> bool:
+        """Responses are held for the end of this turn, and their writing has not begun."""
+        return bool(self._waiting) and not self._writing
+
+    def before_writing(self, work: Callable[[], None]) -> None:
+        """Run ``work`` at the end of this turn, before the held responses are written
+        (only while ``holding()``: the end of the turn is scheduled)."""
+        assert self.holding()
+        self._work.append(work)
 
     def add(self, writer: HeldWriter) -> None:
         """``writer`` holds a response: write it at the end of this turn. Each writer is
@@ -48,6 +65,19 @@ class WriteBatch:
         self._waiting.append(writer)
 
     def _write_all(self) -> None:
+        if self._work:
+            # What the work answers is written by it, or held and written below; a request
+            # it starts on a connection is served as if alone (not holding()).
+            self._writing = True
+            work, self._work = self._work, []
+            try:
+                for job in work:
+                    try:
+                        job()
+                    except Exception:
+                        log.exception("Work before writing the turn's responses failed")
+            finally:
+                self._writing = False
         waiting, self._waiting = self._waiting, []
         for writer in waiting:
             writer.write_held()

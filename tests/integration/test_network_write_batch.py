@@ -1,6 +1,8 @@
 """Responses the connection answers at once (the produce fast path) are written at the end of
 the event loop's turn, together, once every request read in that turn has been served
 (broker/network/write_batch.py), and answers still come in request order on each connection.
+The produce requests read after the first one of a turn are appended together at its end,
+before the held answers are written (broker/produce_appends.py).
 
 On an in-process broker: its loop is paused (``InProcessBroker.pause``) while the clients
 send, so that the requests are all waiting when it resumes and are read in one turn."""
@@ -58,22 +60,26 @@ def _produced(frame: bytes) -> tuple[int, int, int]:
 
 
 @pytest.fixture
-def flushes(kafka_broker: BrokerHandle) -> Iterator[list[tuple[int, int]]]:
-    """Each end-of-turn write of the broker's WriteBatch, as (responses written, the topic's
-    log end offset at that moment)."""
+def flushes(kafka_broker: BrokerHandle) -> Iterator[list[tuple[int, int, int]]]:
+    """Each end-of-turn write of the broker's WriteBatch, as (responses held, the topic's
+    log end offset at that moment, and once the turn's responses are written)."""
     assert isinstance(kafka_broker, InProcessBroker)
     server = kafka_broker._server
     assert server is not None
     write_batch = server.network._write_batch
     assert isinstance(write_batch, WriteBatch)
-    seen: list[tuple[int, int]] = []
+    seen: list[tuple[int, int, int]] = []
     write_all = write_batch._write_all
     partitions = server.broker.replica_manager.partitions  # type: ignore[union-attr]
 
-    def recording() -> None:
+    def end() -> int:
         p = partitions.get(TopicPartition("batched", 0))
-        seen.append((len(write_batch._waiting), -1 if p is None else p.log_end_offset))
+        return -1 if p is None else p.log_end_offset
+
+    def recording() -> None:
+        held, before = len(write_batch._waiting), end()
         write_all()
+        seen.append((held, before, end()))
 
     write_batch._write_all = recording  # type: ignore[method-assign]
     try:
@@ -83,7 +89,7 @@ def flushes(kafka_broker: BrokerHandle) -> Iterator[list[tuple[int, int]]]:
 
 
 def test_responses_of_one_turn_are_written_together_after_it(
-        kafka_broker: BrokerHandle, flushes: list[tuple[int, int]]) -> None:
+        kafka_broker: BrokerHandle, flushes: list[tuple[int, int, int]]) -> None:
     assert isinstance(kafka_broker, InProcessBroker)
     create_topic(kafka_broker.bootstrap, "batched")
     host, port = kafka_broker.bootstrap.rsplit(":", 1)
@@ -109,12 +115,13 @@ def test_responses_of_one_turn_are_written_together_after_it(
             sock.close()
     assert [(cid, error) for cid, error, _ in answers] == [(100 + i, 0) for i in range(CONNECTIONS)]
     assert sorted(offset for _, _, offset in answers) == list(range(CONNECTIONS))
-    # Read in one turn, all appended, then all written at once.
-    assert flushes == [(CONNECTIONS, CONNECTIONS)]
+    # Read in one turn: the first appended at once and its answer held, the others appended
+    # together at the end of the turn, then all written at once.
+    assert flushes == [(1, 1, CONNECTIONS)]
 
 
 def test_pipelined_requests_are_answered_in_order(
-        kafka_broker: BrokerHandle, flushes: list[tuple[int, int]]) -> None:
+        kafka_broker: BrokerHandle, flushes: list[tuple[int, int, int]]) -> None:
     """Held fast-path answers and the general path's answers (ApiVersions, Metadata) of one
     connection's pipelined requests come back in request order."""
     assert isinstance(kafka_broker, InProcessBroker)
@@ -150,4 +157,4 @@ def test_pipelined_requests_are_answered_in_order(
             else:
                 assert isinstance(body, ApiVersionsResponse | MetadataResponse)
     assert answers == list(range(len(frames)))
-    assert sum(n for n, _ in flushes) == sum(1 for key, _ in frames if key == 0)
+    assert sum(n for n, _, _ in flushes) == sum(1 for key, _ in frames if key == 0)

@@ -2,7 +2,8 @@
 
 A deterministic workload drives a ``LogManager`` through every kind of write storage
 makes: creating logs (directory, segment and index files), ``partition.metadata`` (written
-by the first append), leader appends with index entries, rolls, flushes (fsync, msync,
+by the first append), leader appends with index entries (also two clients' batches written
+together, as the produce fast path groups them), rolls, flushes (fsync, msync,
 directory fsync, leader epoch checkpoint), offset and high watermark checkpoints, DeleteRecords with a retention pass
 (segment renames and unlinks), follower appends with a truncation, deleting a log, and a
 clean shutdown (final index entries, trims, checkpoints, the clean-shutdown marker).
@@ -92,6 +93,9 @@ def _append(out: Outcome, lg: Log, tp: TopicPartition, tag: str, i: int, epoch: 
     # One batch over HEADER_ONLY_MIN_BYTES (i 1, odd: appended without a copy, below)
     values = [value(tag, i, k) for k in range(LARGE_RECORDS if i == 1 else 2)]
     data = build_batch([NewRecord(None, v, timestamp_ms=CLOCK_MS + i) for v in values])
+    if i % 5 == 3:  # two clients' batches appended together, as the produce fast path does
+        _append_group(out, lg, tp, values, i, epoch)
+        return
     try:
         if i % 2:  # a client's batch as the broker appends it (large: the header patched apart)
             single = read_single_batch(data)
@@ -103,6 +107,35 @@ def _append(out: Outcome, lg: Log, tp: TopicPartition, tag: str, i: int, epoch: 
         out.refuse(exc, values)
         return
     out.ack(tp, info.first_offset, values)
+
+
+def _append_group(out: Outcome, lg: Log, tp: TopicPartition, values: list[bytes], i: int,
+                  epoch: int) -> None:
+    """One batch per value, checked, then appended together (``append_client_batches``),
+    or one by one where the log says they cannot be (a roll in between)."""
+    pairs = []
+    for v in values:
+        single = read_single_batch(build_batch([NewRecord(None, v, timestamp_ms=CLOCK_MS + i)]))
+        assert single is not None
+        pairs.append(single)
+    try:
+        for view, head in pairs:
+            lg.check_client_batch(view, head, clock())
+        group = lg.append_client_batches(pairs, epoch, clock())
+    except StorageError as exc:  # nothing of the group was kept
+        out.refuse(exc, values)
+        return
+    if group is not None:
+        for v, first in zip(values, group.first_offsets, strict=True):
+            out.ack(tp, first, [v])
+        return
+    for v, (view, head) in zip(values, pairs, strict=True):
+        try:
+            info = lg.append_checked_client_batch(view, head, epoch, clock())
+        except StorageError as exc:
+            out.refuse(exc, [v])
+            continue
+        out.ack(tp, info.first_offset, [v])
 
 
 def _quietly(out: Outcome, call: Callable[[], object]) -> None:

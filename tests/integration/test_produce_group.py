@@ -1,0 +1,112 @@
+"""Produce requests read in one turn of the broker's loop are appended together
+(broker.produce_appends) and each answered as if alone: 16 connections, one request in
+flight each (P5's shape), all sent before any answer is read, among them a corrupt batch,
+an unknown partition and an idempotent producer's resend. Each good request's answer
+names the offset where its own record is in the log; the offsets of a round follow each
+other without a gap over the rounds; the bad ones get their own errors; the resend its first offset. The
+broker did group them (one ``append_group`` call for several requests)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from broker.replica_manager import ReplicaManager
+from client.sync import SyncClient
+from protocol.errors import ErrorCode
+from protocol.frames import decode_response
+from protocol.messages.produce import ProduceRequest, ProduceResponse
+from pytest_minikafka import BrokerHandle
+from pytest_minikafka.inprocess import InProcessBroker
+from tests.integration.data_path_client import (
+    batch,
+    create_topic,
+    fetch,
+    init_producer_id,
+    records_of,
+)
+from tests.integration.netclient import RawClient
+
+pytestmark = [pytest.mark.timeout(60), pytest.mark.minikafka(subprocess=False)]
+
+CONNECTIONS = 16
+ROUNDS = 5
+VERSION = 10  # what librdkafka sends
+
+
+@pytest.fixture
+def group_sizes(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """How many requests each ``append_group`` call of the in-process broker held."""
+    sizes: list[int] = []
+    real = ReplicaManager.append_group
+
+    def recording(self: ReplicaManager, tp: object, records: list[object],
+                  version: int) -> object:
+        sizes.append(len(records))
+        return real(self, tp, records, version)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ReplicaManager, "append_group", recording)
+    yield sizes
+
+
+def _request(topic: str, records: bytes, partition: int = 0) -> ProduceRequest:
+    return ProduceRequest(transactional_id=None, acks=1, timeout_ms=5_000, topic_data=[
+        ProduceRequest.TopicProduceData(topic, [
+            ProduceRequest.PartitionProduceData(partition, records)])])
+
+
+def test_requests_of_one_turn_appended_together_each_answered_alone(
+        kafka_broker: BrokerHandle, group_sizes: list[int]) -> None:
+    assert isinstance(kafka_broker, InProcessBroker)  # group_sizes records its calls
+    bootstrap = kafka_broker.bootstrap
+    create_topic(bootstrap, "grouped", partitions=1)
+    with SyncClient(bootstrap, timeout_ms=10_000) as client:
+        _, producer_id, producer_epoch = init_producer_id(client)
+    conns = [RawClient(bootstrap) for _ in range(CONNECTIONS)]
+    at: dict[int, bytes] = {}  # offset -> the value its answer said is there
+    idempotent = batch([b"idempotent"], producer_id=producer_id, producer_epoch=producer_epoch,
+                       base_sequence=0)
+    first_idempotent = -1
+    try:
+        for r in range(ROUNDS):
+            values = [f"r{r}-c{c}".encode() for c in range(CONNECTIONS)]
+            requests = [_request("grouped", batch([v])) for v in values]
+            corrupt = bytearray(batch([values[3]]))
+            corrupt[-1] ^= 0xFF
+            requests[3] = _request("grouped", bytes(corrupt))
+            requests[7] = _request("grouped", batch([values[7]]), partition=9)
+            requests[11] = _request("grouped", idempotent)  # a resend after the first round
+            for conn, request in zip(conns, requests, strict=True):
+                conn.send(conn.frame(0, VERSION, request)[1])
+            answers = []
+            for conn in conns:
+                _, body = decode_response(conn.recv_frame(), 0, VERSION)
+                assert isinstance(body, ProduceResponse)
+                answers.append(body.responses[0].partition_responses[0])
+            assert answers[3].error_code == ErrorCode.CORRUPT_MESSAGE
+            assert answers[7].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            assert answers[11].error_code == 0
+            if r == 0:
+                first_idempotent = answers[11].base_offset
+                at[first_idempotent] = b"idempotent"
+            assert answers[11].base_offset == first_idempotent
+            for c in range(CONNECTIONS):
+                if c not in (3, 7, 11):
+                    assert answers[c].error_code == 0
+                    assert answers[c].base_offset not in at  # no offset given twice
+                    at[answers[c].base_offset] = values[c]
+    finally:
+        for conn in conns:
+            conn.close()
+    assert max(group_sizes) > 1, group_sizes  # some requests were appended together
+    with SyncClient(bootstrap, timeout_ms=10_000) as client:
+        stored: dict[int, bytes | None] = {}
+        while len(stored) < len(at):
+            part = fetch(client, "grouped", 0, len(stored)).responses[0].partitions[0]
+            assert part.error_code == 0
+            for record in records_of(part.records):
+                stored[record.offset] = record.value
+    # Every answer named its own record's offset, and the offsets follow each other.
+    assert stored == at and sorted(at) == list(range(ROUNDS * (CONNECTIONS - 3) + 1))
+
