@@ -46,8 +46,7 @@ class PendingAppend(Protocol):
 class Turn(Protocol):
     """The loop's turn as the connections' held answers see it (``WriteBatch``)."""
 
-    def holding(self) -> bool:
-        """Answers are held for the end of this turn, and not being written yet."""
+    holding: bool  # answers are held for the end of this turn, and not being written yet
 
     def before_writing(self, work: Callable[[], None]) -> None:
         """Run ``work`` at the end of this turn, before the held answers are written."""
@@ -69,7 +68,7 @@ class ProduceAppends:
         """Whether a produce read now is added here rather than appended at once: the turn
         is open (answers are held for its end)."""
         turn = self._turn
-        return turn is not None and turn.holding()
+        return turn is not None and turn.holding
 
     def add(self, tp: TopicPartition, produce_version: int, pending: PendingAppend) -> None:
         """Append ``pending`` (acks=1) to ``tp`` at the end of this turn, then answer it

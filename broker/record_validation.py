@@ -36,13 +36,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, NoReturn
 
+from protocol.batch_header import HEADER as _HEADER
 from protocol.compression import CompressionType, CorruptRecordError
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.records import (
     ATTR_COMPRESSION_MASK,
     ATTR_CONTROL,
     ATTR_TRANSACTIONAL,
+    HEADER_SIZE_BYTES,
     LOG_OVERHEAD_BYTES,
+    MAGIC,
     BatchHeader,
     RecordBatch,
     StopReason,
@@ -186,20 +189,24 @@ def validate_client_batches(
                   or config.timestamp_after_max_ms < LONG_MAX)
     zstd_ok = produce_version >= ZSTD_MIN_PRODUCE_VERSION
     for r in records:
-        single = read_single_batch(r) if inline and r is not None else None
-        if single is not None:
-            head = single[1]
-            attributes = head.attributes
-            codec = attributes & ATTR_COMPRESSION_MASK
-            count = head.records_count
-            # validate_client_batch's checks, in its order, none of them failing
-            if (head.batch_length + LOG_OVERHEAD_BYTES <= max_bytes
-                    and (codec < _ZSTD_VALUE or (codec == _ZSTD_VALUE and zstd_ok))
-                    and count > 0 and head.last_offset_delta + 1 == count
-                    and not attributes & (ATTR_CONTROL | ATTR_TRANSACTIONAL)
-                    and (head.producer_id < 0 or head.base_sequence >= 0)):
-                out.append(_new_tuple(ValidBatch, single))
-                continue
+        if inline and r is not None:
+            # read_single_batch's common case, then validate_client_batch's checks in its
+            # order, on the header's fields (HEADER: baseOffset, batchLength,
+            # partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta, baseTimestamp,
+            # maxTimestamp, producerId, producerEpoch, baseSequence, recordsCount)
+            view = memoryview(r)
+            n = len(view)
+            if n >= HEADER_SIZE_BYTES and view.format == "B" and view.ndim == 1:
+                f = _HEADER.unpack_from(view, 0)
+                attributes = f[5]
+                codec = attributes & ATTR_COMPRESSION_MASK
+                if (f[3] == MAGIC and f[1] + LOG_OVERHEAD_BYTES == n and n <= max_bytes
+                        and (codec < _ZSTD_VALUE or (codec == _ZSTD_VALUE and zstd_ok))
+                        and f[12] > 0 and f[6] + 1 == f[12]
+                        and not attributes & (ATTR_CONTROL | ATTR_TRANSACTIONAL)
+                        and (f[9] < 0 or f[11] >= 0)):
+                    out.append(_new_tuple(ValidBatch, (view, _new_tuple(BatchHeader, (0, *f)))))
+                    continue
         try:
             out.append(validate_client_batch(r, produce_version, config, now_ms,
                                              verify_crc=False))

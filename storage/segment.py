@@ -432,7 +432,8 @@ class LogSegment:
         position = start
         recent = self._recent
         interval = self.index_interval_bytes
-        for meta in batches:
+        keep_from = len(batches) - RECENT_HEADS  # the heads of the batches before fall out
+        for k, meta in enumerate(batches):
             size, last_offset, max_timestamp = meta
             current = self._max_ts_and_offset
             if (current is None or max_timestamp > current.timestamp
@@ -440,11 +441,13 @@ class LogSegment:
                 self.index_batch(position, size, last_offset, max_timestamp)
             else:  # index_batch with nothing to change but the byte count, inline
                 self._bytes_since_last_index_entry += size
-            # The head as head_at would read it back from the file: the same bytes.
-            fields = _HEAD.unpack_from(data if head is None or position != start else head,
-                                       position - start)
-            recent.append(_new_tuple(BatchHead, (position, fields[0], size,
-                                                 fields[0] + fields[6], fields[8], fields[2])))
+            if k >= keep_from:
+                # The head as head_at would read it back from the file: the same bytes.
+                fields = _HEAD.unpack_from(data if head is None or position != start else head,
+                                           position - start)
+                recent.append(_new_tuple(BatchHead, (position, fields[0], size,
+                                                     fields[0] + fields[6], fields[8],
+                                                     fields[2])))
             position += size
 
     def mark(self) -> SegmentMark:

@@ -103,24 +103,9 @@ def produce_fast(broker: Broker, header: RequestHeader, frame: bytes, offset: in
         appends.add(tp, header.api_version, pending)
         return pending
     r = broker.replica_manager.append_single(tp, records, header.api_version, 1)
-    # _answer, inline (a request alone: no call more than before the grouping)
-    quota = broker.quotas.produce
-    throttle_ms = (quota.record(principal.name, header.client_id or "", len(frame) + 4)
-                   if quota.enabled else 0)
-    if r.error is _NO_ERROR and not r.record_errors and not throttle_ms:
-        response = encode_single_response(header.correlation_id, header.api_version, topic,
-                                          index, r.error, r.base_offset, r.log_append_time_ms,
-                                          r.log_start_offset, 0)
-        if response is not None:
-            return response
-    return _respond({tp: r}, [], throttle_ms)
-
-
-def _answer(broker: Broker, header: RequestHeader, principal: KafkaPrincipal, size: int,
-            topic: str, index: int, r: AppendResult) -> Respond | bytes:
     # producer_byte_rate: the request's bytes count against the client's quota.
     quota = broker.quotas.produce
-    throttle_ms = (quota.record(principal.name, header.client_id or "", size)
+    throttle_ms = (quota.record(principal.name, header.client_id or "", len(frame) + 4)
                    if quota.enabled else 0)  # (record() answers 0 at once when not enabled)
     if r.error is _NO_ERROR and not r.record_errors and not throttle_ms:
         response = encode_single_response(header.correlation_id, header.api_version, topic,
@@ -128,7 +113,7 @@ def _answer(broker: Broker, header: RequestHeader, principal: KafkaPrincipal, si
                                           r.log_start_offset, 0)
         if response is not None:
             return response
-    return _respond({_new_tuple(TopicPartition, (topic, index)): r}, [], throttle_ms)
+    return _respond({tp: r}, [], throttle_ms)
 
 
 class _PendingProduce(Parked):
@@ -151,12 +136,27 @@ class _PendingProduce(Parked):
         self._size = size
 
     def appended(self, r: AppendResult) -> None:
-        answer = _answer(self._broker, self._header, self._principal, self._size, self._topic,
-                         self._index, r)
-        send = self.send_frame
-        if send is not None and type(answer) is bytes:
-            send(answer)
-            return
+        header = self._header
+        # producer_byte_rate: the request's bytes count against the client's quota.
+        quota = self._broker.quotas.produce
+        throttle_ms = (quota.record(self._principal.name, header.client_id or "", self._size)
+                       if quota.enabled else 0)  # (record() answers 0 at once when not enabled)
+        if r.error is _NO_ERROR and not r.record_errors and not throttle_ms:
+            response = encode_single_response(header.correlation_id, header.api_version,
+                                              self._topic, self._index, r.error, r.base_offset,
+                                              r.log_append_time_ms, r.log_start_offset, 0)
+            send = self.send_frame
+            if response is not None and send is not None:
+                send(response)
+                return
+            if response is not None:
+                answer: Respond | bytes = response
+            else:
+                answer = _respond({_new_tuple(TopicPartition, (self._topic, self._index)): r},
+                                  [], throttle_ms)
+        else:
+            answer = _respond({_new_tuple(TopicPartition, (self._topic, self._index)): r}, [],
+                              throttle_ms)
         deliver = self.deliver
         assert deliver is not None  # set by the request channel as soon as it was returned
         deliver(answer)

@@ -45,16 +45,13 @@ class WriteBatch:
         self._loop = loop
         self._waiting: list[HeldWriter] = []
         self._work: list[Callable[[], None]] = []
-        self._writing = False
-
-    def holding(self) -> bool:
-        """Responses are held for the end of this turn, and their writing has not begun."""
-        return bool(self._waiting) and not self._writing
+        # Responses are held for the end of this turn, and their writing has not begun.
+        self.holding = False
 
     def before_writing(self, work: Callable[[], None]) -> None:
         """Run ``work`` at the end of this turn, before the held responses are written
-        (only while ``holding()``: the end of the turn is scheduled)."""
-        assert self.holding()
+        (only while ``holding``: the end of the turn is scheduled)."""
+        assert self.holding
         self._work.append(work)
 
     def add(self, writer: HeldWriter) -> None:
@@ -62,22 +59,20 @@ class WriteBatch:
         added once per response it holds (it writes everything it holds at once)."""
         if not self._waiting:
             self._loop.call_soon(self._write_all)
+            self.holding = True
         self._waiting.append(writer)
 
     def _write_all(self) -> None:
+        self.holding = False
         if self._work:
             # What the work answers is written by it, or held and written below; a request
-            # it starts on a connection is served as if alone (not holding()).
-            self._writing = True
+            # it starts on a connection is served as if alone (not holding).
             work, self._work = self._work, []
-            try:
-                for job in work:
-                    try:
-                        job()
-                    except Exception:
-                        log.exception("Work before writing the turn's responses failed")
-            finally:
-                self._writing = False
+            for job in work:
+                try:
+                    job()
+                except Exception:
+                    log.exception("Work before writing the turn's responses failed")
         waiting, self._waiting = self._waiting, []
         for writer in waiting:
             writer.write_held()
