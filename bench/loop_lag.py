@@ -13,7 +13,10 @@ file, run as the broker's ``__main__``):
   time stalled there (``sys._current_frames``: an in-process ``py-spy dump``). A stall whose stack is
   the loop's own ``run_forever`` (waiting in epoll) was not the loop's work: the process
   did not get a core, or a thread held the interpreter lock;
-- the CPU time of each thread of the process (``/proc/self/task``), by thread name.
+- the CPU time of each thread of the process (``/proc/self/task``), by thread name;
+- the garbage collections (``gc.callbacks``), per generation, on the loop's thread and in
+  other threads (a collection holds the interpreter lock throughout, wherever it runs), with
+  their CPU; each stall says how much of its loop thread CPU was collections.
 
 The load is P4's at ``--rate`` records/s (``bench.load`` ``latency_produce``, linger 0, and
 ``latency_consume``, librdkafka's consumer). After ``--warmup-s`` the window opens
@@ -43,6 +46,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import bisect
+import gc
 import itertools
 import json
 import os
@@ -89,13 +93,16 @@ def _thread_cpu() -> dict[str, float]:
 class Probe:
     """Inside the broker: loop lag by a sleeping task, stacks by a watchdog thread."""
 
-    def __init__(self, out: Path, tick_s: float, stall_s: float, stacks: bool) -> None:
+    def __init__(self, out: Path, tick_s: float, stall_s: float, stacks: bool,
+                 frames: int = STACK_FRAMES) -> None:
         self.out = out
+        self.frames = frames
         self.tick_s = tick_s
         self.stall_s = stall_s
         self.stacks = stacks
         self.loop_tid = threading.get_ident()
         self.last_tick = time.monotonic()
+        self._gc_cpu = 0.0  # thread_time at the start of the collection under way
         self.window = False
         self.reset()
 
@@ -104,25 +111,48 @@ class Probe:
         self.lag_s = 0.0
         self.buckets = [0] * (len(BUCKETS_MS) + 1)
         # (wake-up time, lateness s, loop thread CPU s from the sleep to the wake-up, the
-        # wake-up before: the key of the stall's stacks)
-        self.stalls: list[tuple[float, float, float, float]] = []
+        # wake-up before: the key of the stall's stacks, CPU s of collections in it)
+        self.stalls: list[tuple[float, float, float, float, float]] = []
         self.stack_counts: dict[str, int] = {}
         # Per stall (keyed by the tick before it): the stacks sampled during it, in order.
         self.stall_stacks: dict[float, list[str]] = {}
+        # Garbage collections: per generation on the loop's thread, then per generation in
+        # other threads, [count, CPU s, longest CPU s]; and the CPU of those on the loop's
+        # thread since its last tick (what the ticker charges to a stall).
+        self.collections = [[0, 0.0, 0.0] for _ in range(6)]
+        self.gc_cpu_since_tick = 0.0
         self.cpu0 = _thread_cpu()
         self.loop_cpu0 = time.thread_time()
         self.t0 = time.monotonic()
 
     def start(self) -> None:
         asyncio.get_running_loop().create_task(self._ticker(), name="loop-lag-probe")
+        gc.callbacks.append(self._on_gc)
         if self.stacks:
             threading.Thread(target=self._watchdog, name="loop-lag-watchdog", daemon=True).start()
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        """A collection, in any thread: it holds the interpreter lock throughout, so one in
+        a worker thread stalls the loop as much as one on it. Its CPU is the thread's."""
+        if phase == "start":
+            self._gc_cpu = time.thread_time()
+            return
+        took = time.thread_time() - self._gc_cpu
+        on_loop = threading.get_ident() == self.loop_tid
+        if on_loop:
+            self.gc_cpu_since_tick += took
+        if self.window:
+            entry = self.collections[info["generation"] + (0 if on_loop else 3)]
+            entry[0] += 1
+            entry[1] += took
+            entry[2] = max(entry[2], took)
 
     async def _ticker(self) -> None:
         tick = self.tick_s
         while True:
             due = time.monotonic() + tick
             cpu = time.thread_time()
+            self.gc_cpu_since_tick = 0.0
             await asyncio.sleep(tick)
             now = time.monotonic()
             before, self.last_tick = self.last_tick, now
@@ -135,7 +165,8 @@ class Probe:
             if late >= self.stall_s and len(self.stalls) < MAX_STALLS:
                 # The loop thread's CPU meanwhile: near the stall's length, the loop was
                 # working; near 0, it waited (for a core, or another thread's GIL).
-                self.stalls.append((now, late, time.thread_time() - cpu, before))
+                self.stalls.append((now, late, time.thread_time() - cpu, before,
+                                    self.gc_cpu_since_tick))
 
     def _watchdog(self) -> None:
         sampled = 0.0
@@ -149,7 +180,7 @@ class Probe:
             frame = sys._current_frames().get(self.loop_tid)
             if frame is None:
                 continue
-            summary = traceback.extract_stack(frame)[-STACK_FRAMES:]
+            summary = traceback.extract_stack(frame)[-self.frames:]
             key = " < ".join(f"{Path(f.filename).name}:{f.name}:{f.lineno}"
                              for f in reversed(summary))
             self.stack_counts[key] = self.stack_counts.get(key, 0) + 1
@@ -171,9 +202,12 @@ class Probe:
             "buckets": self.buckets,
             "stalls": self.stalls,
             "stacks": self.stack_counts,
-            "longest": [[cpu, late, _commonest(self.stall_stacks.get(before, []))]
-                        for _, late, cpu, before in sorted(
+            "longest": [[cpu, late, _commonest(self.stall_stacks.get(before, [])), gc_cpu]
+                        for _, late, cpu, before, gc_cpu in sorted(
                             self.stalls, key=lambda st: -st[2])[:LONGEST_STALLS]],
+            "collections": self.collections,
+            "tracked": len(gc.get_objects()),  # objects the collector tracks at the close
+            "frozen": gc.get_freeze_count(),
             "thread_cpu_s": {name: cpu1[name] - self.cpu0.get(name, 0.0) for name in cpu1},
         }
         tmp = self.out.with_suffix(".tmp")
@@ -189,7 +223,7 @@ def _child(argv: list[str]) -> int:
     from cli.main import main as cli_main
 
     probe = Probe(Path(settings["out"]), settings["tick_ms"] / 1000, settings["stall_ms"] / 1000,
-                  settings["stacks"])
+                  settings["stacks"], settings.get("frames", STACK_FRAMES))
     signal.signal(signal.SIGUSR1, probe.open_window)
     signal.signal(signal.SIGUSR2, probe.close_window)
     original = server.BrokerServer.run
@@ -255,6 +289,18 @@ def _print_loop(args: argparse.Namespace, probe: dict[str, Any]) -> None:
           + ", ".join(f"{ms:.1f}" for ms in cpu_ms[:10]))
 
 
+def _print_collections(probe: dict[str, Any]) -> None:
+    """The garbage collections in the window, on the loop's thread and in others."""
+    def line(collections: list[list[float]]) -> str:
+        return "; ".join(f"gen {gen}: {count:.0f}, {total * 1000:.0f} ms in all, longest "
+                         f"{longest * 1000:.1f} ms"
+                         for gen, (count, total, longest) in enumerate(collections))
+
+    print(f"garbage collections (CPU) on the loop's thread: {line(probe['collections'][:3])}; "
+          f"in other threads: {line(probe['collections'][3:])}; {probe['tracked']:,} objects "
+          f"tracked at the close, {probe['frozen']:,} frozen")
+
+
 def _print_thread_cpu(probe: dict[str, Any]) -> None:
     """Each thread's CPU time in the window, the busiest first."""
     print("thread CPU in the window: " + ", ".join(
@@ -265,8 +311,9 @@ def _print_thread_cpu(probe: dict[str, Any]) -> None:
 def _print_stacks(probe: dict[str, Any]) -> None:
     if probe.get("longest"):
         print("the stalls with the most loop thread CPU, and their commonest stacks:")
-        for cpu, late, stacks in probe["longest"]:
-            print(f"  {cpu * 1000:.1f} ms of CPU in a {late * 1000:.1f} ms stall")
+        for cpu, late, stacks, gc_cpu in probe["longest"]:
+            print(f"  {cpu * 1000:.1f} ms of CPU in a {late * 1000:.1f} ms stall"
+                  + (f" ({gc_cpu * 1000:.1f} ms of it garbage collection)" if gc_cpu else ""))
             for stack, n in stacks:
                 print(f"    {n:5d}  {stack}")
     if probe["stacks"]:
@@ -308,6 +355,7 @@ def _startup(args: argparse.Namespace, argv_broker: list[str], settings: dict[st
           f"{served_s:.2f} s after the spawn; window {seconds:.2f} s, loop thread CPU "
           f"{probe['loop_cpu_s']:.2f} s")
     _print_loop(args, probe)
+    _print_collections(probe)
     _print_thread_cpu(probe)
     _print_stacks(probe)
     print(f"work dir: {work}")
@@ -377,6 +425,7 @@ def _cluster(args: argparse.Namespace, settings: dict[str, Any], work: Path) -> 
           f"({topics} topics, replication factor 3) in {created_s:.2f} s; window "
           f"{probe['seconds']:.2f} s, loop thread CPU {probe['loop_cpu_s']:.2f} s")
     _print_loop(args, probe)
+    _print_collections(probe)
     _print_stacks(probe)
     print(f"work dir: {work}")
     return 0
@@ -400,6 +449,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="a wake-up this late is a stall; a record this slow is an outlier")
     parser.add_argument("--stacks", action="store_true", help="take the loop's stack during stalls "
                         "(a watchdog thread: ~3-6%% of a core, and interpreter-lock hand-offs)")
+    parser.add_argument("--frames", type=int, default=STACK_FRAMES,
+                        help="--stacks: the innermost frames kept of each stack")
     parser.add_argument("--requests", action="store_true", help="count requests (the broker's "
                         "metrics endpoint on, which costs CPU per request)")
     parser.add_argument("--tree", type=Path, default=None,
@@ -424,7 +475,7 @@ def main(argv: list[str] | None = None) -> int:
         props["metrics.prometheus.listener"] = f"127.0.0.1:{metrics_port}"
         metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
     settings = {"out": str(state), "tick_ms": args.tick_ms, "stall_ms": args.stall_ms,
-                "stacks": args.stacks}
+                "stacks": args.stacks, "frames": args.frames}
     argv_broker = [sys.executable, str(Path(__file__).resolve()), "--child", "broker",
                    *(a for k, v in props.items() for a in ("--override", f"{k}={v}"))]
     if args.startup:
@@ -482,6 +533,7 @@ def main(argv: list[str] | None = None) -> int:
     print("e2e latency ms: " + ", ".join(f"{k} {lat[k]:.3g}" for k in
                                         ("p50", "p90", "p99", "p99.9", "p99.99", "p100")))
     _print_loop(args, probe)
+    _print_collections(probe)
     outliers = consumed.get("outliers", [])
     samples = lat["samples"]
     explained = _explained(outliers, probe["stalls"])
