@@ -73,6 +73,7 @@ from broker.delayed_ops import (
 )
 from broker.fetch_session import DEFAULT_MAX_SLOTS, FetchSessionCache
 from broker.fetchers import FetcherManager, InitialFetchState, NoFetchers
+from broker.heap import HeapFreezer
 from broker.loop_slice import LoopSlice
 from broker.metadata_cache import MetadataCache
 from broker.partition import (
@@ -196,6 +197,8 @@ class ReplicaManager:
         self.leader_quota = ReplicationQuota(None)
         self.follower_quota = ReplicationQuota(None)
         self._isr_expiration: asyncio.Task[None] | None = None
+        # Frozen out of full garbage collections: the objects of the partitions hosted here.
+        self.heap = HeapFreezer()
 
     # ------------------------------------------------------------ partitions
 
@@ -417,6 +420,7 @@ class ReplicaManager:
             self.partitions[p.topic_partition] = p
             if p.topic_id != ZERO_UUID:
                 self._topic_names[p.topic_id] = p.topic
+            self.heap.hosted()
         return errors
 
     def _write_partition_metadata_soon(self) -> None:
@@ -530,6 +534,8 @@ class ReplicaManager:
         if hosted is not None:
             await hosted.settled()  # a truncation its fetcher began finishes first
         p = self.partitions.pop(tp, None)
+        if p is not None:
+            self.heap.removed()
         if p is not None and not any(t == tp.topic for t, _ in self.partitions):
             self._topic_names.pop(p.topic_id, None)
             if self.topic_stats is not None:

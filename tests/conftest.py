@@ -7,12 +7,14 @@
   with ``@pytest.mark.broker_errors(...)`` (``tests/broker_checks.py``). A problem fails the
   test at teardown, naming the broker and quoting the log entry;
 - in CI (``CI`` set to true/1/yes) a skipped test is a failed test: every check must run;
+- the garbage collector's heap is unfrozen after every test (broker.heap freezes it);
 - Hypothesis has no deadline and no "too slow" health check: on a shared, loaded machine an
   example's wall time says nothing about the code (a test that bounds work measures work).
 """
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 from collections.abc import Generator, Iterator
@@ -114,6 +116,15 @@ def _no_broker_outlives_the_session() -> Iterator[None]:
     if leaked:
         raise BrokerHealthError("brokers still running at the end of the session (a test "
                                 f"started them and did not stop them): {[p.name for p in leaked]}")
+
+
+@pytest.fixture(autouse=True)
+def _heap_unfrozen_after_test() -> Iterator[None]:
+    """A broker in this process that hosts many partitions freezes the collector's heap
+    (broker.heap), the test process's with it: unfrozen after each test, so that what
+    one test left is collected as usual."""
+    yield
+    gc.unfreeze()
 
 
 # -- no skip in CI -------------------------------------------------------------------------

@@ -20,12 +20,14 @@ from pathlib import Path
 import pytest
 
 from broker.delayed_ops import FetchParams, FetchPartitionStatus
+from broker.heap import FREEZE_EVERY_PARTITIONS
 from broker.metadata_cache import MetadataCache
 from broker.partition import IsolationLevel, Partition
 from broker.producer_state import LOAD_THREADS
 from broker.replica_manager import SNAPSHOT_THREADS, ReplicaManager
 from protocol.errors import ErrorCode
 from protocol.messages.leader_and_isr import LeaderAndIsrRequest
+from protocol.messages.stop_replica import StopReplicaRequest
 from protocol.records import NewRecord, build_batch, iter_batches
 from storage import fileio
 from storage.config import LogConfig
@@ -490,3 +492,53 @@ async def test_truncation_runs_in_a_worker_thread_and_role_changes_wait_for_it(
     assert p.producer_state.last_entry(7) is None
     assert not list((tmp_path / "t-0").glob("*.snapshot"))
     close_rm(rm)
+
+
+def _full_collection_cpu_s() -> float:
+    cpu = time.thread_time()
+    gc.collect()
+    return time.thread_time() - cpu
+
+
+async def test_hosted_partitions_are_frozen_out_of_full_collections(tmp_path: Path) -> None:
+    """Once FREEZE_EVERY_PARTITIONS partitions are hosted, every tracked object is frozen:
+    a full collection then skips the partitions' objects (and everything older), and costs
+    a fraction of one over the same heap unfrozen. Deleting a partition unfreezes them, so
+    its objects are collectable again."""
+    count = 2 * FREEZE_EVERY_PARTITIONS
+    gc.unfreeze()  # whatever an earlier test in this process froze
+    rm = new_rm(tmp_path)
+    try:
+        response = await rm.become_leader_or_follower(LeaderAndIsrRequest(
+            controller_id=0, controller_epoch=1, topic_states=[
+                LeaderAndIsrRequest.LeaderAndIsrTopicState(topic_name="t", topic_id=TID, partition_states=[
+                    LeaderAndIsrRequest.LeaderAndIsrPartitionState(
+                        partition_index=i, controller_epoch=1, leader=0, leader_epoch=0,
+                        isr=[0], partition_epoch=0, replicas=[0], is_new=True)
+                    for i in range(count)])]))
+        assert [e.error_code for t in response.topics for e in t.partition_errors] == [0] * count
+        p = rm.get_partition("t", 0)
+        assert p is not None and gc.is_tracked(p)
+        assert rm.heap.freezes == 2
+        assert gc.get_freeze_count() > count
+        assert not any(o is p for o in gc.get_objects())  # not in any generation: frozen
+        frozen_cpu_s = min(_full_collection_cpu_s() for _ in range(3))
+
+        gc.unfreeze()
+        unfrozen_cpu_s = min(_full_collection_cpu_s() for _ in range(3))
+        assert frozen_cpu_s < unfrozen_cpu_s / 3, (
+            f"a full collection took {frozen_cpu_s * 1000:.1f} ms of CPU frozen, "
+            f"{unfrozen_cpu_s * 1000:.1f} ms unfrozen")
+
+        gc.freeze()
+        stopped = await rm.stop_replicas(StopReplicaRequest(
+            controller_id=0, controller_epoch=1, broker_epoch=-1, topic_states=[
+                StopReplicaRequest.StopReplicaTopicState("t", [
+                    StopReplicaRequest.StopReplicaPartitionState(
+                        partition_index=0, leader_epoch=-2, delete_partition=True)])]))
+        assert stopped == ({("t", 0): ErrorCode.NO_ERROR}, ErrorCode.NO_ERROR)
+        assert gc.get_freeze_count() == 0
+        assert any(o is p for o in gc.get_objects())
+    finally:
+        gc.unfreeze()
+        close_rm(rm)
