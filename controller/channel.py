@@ -142,10 +142,15 @@ class ControlRequestBatch:
         def send(broker_id: int, request: ControlRequest) -> None:
             sent.append((broker_id, request, channel.send(broker_id, request)))
 
+        # A partition's update is the same in each of its replicas' LeaderAndIsr (one
+        # ``_PartitionUpdate`` object): its state is built once and shared, read-only, by
+        # the requests that carry it. Keyed by the update's id (the batch holds them).
+        lai_states: dict[int, _LaiR.LeaderAndIsrPartitionState] = {}
         for broker_id, updates in sorted(self.leader_and_isr.items()):
             target = live.get(broker_id)
             if target is not None:
-                send(broker_id, self._leader_and_isr(target, updates.values(), live, topic_ids))
+                send(broker_id, self._leader_and_isr(target, updates.values(), live, topic_ids,
+                                                     lai_states))
         for broker_id, stops in sorted(self.stop_replica.items()):
             target = live.get(broker_id)
             if target is not None:
@@ -174,19 +179,26 @@ class ControlRequestBatch:
 
     def _leader_and_isr(self, target: BrokerRegistration, updates: Iterable[_PartitionUpdate],
                         live: Mapping[int, BrokerRegistration],
-                        topic_ids: Callable[[str], uuid.UUID]) -> LeaderAndIsrRequest:
+                        topic_ids: Callable[[str], uuid.UUID],
+                        built: dict[int, _LaiR.LeaderAndIsrPartitionState],
+                        ) -> LeaderAndIsrRequest:
+        """``built``: the partition states made for other brokers' requests of this batch
+        (taken from and added to)."""
         by_topic: dict[str, list[_LaiR.LeaderAndIsrPartitionState]] = {}
         leaders: set[int] = set()
         for u in updates:
             lai = u.state.leader_and_isr
             leaders.add(lai.leader)
-            by_topic.setdefault(u.tp.topic, []).append(_LaiR.LeaderAndIsrPartitionState(
-                topic_name=u.tp.topic, partition_index=u.tp.partition,
-                controller_epoch=u.state.controller_epoch, leader=lai.leader,
-                leader_epoch=lai.leader_epoch, isr=list(lai.isr),
-                partition_epoch=lai.partition_epoch, replicas=list(u.replicas),
-                adding_replicas=[], removing_replicas=[], is_new=u.is_new,
-                leader_recovery_state=int(lai.leader_recovery_state)))
+            state = built.get(id(u))
+            if state is None:
+                state = built[id(u)] = _LaiR.LeaderAndIsrPartitionState(
+                    topic_name=u.tp.topic, partition_index=u.tp.partition,
+                    controller_epoch=u.state.controller_epoch, leader=lai.leader,
+                    leader_epoch=lai.leader_epoch, isr=list(lai.isr),
+                    partition_epoch=lai.partition_epoch, replicas=list(u.replicas),
+                    adding_replicas=[], removing_replicas=[], is_new=u.is_new,
+                    leader_recovery_state=int(lai.leader_recovery_state))
+            by_topic.setdefault(u.tp.topic, []).append(state)
         live_leaders = []
         for leader in sorted(leaders):
             broker = live.get(leader)

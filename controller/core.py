@@ -49,6 +49,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Final
 
 from controller.channel import (
     BrokerRegistration,
@@ -75,6 +76,11 @@ from protocol.topic_partition import TopicPartition
 log = logging.getLogger(__name__)
 
 SentRequest = tuple[int, ControlRequest, "asyncio.Future[ControlResponse | None]"]
+
+# A loop over the partitions of a decision yields the event loop every this many (a few ms
+# of work at most): other requests are served meanwhile. Events are processed one at a
+# time, so nothing else adds to the decision's batch or sends it in between.
+YIELD_EVERY_PARTITIONS: Final = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -349,7 +355,9 @@ class ControllerCore:
             return []
         online = [b for b in ctx.live_brokers if b not in ctx.shutting_down]
         states: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
-        for tp in partitions:
+        for i, tp in enumerate(partitions, 1):
+            if i % YIELD_EVERY_PARTITIONS == 0:
+                await asyncio.sleep(0)
             result = elect_new_partition(ctx.replicas(tp), online)
             if result.leader_and_isr is None:
                 log.error("[Controller id=%d] %s has no live replica among %s: it stays"
@@ -360,7 +368,9 @@ class ControllerCore:
         if written.failed:  # already created (a controller stopped half-way): use what is there
             existing = await self.store.partition_states(written.failed)
             written.written.update(existing)
-        for tp, state in written.written.items():
+        for i, (tp, state) in enumerate(written.written.items(), 1):
+            if i % YIELD_EVERY_PARTITIONS == 0:
+                await asyncio.sleep(0)
             ctx.leadership[tp] = state
             self._batch.add_leader_and_isr(ctx.live_replicas(tp), tp, state, ctx.replicas(tp),
                                            is_new=True)
