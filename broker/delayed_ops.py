@@ -14,7 +14,9 @@ carries all the data there is at that moment) by ``read_all`` -- except where th
 completes it has just made that very read: a consumer's fetch of one partition (no rack, its
 partition limit within the request's) completed by the bytes an append brought; its answer
 is that read's records, with the partition's offsets of the same moment (nothing runs in
-between), instead of a second read of the log.
+between), instead of a second read of the log. A fetch of many partitions (a follower's)
+is read by its request once it resumes instead (``read_on_complete`` False), a slice at a
+time: the completion runs on the loop in one go, in a timer's or an append's callback.
 
 Thread-safety: none; the broker's event loop only.
 """
@@ -104,12 +106,15 @@ ReadAll = Callable[[FetchParams, list[FetchPartitionStatus]], list[ReadResult]]
 class DelayedFetch(DelayedOperation):
     def __init__(self, params: FetchParams, statuses: list[FetchPartitionStatus],
                  get_partition: Callable[[str, int], Partition | None],
-                 read_all: ReadAll) -> None:
+                 read_all: ReadAll, *, read_on_complete: bool = True) -> None:
+        """``read_on_complete`` False: the completion reads nothing (``results`` stays
+        empty); the waiter reads once it resumes."""
         super().__init__(params.max_wait_ms)
         self.params = params
         self.statuses = statuses
         self._get_partition = get_partition
         self._read_all = read_all
+        self._read_on_complete = read_on_complete
         self.results: list[ReadResult] = []
         # The read that completed the operation, when it is the one read_all would make
         # (``reusable``: one partition, see the module docstring): (partition, records).
@@ -177,4 +182,5 @@ class DelayedFetch(DelayedOperation):
                                        p.log_start_offset,
                                        records if records.length > 0 else None)]
             return
-        self.results = self._read_all(self.params, self.statuses)
+        if self._read_on_complete:
+            self.results = self._read_all(self.params, self.statuses)

@@ -61,6 +61,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -114,6 +115,10 @@ PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms
 PRODUCER_ID_CHECK_INTERVAL_MS = 600_000  # producer.id.expiration.check.interval.ms
 ZERO_UUID = uuid.UUID(int=0)
 SNAPSHOT_THREADS = 8  # producer-state snapshot files written at once at shutdown
+# A fetch of more partitions than this (a follower's, over all it follows here) is read,
+# and its follower's offsets recorded, this many partitions at a time, the event loop given
+# back in between when it was held for LoopSlice's few ms (``_fetch_many``).
+FETCH_SLICE_PARTITIONS = 64
 
 LeadershipCallback = Callable[[list[Partition], list[Partition]], None]
 LogConfigSource = Callable[[str], Awaitable[LogConfig]]
@@ -761,12 +766,12 @@ class ReplicaManager:
 
     # ------------------------------------------------------------ fetch
 
-    def read_all(self, params: FetchParams,
-                 statuses: list[FetchPartitionStatus]) -> list[ReadResult]:
-        """Read every partition once, with the KIP-74 byte limits (see the module docstring)."""
+    def read_all(self, params: FetchParams, statuses: list[FetchPartitionStatus],
+                 min_one_message: bool = True) -> list[ReadResult]:
+        """Read every partition once, with the KIP-74 byte limits (see the module docstring);
+        ``min_one_message`` False: an earlier read of the same fetch already has data."""
         results: list[ReadResult] = []
         remaining = params.max_bytes
-        min_one_message = True
         for s in statuses:
             p = self.get_partition(s.topic, s.partition)
             if p is None:
@@ -841,6 +846,8 @@ class ReplicaManager:
     async def fetch_messages(self, params: FetchParams,
                              statuses: list[FetchPartitionStatus]) -> list[ReadResult]:
         """Read now, or wait (long poll) for ``min_bytes`` up to ``max_wait_ms``."""
+        if len(statuses) > FETCH_SLICE_PARTITIONS:
+            return await self._fetch_many(params, statuses)
         if params.replica_id >= 0:
             self._update_follower_fetch_states(params.replica_id, statuses)
         results = self.read_all(params, statuses)
@@ -857,6 +864,54 @@ class ReplicaManager:
                 else purgatory.try_complete_else_watch(op, keys)):
             await op.wait()
         return self._counted(params, statuses, op.results)
+
+    async def _fetch_many(self, params: FetchParams,
+                          statuses: list[FetchPartitionStatus]) -> list[ReadResult]:
+        """``fetch_messages`` of more than ``FETCH_SLICE_PARTITIONS`` partitions (a
+        follower's fetch over all it follows here): the same steps, each over
+        ``FETCH_SLICE_PARTITIONS`` partitions at a time with the loop given back in between
+        (``LoopSlice``), and the read after the wait made here, sliced too, not by the
+        completion (on the loop in one go: a timer's or an append's callback)."""
+        work = LoopSlice()
+        n = FETCH_SLICE_PARTITIONS
+        if params.replica_id >= 0:
+            for start in range(0, len(statuses), n):
+                await work.pause()
+                self._update_follower_fetch_states(params.replica_id, statuses[start:start + n])
+        results = await self._read_all_sliced(params, statuses, work)
+        total = sum(r.size_bytes for r in results)
+        any_error = any(r.error is not ErrorCode.NO_ERROR for r in results)
+        if params.max_wait_ms <= 0 or total >= params.min_bytes or any_error:
+            return self._counted(params, statuses, results)
+        op = DelayedFetch(params, statuses, self.get_partition, self.read_all,
+                          read_on_complete=False)
+        keys = [TopicPartition(s.topic, s.partition) for s in statuses]
+        await work.pause()
+        # Tried again before it watches: data may have come for a partition read before a
+        # pause above.
+        if not self.fetch_purgatory.try_complete_else_watch(op, keys):
+            await op.wait()
+        return self._counted(params, statuses,
+                             await self._read_all_sliced(params, statuses, LoopSlice()))
+
+    async def _read_all_sliced(self, params: FetchParams, statuses: list[FetchPartitionStatus],
+                               work: LoopSlice) -> list[ReadResult]:
+        """``read_all``, ``FETCH_SLICE_PARTITIONS`` partitions at a time with the loop given
+        back in between; the KIP-74 limits carried from one slice to the next."""
+        results: list[ReadResult] = []
+        remaining = params.max_bytes
+        min_one_message = True  # until a partition has data
+        n = FETCH_SLICE_PARTITIONS
+        for start in range(0, len(statuses), n):
+            await work.pause()
+            read = self.read_all(replace(params, max_bytes=remaining), statuses[start:start + n],
+                                 min_one_message)
+            size = sum(r.size_bytes for r in read)
+            if size > 0:
+                min_one_message = False
+                remaining = max(0, remaining - size)
+            results += read
+        return results
 
     def _counted(self, params: FetchParams, statuses: list[FetchPartitionStatus],
                  results: list[ReadResult]) -> list[ReadResult]:

@@ -77,6 +77,7 @@ from broker.handlers.base import (
     Respond,
     api,
 )
+from broker.loop_slice import LoopSlice
 from broker.partition import IsolationLevel, Partition, ReadResult
 from broker.security.acl import AclOperation as Op
 from broker.security.acl import ResourceType as RT
@@ -116,6 +117,8 @@ MAX_WAIT_CAP_MS = 300_000  # a bound of ours on one long poll (Kafka's clients u
 # the fast path reads its records itself and answers bytes.
 SMALL_ANSWER_BYTES = 16 * 1024
 _EMPTY = b""
+SLICE_MIN = 64  # a fetch of more partitions gives the loop back in its loops over them
+SLICE_CHECK = 16  # partitions between two looks at the clock (LoopSlice.pause)
 
 
 def _answer_of(correlation_id: int, version: int, topic: str, topic_id: uuid.UUID,
@@ -297,11 +300,16 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> HandlerRes
     except ValueError:
         isolation = IsolationLevel.READ_UNCOMMITTED  # Kafka treats unknown levels this way
 
+    # A fetch of many partitions (a follower's) gives the loop back every few ms of its
+    # loops over them (LoopSlice), checked every SLICE_CHECK partitions.
+    work = LoopSlice() if sum(len(t.partitions) for t in request.topics) > SLICE_MIN else None
     requested: list[tuple[PartitionKey, CachedPartition]] = []
     for topic in request.topics:
         name = cache.topic_name(topic.topic_id) if use_ids else topic.topic
         key_topic: uuid.UUID | str = topic.topic_id if use_ids else topic.topic
         for part in topic.partitions:
+            if work is not None and len(requested) % SLICE_CHECK == 0:
+                await work.pause()
             requested.append(((key_topic, part.partition), CachedPartition(
                 name, topic.topic_id, part.partition, part.fetch_offset,
                 max(0, part.partition_max_bytes), part.current_leader_epoch)))
@@ -316,6 +324,10 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> HandlerRes
     if context.error is not ErrorCode.NO_ERROR:
         return Respond(FetchResponse(error_code=context.error, session_id=INVALID_SESSION_ID,
                                      responses=[]))
+    if work is None and len(context.partitions) > SLICE_MIN:  # an incremental fetch's session
+        work = LoopSlice()
+    if work is not None:
+        await work.pause()
     if context.kind is ContextKind.INCREMENTAL:
         for _key, cached in context.partitions:  # names may have changed (deleted topics)
             cached.topic = cache.topic_name(cached.topic_id) if use_ids else cached.topic
@@ -334,6 +346,8 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> HandlerRes
     # union as a plain int, which loses the enum (isinstance could not tell them apart).
     slots: list[int | ReadResult] = []
     for _key, cached in context.partitions:
+        if work is not None and len(slots) % SLICE_CHECK == 0:
+            await work.pause()
         if readable is not None and cached.topic not in readable and (
                 cached.topic is not None or replica_id >= 0):
             slots.append(ReadResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
@@ -381,7 +395,9 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> HandlerRes
 
     aborted_empty = isolation is IsolationLevel.READ_COMMITTED
     answered: list[tuple[PartitionKey, CachedPartition, FetchResponse.PartitionData]] = []
-    for (key, cached), slot in zip(context.partitions, slots, strict=True):
+    for i, ((key, cached), slot) in enumerate(zip(context.partitions, slots, strict=True)):
+        if work is not None and i % SLICE_CHECK == 0:
+            await work.pause()
         r = slot if isinstance(slot, ReadResult) else results[slot]
         data = _R.PartitionData(
             partition_index=cached.partition,

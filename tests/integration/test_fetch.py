@@ -155,6 +155,52 @@ def test_incremental_fetch_session(module_broker: Any) -> None:
         assert _session_fetch(c, sid, 5, []).error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
 
 
+def test_fetch_session_of_many_partitions(module_broker: Any) -> None:
+    """A session over more partitions than the broker reads in one slice (it gives the loop
+    back in between): the full fetch answers every partition, an incremental one only the
+    partition that got data once the client moved past what it had, and a long poll over all
+    of them is woken by an append to its last partition (its max_wait_ms outlasts the
+    test)."""
+    count = 200
+    create_topic(module_broker.bootstrap, "sess-many", partitions=count)
+    with SyncClient(module_broker.bootstrap, timeout_ms=10_000) as c:
+        for index in (0, count // 2):
+            produce(c, "sess-many", index, batch([b"first-%d" % index]))
+        full = _session_fetch(c, 0, 0, [("sess-many", i, 0) for i in range(count)])
+        assert full.error_code == 0 and full.session_id != 0
+        got = _answered(full)
+        assert sorted(got) == [("sess-many", i) for i in range(count)]
+        assert [i for (_t, i), p in got.items() if records_of(p.records)] == [0, count // 2]
+        sid = full.session_id
+        moved = _session_fetch(c, sid, 1, [("sess-many", i, 1) for i in (0, count // 2)])
+        assert (moved.error_code, _answered(moved)) == (0, {})
+        produce(c, "sess-many", 150, batch([b"second"]))
+        inc = _session_fetch(c, sid, 2, [])
+        got = _answered(inc)
+        assert list(got) == [("sess-many", 150)]
+        assert [r.value for r in records_of(got[("sess-many", 150)].records)] == [b"second"]
+    create_topic(module_broker.bootstrap, "sess-many-idle")
+    offsets = {0: 1, count // 2: 1, 150: 1}
+    request = FetchRequest(
+        replica_id=-1, max_wait_ms=LONGER_THAN_TEST_MS, min_bytes=1, max_bytes=1 << 24,
+        session_id=0, session_epoch=-1, topics=[FetchRequest.FetchTopic(
+            topic="sess-many", partitions=[FetchRequest.FetchPartition(
+                partition=i, fetch_offset=offsets.get(i, 0), partition_max_bytes=1 << 20)
+                for i in range(count)])])
+    with RawClient(module_broker.bootstrap, timeout_s=30) as poller:
+        cid, frame = poller.frame(1, 12, request)
+        poller.send(frame)
+        broker_read_what_was_sent(module_broker.bootstrap, "sess-many-idle")  # parked now
+        assert select.select([poller.sock], [], [], 0)[0] == []  # and not answered
+        with SyncClient(module_broker.bootstrap, timeout_ms=10_000) as c:
+            produce(c, "sess-many", count - 1, batch([b"wake"]))
+        got_cid, body = decode_response(poller.recv_frame(), 1, 12)
+    assert got_cid == cid and isinstance(body, FetchResponse)
+    got = _answered(body)
+    assert len(got) == count
+    assert [i for (_t, i), p in got.items() if records_of(p.records)] == [count - 1]
+
+
 def test_long_poll_returns_when_data_arrives(module_broker: Any) -> None:
     """A fetch at the log end parks (nothing comes back), and the append wakes it: its
     max_wait_ms outlasts the test, so any answer at all is the append's doing."""

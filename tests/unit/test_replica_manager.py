@@ -542,3 +542,136 @@ async def test_hosted_partitions_are_frozen_out_of_full_collections(tmp_path: Pa
     finally:
         gc.unfreeze()
         close_rm(rm)
+
+
+async def host_many(rm: ReplicaManager, count: int, isr: tuple[int, ...] = (0,)) -> None:
+    """Host t-0 .. t-<count - 1>, led by broker 0."""
+    response = await rm.become_leader_or_follower(LeaderAndIsrRequest(
+        controller_id=0, controller_epoch=1, topic_states=[
+            LeaderAndIsrRequest.LeaderAndIsrTopicState(topic_name="t", topic_id=TID, partition_states=[
+                LeaderAndIsrRequest.LeaderAndIsrPartitionState(
+                    partition_index=i, controller_epoch=1, leader=0, leader_epoch=0,
+                    isr=list(isr), partition_epoch=0, replicas=list(isr))
+                for i in range(count)])]))
+    assert [e.error_code for t in response.topics for e in t.partition_errors] == [0] * count
+
+
+def _read(r: object) -> tuple[object, ...]:
+    from broker.partition import ReadResult
+    assert isinstance(r, ReadResult)
+    records = None if r.records is None else (r.records.position, r.records.length)
+    return r.error, r.high_watermark, r.log_start_offset, records
+
+
+async def test_fetch_of_many_partitions_reads_as_one_read(tmp_path: Path) -> None:
+    """A fetch of more partitions than a slice is read a slice at a time, with the KIP-74
+    limits carried across slices: the answer is read_all's in one go, with the response
+    limit met in a later slice, and with a limit of 0 (the first partition with data gives
+    one batch, no other any)."""
+    count = 300
+    rm = new_rm(tmp_path)
+    await host_many(rm, count)
+    for i in range(0, count, 3):  # data in every third partition, none in the others
+        results = await rm.append_records(timeout_ms=1000, required_acks=1, produce_version=9,
+                                          entries=[(("t", i), memoryview(data(2, size=100)))])
+        assert results[("t", i)].error == 0
+    statuses = [FetchPartitionStatus("t", i, 0, 1 << 20, -1) for i in range(count)]
+    batch_bytes = len(data(2, size=100))
+    for max_bytes in (1 << 20, 150 * batch_bytes // 3, 0):
+        expected = rm.read_all(params(max_bytes=max_bytes), statuses)
+        got = await rm.fetch_messages(params(max_bytes=max_bytes), statuses)
+        assert [_read(r) for r in got] == [_read(r) for r in expected]
+    # the middle limit runs out in a later slice: some partitions with data answer none
+    sizes = [r.size_bytes for r in got]
+    assert sizes[0] > 0 and not any(sizes[1:])
+    close_rm(rm)
+
+
+async def test_parked_fetch_of_many_partitions_answers_the_append_that_woke_it(
+        tmp_path: Path) -> None:
+    """A long poll over many partitions parks; an append to one of its last partitions
+    completes it, and its request then reads every partition (a slice at a time), the new
+    records included. Nothing arriving: answered empty once max_wait_ms passed."""
+    count = 200
+    rm = new_rm(tmp_path)
+    await host_many(rm, count)
+    statuses = [FetchPartitionStatus("t", i, 0, 1 << 20, -1) for i in range(count)]
+    task = asyncio.create_task(rm.fetch_messages(params(max_wait_ms=LONGER_THAN_TEST_MS),
+                                                 statuses))
+    await async_wait_for(lambda: len(rm.fetch_purgatory) == 1, HANG_S, "the fetch parked")
+    results = await rm.append_records(timeout_ms=1000, required_acks=1, produce_version=9,
+                                      entries=[(("t", count - 3), memoryview(data(2)))])
+    assert results[("t", count - 3)].error == 0
+    got = await asyncio.wait_for(task, HANG_S)
+    assert [i for i, r in enumerate(got) if r.size_bytes > 0] == [count - 3]
+    assert all(r.error == 0 for r in got) and len(rm.fetch_purgatory) == 0
+    start = time.monotonic()
+    got = await rm.fetch_messages(params(max_wait_ms=200), [
+        FetchPartitionStatus("t", i, 2 if i == count - 3 else 0, 1 << 20, -1)
+        for i in range(count)])
+    assert time.monotonic() - start >= 0.18
+    assert len(got) == count and not any(r.size_bytes for r in got)
+    close_rm(rm)
+
+
+class _TimerTicker:
+    """A timer callback the loop runs every 1 ms, keeping the most CPU the loop's thread used
+    between two of its runs: the longest the loop ran in one go. A timer's callback runs in
+    the first turn of the loop after its time, where a task's sleep resumes a turn later
+    (the timer completes a future, whose callback then steps the task): with work that gives
+    the loop back every 2 ms, this sees each slice, a sleeping task two or three together."""
+
+    def __init__(self) -> None:
+        self.ticks = 0
+        self.longest_cpu_s = 0.0
+        self._last = 0.0
+        self._handle: asyncio.TimerHandle | None = None
+
+    def _tick(self) -> None:
+        now = time.thread_time()
+        self.longest_cpu_s = max(self.longest_cpu_s, now - self._last)
+        self._last = now
+        self.ticks += 1
+        self._handle = asyncio.get_running_loop().call_later(0.001, self._tick)
+
+    def __enter__(self) -> _TimerTicker:
+        self._last = time.thread_time()
+        self._handle = asyncio.get_running_loop().call_later(0.001, self._tick)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        assert self._handle is not None
+        self._handle.cancel()
+
+
+async def test_follower_fetch_of_many_partitions_gives_the_loop_back(tmp_path: Path) -> None:
+    """A follower's fetch over thousands of partitions led here (its offsets recorded, every
+    partition read) runs in slices of a few ms: a timer on the same loop keeps running
+    meanwhile, and the loop never runs more than a third of the fetch's CPU in one go."""
+    count = 2000
+    rm = new_rm(tmp_path)
+    await host_many(rm, count, isr=(0, 1))
+    one = memoryview(data(1))
+    appended = await rm.append_records(timeout_ms=1000, required_acks=1, produce_version=9,
+                                       entries=[(("t", i), one) for i in range(count)])
+    assert all(r.error == 0 for r in appended.values())
+    statuses = [FetchPartitionStatus("t", i, 0, 1 << 20, 0) for i in range(count)]
+    follower = FetchParams(1, 0, 1, 10 << 20, IsolationLevel.READ_UNCOMMITTED)
+    # No garbage collection meanwhile: a full one over the test process's heap (every test
+    # before this one) is tens of ms in one go, whatever the fetch does.
+    gc.collect()
+    gc.disable()
+    try:
+        with _TimerTicker() as ticker:
+            cpu0 = time.thread_time()
+            got = await rm.fetch_messages(follower, statuses)
+            took_cpu_s = time.thread_time() - cpu0
+    finally:
+        gc.enable()
+    assert len(got) == count and all(r.error == 0 and r.size_bytes == len(one) for r in got)
+    assert all(p.follower_states[1].log_end_offset == 0 for p in rm.partitions.values())
+    assert ticker.ticks >= 3, f"{ticker.ticks} timer runs in a fetch of {took_cpu_s:.3f} s"
+    assert ticker.longest_cpu_s < took_cpu_s / 3, (
+        f"the loop ran {ticker.longest_cpu_s * 1000:.1f} ms of CPU in one go, of the "
+        f"fetch's {took_cpu_s * 1000:.1f} ms")
+    close_rm(rm)
