@@ -87,6 +87,12 @@ log = logging.getLogger(__name__)
 # (asyncio.timeout, TaskGroup: the ZooKeeper calls of the admin handlers use them).
 FIRST_STEP_INLINE: Final = frozenset({0, 1, API_VERSIONS_KEY})
 
+# The controller's requests (LeaderAndIsr, StopReplica, UpdateMetadata) of this size or more
+# are decoded in a worker thread: a body over thousands of partitions is tens of ms of
+# pure decoding into new objects, which nothing else shares until it is dispatched.
+DECODE_OFF_LOOP_KEYS: Final = frozenset({4, 5, 6})
+DECODE_OFF_LOOP_BYTES: Final = 32 * 1024
+
 # spent_ns of a request whose handler time is not measured (never written).
 _NOT_MEASURED: list[int] = [0]
 
@@ -166,6 +172,8 @@ class RequestChannel:
             stages.watch(self)
         # Connections waiting to put a request on a full queue (each connection has one).
         self._put_tasks: dict[asyncio.Task[None], Request] = {}
+        # Bodies being decoded in a worker thread (DECODE_OFF_LOOP_KEYS), with their requests.
+        self._decoding: dict[asyncio.Future[tuple[object, int]], Request] = {}
 
     def start(self) -> None:
         for i in range(self._num_workers):
@@ -219,13 +227,16 @@ class RequestChannel:
 
     @property
     def in_flight(self) -> int:
-        return self.queue.qsize() + len(self._put_tasks) + len(self._handler_tasks)
+        return (self.queue.qsize() + len(self._put_tasks) + len(self._decoding)
+                + len(self._handler_tasks))
 
     async def drain(self) -> None:
         """Wait until the queue is empty and every started handler has finished."""
         while self._put_tasks:
             await asyncio.wait(set(self._put_tasks))
         await self.queue.join()
+        while self._decoding:
+            await asyncio.wait(set(self._decoding))
         while self._handler_tasks:
             await asyncio.wait(set(self._handler_tasks))
 
@@ -234,6 +245,8 @@ class RequestChannel:
         tasks = [*self._put_tasks, *self._workers, *self._handler_tasks]
         for task in tasks:
             task.cancel()
+        for decoding in list(self._decoding):
+            decoding.cancel()  # its callback closes the connection
         await asyncio.gather(*tasks, return_exceptions=True)
         self._workers.clear()
         # Requests still queued are answered by closing their connections.
@@ -273,6 +286,10 @@ class RequestChannel:
             request.finish(_encode(header.correlation_id, API_VERSIONS_KEY, 0,
                                    unsupported_version_response()))
             return
+        if (header.api_key in DECODE_OFF_LOOP_KEYS
+                and len(request.frame) >= DECODE_OFF_LOOP_BYTES):
+            self._decode_off_loop(spec, request)
+            return
         try:
             body, _end = spec.request.decode_at(request.frame, header.api_version,
                                                 request.body_offset)
@@ -280,6 +297,39 @@ class RequestChannel:
             request.finish(CloseConnection(
                 f"malformed {spec.request.__name__} v{header.api_version} body: {exc}"))
             return
+        self._dispatch_decoded(spec, request, body)
+
+    def _decode_off_loop(self, spec: ApiSpec, request: Request) -> None:
+        """Decode the body in a worker thread, then dispatch it on the loop. The connection
+        reads nothing more until this request's outcome, so its requests stay in order."""
+        header = request.header
+        future = self._loop.run_in_executor(None, spec.request.decode_at, request.frame,
+                                            header.api_version, request.body_offset)
+        self._decoding[future] = request
+
+        def decoded(f: asyncio.Future[tuple[object, int]]) -> None:
+            del self._decoding[f]
+            if f.cancelled():
+                request.finish(CloseConnection("broker shutting down"))
+                return
+            exc = f.exception()
+            if isinstance(exc, ProtocolError):
+                request.finish(CloseConnection(
+                    f"malformed {spec.request.__name__} v{header.api_version} body: {exc}"))
+                return
+            try:
+                if exc is not None:
+                    raise exc
+                self._dispatch_decoded(spec, request, f.result()[0])
+            except Exception:  # as _dispatch_guarded: this connection closes, nothing else
+                log.exception("Dispatch of api key %d failed; closing connection %s",
+                              header.api_key, request.connection_id)
+                request.finish(CloseConnection("dispatch error"))
+
+        future.add_done_callback(decoded)
+
+    def _dispatch_decoded(self, spec: ApiSpec, request: Request, body: object) -> None:
+        header = request.header
         metrics = self.metrics
         if metrics is not None:
             request.stats = (metrics.by_key[header.api_key]

@@ -1,13 +1,16 @@
 """The network pipeline in-process (real sockets, real uvloop loop, real SocketServer) with
 test handlers registered on API keys the broker does not serve: a handler that raises
 closes only its connection (with a traceback in the log), NO_RESPONSE writes nothing and
-keeps order, CloseConnection closes, and a full request queue is backpressure, not loss."""
+keeps order, CloseConnection closes, a full request queue is backpressure, not loss, and a
+large controller request is decoded in a worker thread with its connection's order kept."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import struct
+import threading
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -15,16 +18,21 @@ import pytest
 
 from broker.config import BrokerConfig
 from broker.handlers.base import (
+    LOADED_SPECS,
     NO_RESPONSE,
     REGISTRY,
+    ApiSpec,
     CloseConnection,
     RequestContext,
     Respond,
     api,
+    find_spec,
 )
+from broker.network.request_channel import DECODE_OFF_LOOP_BYTES
 from broker.network.socket_server import SocketServer
 from protocol.frames import RequestHeader, decode_response, encode_request
 from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from protocol.messages.update_metadata import UpdateMetadataRequest, UpdateMetadataResponse
 from tests.waiting import async_wait_for
 
 pytestmark = pytest.mark.timeout(60)
@@ -178,3 +186,80 @@ async def test_queued_max_request_bytes_bounds_frames_held(
     # Every frame's bytes go back to the pool (releases notify waiters through a task).
     await async_wait_for(lambda: socket_server.memory_pool.available_bytes == 3000, 30,
                          "all pool bytes released")
+
+
+def _update_metadata(partitions: int, topic: str = "t") -> UpdateMetadataRequest:
+    _U = UpdateMetadataRequest
+    return _U(controller_id=1, controller_epoch=1, broker_epoch=-1, topic_states=[
+        _U.UpdateMetadataTopicState(topic_name=topic, topic_id=uuid.uuid4(), partition_states=[
+            _U.UpdateMetadataPartitionState(
+                topic_name=topic, partition_index=i, controller_epoch=1, leader=i % 3,
+                leader_epoch=0, isr=[0, 1, 2], zk_version=0, replicas=[0, 1, 2],
+                offline_replicas=[]) for i in range(partitions)])], live_brokers=[])
+
+
+@pytest.fixture
+def update_metadata_spy(test_handlers: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """UpdateMetadata (key 6) served by a test handler over the real request class, whose
+    decode records the thread it runs on; the broker's own spec is put back after."""
+    seen: dict[str, Any] = {"decoded_on": [], "handled": []}
+
+    class Spied(UpdateMetadataRequest):
+        @classmethod
+        def decode_at(cls, buf: Any, version: int, offset: int) -> Any:
+            seen["decoded_on"].append(threading.get_ident())
+            return UpdateMetadataRequest.decode_at(buf, version, offset)
+
+    async def handler(ctx: RequestContext, request: UpdateMetadataRequest) -> Any:
+        seen["handled"].append(sum(len(t.partition_states) for t in request.topic_states))
+        return Respond(UpdateMetadataResponse(error_code=0))
+
+    original = find_spec(6)
+    LOADED_SPECS[6] = ApiSpec(6, 0, 8, Spied, handler)
+    try:
+        yield seen
+    finally:
+        if original is not None:
+            LOADED_SPECS[6] = original
+
+
+async def test_large_control_requests_are_decoded_off_the_loop_in_order(
+        server: tuple[SocketServer, int], update_metadata_spy: dict[str, Any],
+        caplog: pytest.LogCaptureFixture) -> None:
+    """An UpdateMetadata of DECODE_OFF_LOOP_BYTES or more is decoded in a worker thread, a
+    small one on the loop; pipelined with other requests on one connection, every answer
+    comes in request order and each body is the one sent. A large one that does not
+    decode closes its connection with the one log line, as on the loop."""
+    _server, port = server
+    loop_thread = threading.get_ident()
+    big, small = _update_metadata(2000), _update_metadata(3)
+    assert len(big.encode(8)) >= DECODE_OFF_LOOP_BYTES > len(small.encode(8))
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        sent = [(6, big), (18, ApiVersionsRequest()), (6, small), (6, big),
+                (18, ApiVersionsRequest())]
+        writer.write(b"".join(encode_request(RequestHeader(key, 8 if key == 6 else 0, cid, "t"),
+                                             body) for cid, (key, body) in enumerate(sent)))
+        answered = []
+        async with asyncio.timeout(10):
+            for _ in sent:
+                (size,) = struct.unpack(">i", await reader.readexactly(4))
+                answered.append(struct.unpack_from(">i", await reader.readexactly(size))[0])
+    finally:
+        writer.close()
+    assert answered == list(range(len(sent)))
+    assert update_metadata_spy["handled"] == [2000, 3, 2000]
+    big_on, small_on, big_again_on = update_metadata_spy["decoded_on"]
+    assert big_on != loop_thread and big_again_on != loop_thread and small_on == loop_thread
+    # A large body that does not decode: that connection closes, with one clear line.
+    frame = encode_request(RequestHeader(6, 8, 7, "t"), big)
+    truncated = struct.pack(">i", len(frame) - 4 - 100) + frame[4:-100]
+    with caplog.at_level(logging.WARNING, logger="broker.network.connection"):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            writer.write(truncated)
+            async with asyncio.timeout(10):
+                assert await reader.read() == b""  # closed, unanswered
+        finally:
+            writer.close()
+    assert any("malformed Spied v8 body" in r.getMessage() for r in caplog.records)
