@@ -25,11 +25,14 @@ snapshot (``snapshot()``) sees one consistent view even across an ``await``. Wha
 derive from a snapshot (the Metadata handler's encoded topic entries) may be kept in its
 ``memo``: a new snapshot starts with an empty one, so nothing derived outlives the state it
 was derived from (``memo_get`` / ``memo_put``, at most ``MEMO_MAX_ENTRIES``).
-Thread-safety: the broker's event loop only.
+Thread-safety: the broker's event loop only, but for ``updated_snapshot``, which only reads
+a snapshot and a request: a large UpdateMetadata's snapshot is built in a worker thread
+(``update_metadata_off_loop``) and swapped in on the loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Hashable, Iterator, Mapping
@@ -182,61 +185,86 @@ class MetadataCache:
 
     def update_metadata(self, request: UpdateMetadataRequest) -> list[TopicPartition]:
         """Apply an UpdateMetadata (any version); returns the partitions it deleted."""
+        self._snapshot, deleted, changed = updated_snapshot(self._snapshot, request)
+        self._log_update(request, changed, deleted)
+        return deleted
+
+    async def update_metadata_off_loop(self, request: UpdateMetadataRequest
+                                       ) -> list[TopicPartition]:
+        """``update_metadata``, the new snapshot built in a worker thread (from the current
+        one, which no one changes, and the request, which no one else holds); readers see
+        the current one until it is swapped in, here on the loop. The caller keeps any other
+        update from starting meanwhile (the replica manager's state-change lock)."""
         old = self._snapshot
-        brokers = {
-            b.id: LiveBroker(b.id, tuple(
-                BrokerEndpoint(e.listener, e.host, e.port, e.security_protocol)
-                for e in b.endpoints), b.rack or None)
-            for b in request.live_brokers
-        }
-        topic_ids = dict(old.topic_ids)
-        for ts in request.topic_states:
-            if ts.topic_id == ZERO_UUID:
-                topic_ids.pop(ts.topic_name, None)
-            else:
-                topic_ids[ts.topic_name] = ts.topic_id
-        partitions = old.partitions
-        deleted: list[TopicPartition] = []
-        states = list(partition_states(request))
-        if states:
-            changed: dict[str, dict[int, PartitionInfo]] = {}
-            for topic, s in states:
-                parts = changed.get(topic)
-                if parts is None:
-                    parts = changed[topic] = dict(old.partitions.get(topic, {}))
-                tp = TopicPartition(topic, s.partition_index)
-                if s.leader == LEADER_DURING_DELETE:
-                    parts.pop(s.partition_index, None)
-                    if tp not in deleted:
-                        deleted.append(tp)
-                else:
-                    parts[s.partition_index] = PartitionInfo(
-                        topic, s.partition_index, s.leader, s.leader_epoch, tuple(s.isr),
-                        tuple(s.replicas), tuple(s.offline_replicas), s.zk_version,
-                        s.controller_epoch)
-                    if tp in deleted:
-                        deleted.remove(tp)
-            merged = dict(old.partitions)
-            for topic, parts in changed.items():
-                if parts:
-                    merged[topic] = MappingProxyType(parts)
-                else:
-                    merged.pop(topic, None)
-                    topic_ids.pop(topic, None)
-            partitions = MappingProxyType(merged)
+        snapshot, deleted, changed = await asyncio.to_thread(updated_snapshot, old, request)
+        if self._snapshot is not old:
+            raise RuntimeError("the metadata cache was updated during an off-loop update")
+        self._snapshot = snapshot
+        self._log_update(request, changed, deleted)
+        return deleted
+
+    def _log_update(self, request: UpdateMetadataRequest, changed: int,
+                    deleted: list[TopicPartition]) -> None:
+        if changed:
             log.info("[MetadataCache brokerId=%d] %d partitions updated and %d deleted by "
                      "UpdateMetadata from controller %d epoch %d", self.broker_id,
-                     len(states) - len(deleted), len(deleted), request.controller_id,
+                     changed - len(deleted), len(deleted), request.controller_id,
                      request.controller_epoch)
-        self._snapshot = MetadataSnapshot(
-            partitions=partitions,
-            topic_ids=MappingProxyType(topic_ids),
-            topic_names=MappingProxyType({v: k for k, v in topic_ids.items()}),
-            controller_id=request.controller_id if request.controller_id >= 0 else None,
-            brokers=MappingProxyType(brokers),
-            updated=True,
-        )
-        return deleted
+
+
+def updated_snapshot(old: MetadataSnapshot, request: UpdateMetadataRequest
+                     ) -> tuple[MetadataSnapshot, list[TopicPartition], int]:
+    """``old`` with an UpdateMetadata applied: (the new snapshot, the partitions it deleted,
+    how many partition states it carried). Reads ``old`` and ``request`` only: safe in any
+    thread while neither changes."""
+    brokers = {
+        b.id: LiveBroker(b.id, tuple(
+            BrokerEndpoint(e.listener, e.host, e.port, e.security_protocol)
+            for e in b.endpoints), b.rack or None)
+        for b in request.live_brokers
+    }
+    topic_ids = dict(old.topic_ids)
+    for ts in request.topic_states:
+        if ts.topic_id == ZERO_UUID:
+            topic_ids.pop(ts.topic_name, None)
+        else:
+            topic_ids[ts.topic_name] = ts.topic_id
+    partitions = old.partitions
+    deleted: dict[TopicPartition, None] = {}  # in order; a dict: thousands in a topic deletion
+    states = list(partition_states(request))
+    if states:
+        changed: dict[str, dict[int, PartitionInfo]] = {}
+        for topic, s in states:
+            parts = changed.get(topic)
+            if parts is None:
+                parts = changed[topic] = dict(old.partitions.get(topic, {}))
+            tp = TopicPartition(topic, s.partition_index)
+            if s.leader == LEADER_DURING_DELETE:
+                parts.pop(s.partition_index, None)
+                deleted.setdefault(tp)
+            else:
+                parts[s.partition_index] = PartitionInfo(
+                    topic, s.partition_index, s.leader, s.leader_epoch, tuple(s.isr),
+                    tuple(s.replicas), tuple(s.offline_replicas), s.zk_version,
+                    s.controller_epoch)
+                deleted.pop(tp, None)
+        merged = dict(old.partitions)
+        for topic, parts in changed.items():
+            if parts:
+                merged[topic] = MappingProxyType(parts)
+            else:
+                merged.pop(topic, None)
+                topic_ids.pop(topic, None)
+        partitions = MappingProxyType(merged)
+    snapshot = MetadataSnapshot(
+        partitions=partitions,
+        topic_ids=MappingProxyType(topic_ids),
+        topic_names=MappingProxyType({v: k for k, v in topic_ids.items()}),
+        controller_id=request.controller_id if request.controller_id >= 0 else None,
+        brokers=MappingProxyType(brokers),
+        updated=True,
+    )
+    return snapshot, list(deleted), len(states)
 
 
 def partition_states(request: UpdateMetadataRequest) -> Iterator[tuple[str, _PartitionState]]:

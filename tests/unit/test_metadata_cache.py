@@ -3,7 +3,9 @@ request batch and passed through the wire codec at the versions brokers accept).
 
 from __future__ import annotations
 
+import threading
 import uuid
+from typing import Any
 
 import pytest
 
@@ -114,3 +116,41 @@ def test_only_brokers_update_keeps_partitions() -> None:
         TopicPartition("orders", 0): (state(0, 0, (0,)), (0,))}))
     cache.update_metadata(update([broker(0), broker(2)], {}))
     assert cache.contains(("orders", 0)) and cache.has_alive_broker(2)
+
+
+async def test_off_loop_update_builds_in_a_thread_what_the_loop_would(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A large UpdateMetadata applied off the loop: the snapshot is built in a worker thread,
+    and it, the deleted partitions and every lookup equal those of the same requests applied
+    on the loop (new topics, an update to some of their partitions, a topic deleted)."""
+    from broker import metadata_cache
+
+    built_on: list[int] = []
+    build = metadata_cache.updated_snapshot
+
+    def spied(old: Any, request: UpdateMetadataRequest) -> Any:
+        built_on.append(threading.get_ident())
+        return build(old, request)
+
+    monkeypatch.setattr(metadata_cache, "updated_snapshot", spied)
+    live = [broker(0), broker(1)]
+    requests = [
+        update(live, {TopicPartition(t, p): (state(p % 2, 0, (0, 1)), (0, 1))
+                      for t in ("orders", "logs") for p in range(600)}),
+        update(live, {TopicPartition("orders", p): (state(1, 1, (1,)), (1, 0))
+                      for p in range(0, 600, 3)}),
+        update(live, {TopicPartition("logs", p): (LeaderIsrAndControllerEpoch(
+            LeaderAndIsr.during_delete((0, 1)), 5), (0, 1)) for p in range(600)}),
+    ]
+    on_loop, off_loop = MetadataCache(broker_id=0), MetadataCache(broker_id=0)
+    for request in requests:
+        built_on.clear()
+        deleted = on_loop.update_metadata(request)
+        assert built_on == [threading.get_ident()]
+        assert await off_loop.update_metadata_off_loop(request) == deleted
+        assert built_on[1] != threading.get_ident()
+        assert off_loop.snapshot() == on_loop.snapshot()
+    assert deleted == [TopicPartition("logs", p) for p in range(600)]
+    assert off_loop.topic_names() == ["orders"] and off_loop.topic_id("logs") == uuid.UUID(int=0)
+    info = off_loop.partition_info("orders", 3)
+    assert info is not None and (info.leader, info.leader_epoch, info.isr) == (1, 1, (1,))
