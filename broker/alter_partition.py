@@ -54,6 +54,10 @@ log = logging.getLogger(__name__)
 REQUEST_VERSION: Final = 2
 MAX_PARTITIONS_PER_REQUEST: Final = 10_000
 UNAUTHORIZED_LOG_EVERY: Final = 100  # CLUSTER_AUTHORIZATION_FAILED answers in a row
+# An AlterPartition answer: the first this many partitions log their new ISR at INFO, the
+# others at DEBUG, with one INFO line for them all; a request of more than this many says
+# so in one INFO line naming the first this many (the full list at DEBUG).
+PER_PARTITION_INFO_MAX: Final = 10
 _REVERT: Final = frozenset({ErrorCode.INELIGIBLE_REPLICA, ErrorCode.OPERATION_NOT_ATTEMPTED})
 _WAIT_FOR_LEADER_AND_ISR: Final = frozenset({
     ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.INVALID_UPDATE_VERSION,
@@ -184,6 +188,8 @@ class AlterPartitionManager:
                 log.info("AlterPartition of %d partitions waits: no controller known",
                          len(batch))
                 return batch
+            if len(batch) > PER_PARTITION_INFO_MAX:  # (a few: each partition said so at INFO)
+                _log_changes(batch)
             response = await connection.send(request, version=version)
         except (ClientError, OSError) as exc:
             log.warning("AlterPartition to the controller failed (%s); retrying", exc)
@@ -211,6 +217,7 @@ class AlterPartitionManager:
         retry: dict[TopicPartition, _Change] = {}
         ids = {c.partition.topic_id: tp.topic for tp, c in batch.items()}
         answered: set[TopicPartition] = set()
+        committed: list[TopicPartition] = []
         for topic in response.topics:
             name = ids.get(topic.topic_id) if version >= 2 else topic.topic_name
             if name is None:
@@ -226,7 +233,11 @@ class AlterPartitionManager:
                 if not self._still_wanted(change):
                     continue  # a LeaderAndIsr (or a newer change) took over meanwhile
                 if error is ErrorCode.NO_ERROR:
-                    if p.isr_change_committed(list(r.isr), r.leader_epoch, r.partition_epoch):
+                    level = (logging.INFO if len(committed) < PER_PARTITION_INFO_MAX
+                             else logging.DEBUG)
+                    committed.append(tp)
+                    if p.isr_change_committed(list(r.isr), r.leader_epoch, r.partition_epoch,
+                                              level):
                         self._on_hw_moved(tp)
                 elif error in _REVERT:
                     p.isr_change_failed(error, retriable=False)
@@ -240,4 +251,22 @@ class AlterPartitionManager:
         for tp, change in batch.items():
             if tp not in answered:
                 retry[tp] = change
+        if len(committed) > PER_PARTITION_INFO_MAX:  # (the first ones said so at INFO)
+            log.info("ISR updated for %d partitions by the controller (the first %d above, "
+                     "the others at DEBUG)", len(committed), PER_PARTITION_INFO_MAX)
         return retry
+
+
+def _log_changes(batch: Mapping[TopicPartition, _Change]) -> None:
+    """One INFO line for the ISR changes an AlterPartition carries (each partition logs its
+    own at DEBUG); up to PER_PARTITION_INFO_MAX of them in full."""
+    expanding = [tp for tp, c in batch.items() if c.isr > c.partition.isr]
+    changes = [f"{tp} {sorted(c.partition.isr)} -> {sorted(c.isr)}"
+               for tp, c in list(batch.items())[:PER_PARTITION_INFO_MAX]]
+    more = len(batch) - len(changes)
+    log.info("AlterPartition of %d partitions (%d expanding, %d shrinking or other): %s%s",
+             len(batch), len(expanding), len(batch) - len(expanding), ", ".join(changes),
+             f" and {more} more (all at DEBUG)" if more > 0 else "")
+    if more > 0 and log.isEnabledFor(logging.DEBUG):
+        log.debug("AlterPartition changes: %s", ", ".join(
+            f"{tp} {sorted(c.partition.isr)} -> {sorted(c.isr)}" for tp, c in batch.items()))

@@ -229,20 +229,23 @@ class Partition:
 
     # ------------------------------------------------------------ roles
 
-    def make_leader(self, state: PartitionStateChange, now_ms: int) -> bool:
+    def make_leader(self, state: PartitionStateChange, now_ms: int,
+                    log_level: int = logging.INFO) -> bool:
         """Become (or stay) leader as ``state`` says; True if this broker was not leader.
 
         Skipped for an older partition epoch. A new leader epoch is recorded as starting
-        at the log end offset, and every follower's fetch state is reset."""
+        at the log end offset, and every follower's fetch state is reset. ``log_level``:
+        of the lines that say so (DEBUG where the caller logs a summary of many)."""
         if state.partition_epoch < self.partition_epoch:
-            log.info("%s: skipped become-leader at partition epoch %d (already at %d)",
+            log.log(log_level, "%s: skipped become-leader at partition epoch %d (already at %d)",
                      self.topic_partition, state.partition_epoch, self.partition_epoch)
             return False
         self.controller_epoch = state.controller_epoch
         is_new_leader = not self.is_leader
         self.replicas = tuple(state.replicas)
         if set(state.isr) != self.isr or self.pending_isr is not None:
-            log.info("%s: ISR %s at partition epoch %d (was %s%s)", self.topic_partition,
+            log.log(log_level, "%s: ISR %s at partition epoch %d (was %s%s)",
+                    self.topic_partition,
                      sorted(state.isr), state.partition_epoch, sorted(self.isr),
                      "" if self.pending_isr is None
                      else f", {sorted(self.pending_isr)} pending")
@@ -250,8 +253,8 @@ class Partition:
         self.pending_isr = None
         if state.leader_epoch > self.leader_epoch:
             start = self.log_end_offset
-            log.info("%s: leader at epoch %d from offset %d (ISR %s, previous leader %s, "
-                     "epoch %d)", self.topic_partition, state.leader_epoch, start,
+            log.log(log_level, "%s: leader at epoch %d from offset %d (ISR %s, previous "
+                    "leader %s, epoch %d)", self.topic_partition, state.leader_epoch, start,
                      sorted(self.isr), self.leader_id, self.leader_epoch)
             self.log.assign_epoch_start_offset(state.leader_epoch, start)
             self.follower_states = {
@@ -266,16 +269,17 @@ class Partition:
         self.maybe_increment_high_watermark()
         return is_new_leader
 
-    def make_follower(self, state: PartitionStateChange) -> bool:
-        """Follow ``state.leader``; True if the leader epoch is new (fetchers restart)."""
+    def make_follower(self, state: PartitionStateChange, log_level: int = logging.INFO) -> bool:
+        """Follow ``state.leader``; True if the leader epoch is new (fetchers restart).
+        ``log_level`` as ``make_leader``'s."""
         if state.partition_epoch < self.partition_epoch:
-            log.info("%s: skipped become-follower at partition epoch %d (already at %d)",
+            log.log(log_level, "%s: skipped become-follower at partition epoch %d (already at %d)",
                      self.topic_partition, state.partition_epoch, self.partition_epoch)
             return False
         self.controller_epoch = state.controller_epoch
         is_new_epoch = state.leader_epoch > self.leader_epoch
         if is_new_epoch:
-            log.info("%s: follower of %d at epoch %d from offset %d (HW %d)",
+            log.log(log_level, "%s: follower of %d at epoch %d from offset %d (HW %d)",
                      self.topic_partition, state.leader, state.leader_epoch,
                      self.log_end_offset, self.high_watermark)
         self.leader_id = state.leader
@@ -402,10 +406,12 @@ class Partition:
     # ------------------------------------------------------------ replication: leader side
 
     def update_follower_fetch_state(self, replica_id: int, fetch_offset: int,
-                                    now_ms: int) -> bool:
+                                    now_ms: int, log_level: int = logging.INFO) -> bool:
         """A follower fetched from ``fetch_offset`` (so it has everything below it):
         its fetch state moves, the ISR may grow, the HW may move. True if the HW moved.
-        Unknown replicas (not in the assignment) are ignored."""
+        Unknown replicas (not in the assignment) are ignored. ``log_level``: of the line
+        that says the ISR grows (DEBUG in a fetch of many partitions: the AlterPartition
+        that carries the change sums them up)."""
         state = self.follower_states.get(replica_id)
         if state is None or not self.is_leader:
             return False
@@ -419,10 +425,10 @@ class Partition:
         state.log_end_offset = fetch_offset
         state.last_fetch_leader_log_end_offset = leader_end
         state.last_fetch_time_ms = now_ms
-        self._maybe_expand_isr(replica_id, state)
+        self._maybe_expand_isr(replica_id, state, log_level)
         return moved_forward and self.maybe_increment_high_watermark()
 
-    def _maybe_expand_isr(self, replica_id: int, state: ReplicaState) -> None:
+    def _maybe_expand_isr(self, replica_id: int, state: ReplicaState, log_level: int) -> None:
         """Kafka's ``maybeExpandIsr``: a follower outside the ISR that reached the HW (and
         the start of this leader's epoch) joins it, through the controller."""
         if (self.pending_isr is not None or replica_id in self.isr
@@ -434,9 +440,10 @@ class Partition:
         if not self.is_broker_eligible(replica_id):
             return
         new_isr = frozenset(self.isr | {replica_id})
-        log.info("%s: expanding ISR from %s to %s (replica %d caught up to offset %d, HW %d)",
-                 self.topic_partition, sorted(self.isr), sorted(new_isr), replica_id,
-                 state.log_end_offset, self.high_watermark)
+        log.log(log_level,
+                "%s: expanding ISR from %s to %s (replica %d caught up to offset %d, HW %d)",
+                self.topic_partition, sorted(self.isr), sorted(new_isr), replica_id,
+                state.log_end_offset, self.high_watermark)
         self.pending_isr = new_isr
         self.isr_change_sender(self, new_isr)
 
@@ -470,7 +477,7 @@ class Partition:
         return True
 
     def isr_change_committed(self, isr: list[int], leader_epoch: int,
-                             partition_epoch: int) -> bool:
+                             partition_epoch: int, log_level: int = logging.INFO) -> bool:
         """The controller answered an AlterPartition with the partition's state: adopt it
         if it is still this leader's epoch. True if the HW moved."""
         if not self.is_leader or leader_epoch != self.leader_epoch:
@@ -479,8 +486,8 @@ class Partition:
             return False
         if partition_epoch < self.partition_epoch:
             return False
-        log.info("%s: ISR updated to %s at partition epoch %d (was %s)", self.topic_partition,
-                 sorted(isr), partition_epoch, sorted(self.isr))
+        log.log(log_level, "%s: ISR updated to %s at partition epoch %d (was %s)",
+                self.topic_partition, sorted(isr), partition_epoch, sorted(self.isr))
         new_isr = set(isr)
         if self.isr_change_listener is not None:
             self.isr_change_listener(bool(new_isr - self.isr), bool(self.isr - new_isr))

@@ -252,6 +252,8 @@ class ReplicaFetcher:
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self.stats = _Stats()
+        # Partitions of the truncation round under way that needed none (one line a round).
+        self._untruncated = 0
         self._config = ClientConfig.from_properties(settings.client_properties, ClientConfig(
             client_id=f"broker-{settings.broker_id}-fetcher-{fetcher_id}",
             request_timeout_ms=settings.socket_timeout_ms + settings.max_wait_ms,
@@ -398,6 +400,16 @@ class ReplicaFetcher:
         ready = self._ready(truncating=True)
         if not ready:
             return False
+        self._untruncated = 0
+        try:
+            return await self._truncate_round(connection, ready)
+        finally:
+            if self._untruncated:
+                log.info("[%s] %d partitions: no truncation needed (each at DEBUG)", self.name,
+                         self._untruncated)
+
+    async def _truncate_round(self, connection: BrokerConnection,
+                              ready: dict[TopicPartition, PartitionFetchState]) -> bool:
         asked: dict[TopicPartition, tuple[PartitionFetchState, int]] = {}
         work = LoopSlice()  # a first round covers every partition of the fetcher
         for tp, state, p in self._to_ask(ready):
@@ -490,8 +502,9 @@ class ReplicaFetcher:
         """Cut ``p`` at ``offset`` (its files and producer state: in a worker thread)."""
         leo, hw = p.log_end_offset, p.high_watermark
         if offset >= leo:
-            log.info("[%s] %s: no truncation needed at log end offset %d (%s)", self.name, tp,
-                     leo, reason)
+            self._untruncated += 1  # _truncate sums them up at INFO
+            log.debug("[%s] %s: no truncation needed at log end offset %d (%s)", self.name, tp,
+                      leo, reason)
             return
         if offset < hw:
             log.warning("[%s] %s: truncating to offset %d, below the high watermark %d "

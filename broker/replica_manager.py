@@ -119,12 +119,23 @@ SNAPSHOT_THREADS = 8  # producer-state snapshot files written at once at shutdow
 # and its follower's offsets recorded, this many partitions at a time, the event loop given
 # back in between when it was held for LoopSlice's few ms (``_fetch_many``).
 FETCH_SLICE_PARTITIONS = 64
+# A LeaderAndIsr logs the role changes of its first this many partitions at INFO, the
+# others' at DEBUG (its one INFO line counts them all); a follower's fetch likewise its ISR
+# expansions (with one INFO line for them all when there are more).
+PER_PARTITION_INFO_MAX = 10
 # An UpdateMetadata of more partition states than this is applied to the metadata cache in a
 # worker thread (MetadataCache.update_metadata_off_loop): ~4 ms of CPU per 1,000 partitions.
 METADATA_OFF_LOOP_PARTITIONS = 500
 
 LeadershipCallback = Callable[[list[Partition], list[Partition]], None]
 LogConfigSource = Callable[[str], Awaitable[LogConfig]]
+
+
+def _log_level(logged: int) -> int:
+    """The level of a partition's line (a role change in a LeaderAndIsr, an ISR expansion
+    in a follower's fetch) after ``logged`` others of the same request: INFO for the first
+    PER_PARTITION_INFO_MAX, DEBUG after (one INFO line sums them all up)."""
+    return logging.INFO if logged < PER_PARTITION_INFO_MAX else logging.DEBUG
 
 
 def _now_ms() -> int:
@@ -460,11 +471,11 @@ class ReplicaManager:
         self.fetchers.remove_fetchers(states)
         now = _now_ms()
         leaders = []
-        for tp, state in states.items():
+        for i, (tp, state) in enumerate(states.items()):
             await work.pause()
             p = self.partitions[tp]
             await p.settled()  # a truncation its fetcher began finishes first
-            if p.make_leader(state, now):
+            if p.make_leader(state, now, _log_level(i)):
                 leaders.append(p)
             self._complete_delayed(tp)  # the HW may have moved (a smaller ISR)
         return leaders
@@ -476,7 +487,7 @@ class ReplicaManager:
         if not states:
             return []
         followers: list[Partition] = []
-        for tp, state in states.items():
+        for i, (tp, state) in enumerate(states.items()):
             await work.pause()
             p = self.partitions[tp]
             await p.settled()  # a truncation its fetcher began finishes first
@@ -484,7 +495,7 @@ class ReplicaManager:
                 log.error("%s: cannot become follower: the new leader %d is not alive in the "
                           "metadata cache", tp, state.leader)
                 continue
-            if p.make_follower(state):
+            if p.make_follower(state, _log_level(i)):
                 followers.append(p)
         self.fetchers.remove_fetchers(p.topic_partition for p in followers)
         for p in followers:  # requests parked on the old leader answer now
@@ -811,10 +822,12 @@ class ReplicaManager:
         return results
 
     def _update_follower_fetch_states(self, replica_id: int,
-                                      statuses: list[FetchPartitionStatus]) -> None:
+                                      statuses: list[FetchPartitionStatus],
+                                      expanded: int = 0) -> int:
         """A follower's fetch says how far it has copied each partition (Kafka's
         ``updateFollowerFetchState``): only for partitions led here at the epoch it names
-        and offsets within the log."""
+        and offsets within the log. Returns ``expanded`` (the ISR expansions this fetch
+        asked for before) plus those asked for here; each is logged at ``_log_level``."""
         now = _now_ms()
         for s in statuses:
             p = self.get_partition(s.topic, s.partition)
@@ -822,8 +835,19 @@ class ReplicaManager:
                     or p.check_leader_epoch(s.current_leader_epoch) is not ErrorCode.NO_ERROR
                     or s.fetch_offset > p.log_end_offset):
                 continue
-            if p.update_follower_fetch_state(replica_id, s.fetch_offset, now):
+            pending = p.pending_isr
+            if p.update_follower_fetch_state(replica_id, s.fetch_offset, now,
+                                             _log_level(expanded)):
                 self.on_high_watermark_moved(p.topic_partition)
+            if pending is None and p.pending_isr is not None:
+                expanded += 1
+        return expanded
+
+    def _log_expansions(self, replica_id: int, expanded: int) -> None:
+        if expanded > PER_PARTITION_INFO_MAX:
+            log.info("Fetch of follower %d: %d partitions' ISR expanding (the first %d "
+                     "above, the others at DEBUG)", replica_id, expanded,
+                     PER_PARTITION_INFO_MAX)
 
     def _preferred_read_replica(self, p: Partition, fetch_offset: int,
                                 client_rack: str) -> int | None:
@@ -856,7 +880,8 @@ class ReplicaManager:
         if len(statuses) > FETCH_SLICE_PARTITIONS:
             return await self._fetch_many(params, statuses)
         if params.replica_id >= 0:
-            self._update_follower_fetch_states(params.replica_id, statuses)
+            self._log_expansions(params.replica_id, self._update_follower_fetch_states(
+                params.replica_id, statuses))
         results = self.read_all(params, statuses)
         total = sum(r.size_bytes for r in results)
         any_error = any(r.error is not ErrorCode.NO_ERROR for r in results)
@@ -882,9 +907,12 @@ class ReplicaManager:
         work = LoopSlice()
         n = FETCH_SLICE_PARTITIONS
         if params.replica_id >= 0:
+            expanded = 0
             for start in range(0, len(statuses), n):
                 await work.pause()
-                self._update_follower_fetch_states(params.replica_id, statuses[start:start + n])
+                expanded = self._update_follower_fetch_states(
+                    params.replica_id, statuses[start:start + n], expanded)
+            self._log_expansions(params.replica_id, expanded)
         results = await self._read_all_sliced(params, statuses, work)
         total = sum(r.size_bytes for r in results)
         any_error = any(r.error is not ErrorCode.NO_ERROR for r in results)

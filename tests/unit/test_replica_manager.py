@@ -423,7 +423,7 @@ class _Ticker:
 async def test_leader_and_isr_of_many_partitions_gives_the_loop_back(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """A LeaderAndIsr over thousands of hosted partitions (a new leader epoch for each:
-    checks, role changes, two INFO lines a partition, the answer) runs in slices of a few
+    checks, role changes, their lines (at DEBUG), the answer) runs in slices of a few
     ms: a task on the same loop keeps waking up meanwhile, and the loop never runs more
     than a third of the request's CPU in one go. Before, it held the loop from the first
     partition to the answer."""
@@ -674,4 +674,22 @@ async def test_follower_fetch_of_many_partitions_gives_the_loop_back(tmp_path: P
     assert ticker.longest_cpu_s < took_cpu_s / 3, (
         f"the loop ran {ticker.longest_cpu_s * 1000:.1f} ms of CPU in one go, of the "
         f"fetch's {took_cpu_s * 1000:.1f} ms")
+    close_rm(rm)
+
+
+async def test_role_changes_of_many_partitions_are_summed_up_at_info(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A LeaderAndIsr logs the role changes of its first PER_PARTITION_INFO_MAX partitions
+    at INFO, the others' at DEBUG, and one INFO line that counts them all."""
+    from broker.replica_manager import PER_PARTITION_INFO_MAX
+
+    rm = new_rm(tmp_path)
+    caplog.set_level(logging.DEBUG, logger="broker")
+    many = PER_PARTITION_INFO_MAX + 5
+    await host_many(rm, many)
+    leader_lines = [r for r in caplog.records if ": leader at epoch 0 from offset 0" in r.getMessage()]
+    assert [r.levelno for r in leader_lines] == (
+        [logging.INFO] * PER_PARTITION_INFO_MAX + [logging.DEBUG] * 5)
+    info = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert any(f"{many} partitions, {many} new leaders" in m for m in info), info
     close_rm(rm)
