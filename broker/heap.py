@@ -10,9 +10,12 @@ while 3,000 partitions are created, a broker ran five full collections of up to 
 objects, 50-96 ms each (``bench.loop_lag --cluster 3000``).
 
 Those objects live as long as their partitions. So every ``FREEZE_EVERY_PARTITIONS``
-partitions this broker starts hosting, the young generations are collected (a few ms) and
-every tracked object is frozen (``gc.freeze``: moved to the permanent generation, which
-collections skip). Later full collections scan only what was made since, and are short.
+partitions this broker opens, the young generations are collected (a few ms) and every
+tracked object is frozen (``gc.freeze``: moved to the permanent generation, which
+collections skip), and again at the end of a LeaderAndIsr that opened some; once more when
+the broker has started (what start-up made: modules,
+configuration, the partitions it opened). Later full collections scan only what was made
+since, and are short.
 
 What it costs: cyclic garbage among frozen objects is not reclaimed while they are frozen:
 the cycles already unreachable in the oldest generation at a freeze (at most what built up
@@ -54,13 +57,21 @@ class HeapFreezer:
         self.freezes = 0
 
     def hosted(self, count: int = 1) -> None:
-        """``count`` more partitions are hosted here (their objects made)."""
+        """``count`` more partitions are opened here (their objects made)."""
         self._hosted += count
         if self._hosted >= self._every:
             self._hosted = 0
             self.freezes += 1
             freeze()
             log.debug("froze the heap after %d hosted partitions", self._every)
+
+    def settle(self) -> None:
+        """The partitions opened since the last freeze have their roles (a LeaderAndIsr is
+        done with them): frozen now, not left for the next request's growth to scan."""
+        if self._hosted:
+            self._hosted = 0
+            self.freezes += 1
+            freeze()
 
     def removed(self) -> None:
         """A hosted partition was deleted: its objects become collectable again."""

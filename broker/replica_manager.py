@@ -310,6 +310,7 @@ class ReplicaManager:
                 to_follow.pop(tp, None)
             leaders = await self._make_leaders(to_lead, work)
             followers = await self._make_followers(to_follow, work)
+            self.heap.settle()
             log.info("LeaderAndIsr from controller %d epoch %d: %d partitions, %d new leaders,"
                      " %d new followers", request.controller_id, request.controller_epoch,
                      len(errors), len(leaders), len(followers))
@@ -422,6 +423,7 @@ class ReplicaManager:
                 loads[p] = LoadJob(p.producer_state, p.log_start_offset, p.log_end_offset,
                                    p.batches_from)
             opened.append(p)
+            self.heap.hosted()  # its log and state made: counted for the next freeze
             await work.pause()  # a topic of many partitions does not stall other clients
         # Producer state: snapshot files read and decoded, the log after them replayed, in
         # worker threads (LOAD_THREADS at a time), not on the loop (10,000 partitions at
@@ -439,7 +441,6 @@ class ReplicaManager:
             self.partitions[p.topic_partition] = p
             if p.topic_id != ZERO_UUID:
                 self._topic_names[p.topic_id] = p.topic
-            self.heap.hosted()
         return errors
 
     def _write_partition_metadata_soon(self) -> None:

@@ -61,7 +61,7 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import IO, TYPE_CHECKING
 
-from broker import allocator
+from broker import allocator, heap
 from broker.admin_manager import AdminManager
 from broker.cluster_ops import ClusterOps, LocalClusterOps
 from broker.config import BrokerConfig, ConfigError, Endpoint
@@ -229,6 +229,9 @@ class BrokerServer:
                 cleaning = self._cleaner_reconfigurer.initial(dynamic.cleaner_values())
             self._cleaner_reconfigurer.attach(self.broker.log_manager.start_cleaner(
                 cleaning, partition_states_from_loop(loop, self.broker.replica_manager)))
+            # What start-up made (modules, configuration, the partitions it opened) lives as
+            # long as the broker: out of later full garbage collections (broker.heap).
+            heap.freeze()
             self._started.set()
             await self._stop.wait()
             await asyncio.wait_for(self._shutdown(), SHUTDOWN_TIMEOUT_S)

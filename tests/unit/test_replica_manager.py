@@ -501,10 +501,10 @@ def _full_collection_cpu_s() -> float:
 
 
 async def test_hosted_partitions_are_frozen_out_of_full_collections(tmp_path: Path) -> None:
-    """Once FREEZE_EVERY_PARTITIONS partitions are hosted, every tracked object is frozen:
+    """Once FREEZE_EVERY_PARTITIONS partitions are opened, every tracked object is frozen:
     a full collection then skips the partitions' objects (and everything older), and costs
     a fraction of one over the same heap unfrozen. Deleting a partition unfreezes them, so
-    its objects are collectable again."""
+    its objects are collectable again; a LeaderAndIsr that opens fewer freezes at its end."""
     count = 2 * FREEZE_EVERY_PARTITIONS
     gc.unfreeze()  # whatever an earlier test in this process froze
     rm = new_rm(tmp_path)
@@ -539,6 +539,9 @@ async def test_hosted_partitions_are_frozen_out_of_full_collections(tmp_path: Pa
         assert stopped == ({("t", 0): ErrorCode.NO_ERROR}, ErrorCode.NO_ERROR)
         assert gc.get_freeze_count() == 0
         assert any(o is p for o in gc.get_objects())
+        # A LeaderAndIsr that opens a few partitions freezes them once it is done.
+        await make_leader(rm, count)
+        assert rm.heap.freezes == 3 and gc.get_freeze_count() > 0
     finally:
         gc.unfreeze()
         close_rm(rm)
