@@ -115,6 +115,10 @@ class AppendResult:
     record_errors: list[tuple[int, str | None]] = field(default_factory=list)
 
 
+# A group append's placeholder for the answers the log gives (every one is replaced).
+_UNANSWERED = AppendResult(ErrorCode.UNKNOWN_SERVER_ERROR)
+
+
 @dataclass(slots=True)
 class ReadResult:
     """The outcome of reading one partition (a FetchResponse partition)."""
@@ -686,7 +690,7 @@ class Partition:
         # The log's own checks, for each batch that passes the CRC: only timestamp bounds.
         log_checks = (config.timestamp_before_max_ms < LONG_MAX
                       or config.timestamp_after_max_ms < LONG_MAX)
-        results: list[AppendResult | None] = []
+        results: list[AppendResult] = []  # _UNANSWERED where the log's answer goes
         ready: list[ValidBatch] = []
         at: list[int] = []  # ready[k]'s index in results
         for batch in checked:
@@ -718,7 +722,7 @@ class Partition:
                 results.append(self._refused(exc))
                 continue
             at.append(len(results))
-            results.append(None)
+            results.append(_UNANSWERED)
             ready.append(batch)
         if ready:
             epoch = self.leader_epoch
@@ -754,8 +758,7 @@ class Partition:
                                 last, max_ts if max_ts > -1 else -1)
                         results[i] = AppendResult(_NO_ERROR, first, last, -1, start)
             self.maybe_increment_high_watermark()
-        return [r if r is not None else AppendResult(ErrorCode.UNKNOWN_SERVER_ERROR)
-                for r in results]
+        return results
 
     def _appended(self, head: BatchHeader, info: AppendInfo, active_base: int) -> AppendResult:
         """The producer state and flush flags after a client batch's append (as

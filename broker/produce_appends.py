@@ -4,8 +4,10 @@ Under P5 (16 producers, one request in flight each) the loop reads ~14 produce r
 the same partition in one turn. The first produce the fast path serves in a turn is
 appended at once, as when requests come alone; its answer is held for the end of the turn
 (``broker.network.write_batch``). While answers are held, the turn is open: a further
-produce request is not appended when it is read but added here, and before the held answers
-are written, each partition's added batches are appended together
+produce request is not appended when it is read but added here (and so is the first of a
+turn, after a turn whose appends held several requests: such a load goes on), and at the
+end of the turn, before the held answers are written, each partition's added batches are
+appended together
 (``ReplicaManager.append_group``: the same checks and answers as one after the other, one
 write) and each of those requests answered, in the order they were read. An answer is never
 sent before its append. Each connection has at most one request in flight (it is muted
@@ -19,6 +21,7 @@ a request that comes alone costs what it cost before (nothing is held, so nothin
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
@@ -59,6 +62,9 @@ class ProduceAppends:
         self._replica_manager = replica_manager
         self._pending: dict[tuple[TopicPartition, int], list[PendingAppend]] = {}
         self._turn: Turn | None = None
+        # The last turn's appends held more than one request: under such a load the first
+        # request of a turn is added here too (it would be appended alone otherwise).
+        self._concurrent = False
 
     def attach(self, turn: Turn) -> None:
         """The network's turn (set when it starts serving; until then nothing is added)."""
@@ -68,15 +74,19 @@ class ProduceAppends:
         """Whether a produce read now is added here rather than appended at once: the turn
         is open (answers are held for its end)."""
         turn = self._turn
-        return turn is not None and turn.holding
+        return turn is not None and (turn.holding or self._concurrent)
 
     def add(self, tp: TopicPartition, produce_version: int, pending: PendingAppend) -> None:
         """Append ``pending`` (acks=1) to ``tp`` at the end of this turn, then answer it
         (only while ``deferring()``)."""
         waiting = self._pending
         if not waiting:
-            assert self._turn is not None
-            self._turn.before_writing(self._run)
+            turn = self._turn
+            assert turn is not None
+            if turn.holding:
+                turn.before_writing(self._run)
+            else:  # the first of the turn: nothing else marks its end
+                asyncio.get_running_loop().call_soon(self._run)
         key = (tp, produce_version)
         group = waiting.get(key)
         if group is None:
@@ -86,6 +96,7 @@ class ProduceAppends:
 
     def _run(self) -> None:
         waiting, self._pending = self._pending, {}
+        self._concurrent = len(waiting) > 1 or any(len(g) > 1 for g in waiting.values())
         append_group = self._replica_manager.append_group
         for (tp, version), group in waiting.items():
             try:

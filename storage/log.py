@@ -419,30 +419,13 @@ class Log:
         config = self.config
         if config.message_timestamp_type == "LogAppendTime":
             return None
-        total = 0
-        count = 0
-        max_ts = -1
-        for batch, head in batches:
-            size = head.batch_length + 12
-            if head.position != 0 or len(batch) != size or size >= HEADER_ONLY_MIN_BYTES:
-                return None
-            total += size
-            count += head.last_offset_delta + 1
-            if head.max_timestamp > max_ts:
-                max_ts = head.max_timestamp
         if self._metadata_file.dirty:  # rare: the batched write has not come yet
             self.write_topic_id()
         with self._lock:
             self._check_open()
             first = self._leo
             segment = self._segments[-1]
-            # Kafka's shouldRoll before each batch, at once: the size and offsets of the
-            # whole group, its largest timestamp, and room in both indexes for an entry per
-            # batch (each is asked before a batch, with at most one entry per batch added).
-            if (segment.size_bytes == 0 or segment.indexes_full_after(len(batches) - 1)
-                    or segment.should_roll(total, max_ts, first + count - 1, now,
-                                           config.segment_bytes,
-                                           config.segment_ms - config.segment_jitter_ms)):
+            if segment.size_bytes == 0 or segment.indexes_full_after(len(batches) - 1):
                 return None
             # Format: the batches back to back, each its request's bytes with baseOffset
             # (int64 @0) and partitionLeaderEpoch (int32 @12) set; the CRC covers neither.
@@ -451,14 +434,26 @@ class Log:
             firsts: list[int] = []
             pos = 0
             offset = first
-            for _, head in batches:
+            max_ts = -1
+            for batch, head in batches:
                 size = head.batch_length + 12
+                if head.position != 0 or len(batch) != size or size >= HEADER_ONLY_MIN_BYTES:
+                    return None
                 _INT64.pack_into(buf, pos, offset)
                 _INT32.pack_into(buf, pos + 12, leader_epoch)
                 firsts.append(offset)
                 offset += head.last_offset_delta + 1
-                metas.append(_new_tuple(BatchMeta, (size, offset - 1, head.max_timestamp)))
+                ts = head.max_timestamp
+                if ts > max_ts:
+                    max_ts = ts
+                metas.append(_new_tuple(BatchMeta, (size, offset - 1, ts)))
                 pos += size
+            # Kafka's shouldRoll before each batch, at once: the size and offsets of the
+            # whole group, its largest timestamp, and room in both indexes for an entry per
+            # batch (each is asked before a batch, with at most one entry per batch added).
+            if segment.should_roll(pos, max_ts, offset - 1, now, config.segment_bytes,
+                                   config.segment_ms - config.segment_jitter_ms):
+                return None
             self._append_to(segment, buf, metas)
             self._epoch_cache.assign(leader_epoch, first)
             self._leo = offset
