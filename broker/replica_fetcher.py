@@ -86,6 +86,10 @@ EARLIEST_TIMESTAMP: Final = -2
 FETCH_MAX_VERSION: Final = 15  # replica_state (KIP-903) with the broker epoch
 OFFSET_FOR_LEADER_EPOCH_MIN_VERSION: Final = 3  # the first with replica_id
 MAX_TRUNCATION_ROUNDS: Final = 64  # OffsetForLeaderEpoch rounds for one partition in a row
+# A fetch answer's partitions delayed for one error: the first this many logged at INFO, the
+# others at DEBUG and counted in one INFO line (thousands at once when a new topic's leaders
+# do not know its id yet).
+BACK_OFF_INFO_MAX: Final = 10
 # Partition errors after which the partition waits replica.fetch.backoff.ms.
 _BACK_OFF: Final = frozenset({
     ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
@@ -557,6 +561,7 @@ class ReplicaFetcher:
             log.info("[%s] Fetch session error %s from broker %d; the next fetch is full",
                      self.name, ErrorCode(response.error_code).name, self.leader_id)
             return True
+        backed_off: dict[str, int] = {}  # error name -> partitions delayed for it
         for tp, data in response_partitions(response, version, topic_ids).items():
             await work.pause()
             current = self.states.get(tp)
@@ -579,9 +584,17 @@ class ReplicaFetcher:
                 if error not in _BACK_OFF:
                     log.warning("[%s] Fetch of %s answered %s", self.name, tp, error.name)
                 else:
-                    log.info("[%s] Fetch of %s answered %s; retrying after backoff",
-                             self.name, tp, error.name)
+                    # The first few of an answer at INFO, the others at DEBUG and counted.
+                    seen = backed_off[error.name] = backed_off.get(error.name, 0) + 1
+                    log.log(logging.INFO if seen <= BACK_OFF_INFO_MAX else logging.DEBUG,
+                            "[%s] Fetch of %s answered %s; retrying after backoff",
+                            self.name, tp, error.name)
                 self._delay(tp, state)
+        for name, count in backed_off.items():
+            if count > BACK_OFF_INFO_MAX:
+                log.info("[%s] Fetch answered %s for %d partitions (the first %d above, the "
+                         "others at DEBUG); retrying them after backoff", self.name, name,
+                         count, BACK_OFF_INFO_MAX)
         return True
 
     def _process_data(self, tp: TopicPartition, p: Partition, state: PartitionFetchState,
