@@ -55,8 +55,8 @@ import sys
 import tempfile
 import threading
 import time
-import traceback
 from pathlib import Path
+from types import FrameType
 from typing import Any, Final
 
 STATE_ENV: Final[str] = "BENCH_LOOP_LAG_STATE"  # the child's output file and settings (JSON)
@@ -71,6 +71,22 @@ def _commonest(keys: list[str], n: int = 3) -> list[tuple[str, int]]:
     for key in keys:
         counts[key] = counts.get(key, 0) + 1
     return sorted(counts.items(), key=lambda kv: -kv[1])[:n]
+
+
+def _stack_key(frame: FrameType | None, frames: int) -> str:
+    """The innermost ``frames`` frames of another thread's stack, innermost first, as
+    ``file:function:line`` joined by `` < ``, read from the frame objects in a few bytecodes.
+    ``traceback.extract_stack`` runs much more Python code around its walk (and looks source
+    lines up through the file system), during which the interpreter lock can pass to the
+    walked thread, which then changes its stack: one probe run died of a segfault in
+    ``PyFrame_GetBack`` in the watchdog's thread (Python 3.11). Whether this avoids it
+    entirely is not shown; it makes the window far smaller."""
+    parts: list[str] = []
+    while frame is not None and len(parts) < frames:
+        code = frame.f_code
+        parts.append(f"{code.co_filename.rsplit('/', 1)[-1]}:{code.co_name}:{frame.f_lineno}")
+        frame = frame.f_back
+    return " < ".join(parts)
 
 
 def _thread_cpu() -> dict[str, float]:
@@ -180,9 +196,7 @@ class Probe:
             frame = sys._current_frames().get(self.loop_tid)
             if frame is None:
                 continue
-            summary = traceback.extract_stack(frame)[-self.frames:]
-            key = " < ".join(f"{Path(f.filename).name}:{f.name}:{f.lineno}"
-                             for f in reversed(summary))
+            key = _stack_key(frame, self.frames)
             self.stack_counts[key] = self.stack_counts.get(key, 0) + 1
             if len(self.stall_stacks) < MAX_STALLS:
                 self.stall_stacks.setdefault(self.last_tick, []).append(key)
