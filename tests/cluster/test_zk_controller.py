@@ -191,9 +191,16 @@ async def test_broker_loss_return_and_elections(cluster: Cluster) -> None:
     await cluster.start(lost)
     receiver = cluster.receivers[lost]
     (p_moved,) = moved
-    await wait_for(lambda: receiver.leader(TopicPartition(TOPIC, p_moved)) == moved[p_moved],
-                   "the returning broker to learn the leaders")
-    assert receiver.leader_and_isr[TopicPartition(TOPIC, p_moved)].leader == moved[p_moved]
+    # Kafka's order on a broker's return: UpdateMetadata first, then LeaderAndIsr for the
+    # replicas it hosts; wait for both to have arrived.
+    moved_tp = TopicPartition(TOPIC, p_moved)
+
+    def learned() -> bool:
+        lai = receiver.leader_and_isr.get(moved_tp)
+        return (receiver.leader(moved_tp) == moved[p_moved]
+                and lai is not None and lai.leader == moved[p_moved])
+
+    await wait_for(learned, "the returning broker to learn the leaders")
     outcome = await controller.elect_leaders(PREFERRED, None)
     assert outcome[TopicPartition(TOPIC, p_moved)][0] == ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
     assert {outcome[TopicPartition(TOPIC, p)][0] for p in PARTITIONS if p != p_moved} == {
