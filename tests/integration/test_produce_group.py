@@ -1,10 +1,11 @@
 """Produce requests read in one turn of the broker's loop are appended together
 (broker.produce_appends) and each answered as if alone: 16 connections, one request in
 flight each (P5's shape), all sent before any answer is read, among them a corrupt batch,
-an unknown partition and an idempotent producer's resend. Each good request's answer
-names the offset where its own record is in the log; the offsets of a round follow each
-other without a gap over the rounds; the bad ones get their own errors; the resend its first offset. The
-broker did group them (one ``append_group`` call for several requests)."""
+an unknown partition and an idempotent producer's resend, for 5 rounds. Each good request's
+answer names the offset where its own record is in the log, the offsets follow each other
+without a gap, the bad ones get their own errors, the resend its first offset, and the
+broker did group them (one ``append_group`` call for several requests). A client over its
+producer_byte_rate gets each grouped request appended and answered with its throttle time."""
 
 from __future__ import annotations
 
@@ -16,6 +17,10 @@ from broker.replica_manager import ReplicaManager
 from client.sync import SyncClient
 from protocol.errors import ErrorCode
 from protocol.frames import decode_response
+from protocol.messages.alter_client_quotas import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
+)
 from protocol.messages.produce import ProduceRequest, ProduceResponse
 from pytest_minikafka import BrokerHandle
 from pytest_minikafka.inprocess import InProcessBroker
@@ -110,3 +115,37 @@ def test_requests_of_one_turn_appended_together_each_answered_alone(
     # Every answer named its own record's offset, and the offsets follow each other.
     assert stored == at and sorted(at) == list(range(ROUNDS * (CONNECTIONS - 3) + 1))
 
+
+
+@pytest.mark.minikafka(subprocess=False, properties={  # a short quota window: short throttles
+    "quota.window.num": "2", "quota.window.size.seconds": "1"})
+def test_grouped_requests_over_a_produce_quota_are_answered_with_their_throttle(
+        kafka_broker: BrokerHandle, group_sizes: list[int]) -> None:
+    """A client over its producer_byte_rate: requests appended together still each get
+    their append and their own throttle time (the general answer, not the fast frame)."""
+    bootstrap = kafka_broker.bootstrap
+    create_topic(bootstrap, "grouped-quota", partitions=1)
+    with RawClient(bootstrap) as admin:
+        _, body = admin.request(49, 1, AlterClientQuotasRequest(validate_only=False, entries=[
+            AlterClientQuotasRequest.EntryData(
+                entity=[AlterClientQuotasRequest.EntityData("client-id", "slow")],
+                ops=[AlterClientQuotasRequest.OpData("producer_byte_rate", 1000.0, False)])]))
+        assert isinstance(body, AlterClientQuotasResponse) and body.entries[0].error_code == 0
+    conns = [RawClient(bootstrap) for _ in range(CONNECTIONS)]
+    try:
+        for c, conn in enumerate(conns):
+            request = _request("grouped-quota", batch([b"q%d" % c]))
+            conn.send(conn.frame(0, VERSION, request, client_id="slow")[1])
+        bodies = []
+        for conn in conns:
+            _, body = decode_response(conn.recv_frame(), 0, VERSION)
+            assert isinstance(body, ProduceResponse)
+            bodies.append(body)
+    finally:
+        for conn in conns:
+            conn.close()
+    answers = [b.responses[0].partition_responses[0] for b in bodies]
+    assert [a.error_code for a in answers] == [0] * CONNECTIONS
+    assert sorted(a.base_offset for a in answers) == list(range(CONNECTIONS))
+    assert max(b.throttle_time_ms for b in bodies) > 0
+    assert max(group_sizes) > 1, group_sizes
