@@ -101,7 +101,7 @@ def produce_fast(broker: Broker, header: RequestHeader, frame: bytes, offset: in
         pending = _PendingProduce(records, broker, header, topic, index, principal,
                                   len(frame) + 4)
         appends.add(tp, header.api_version, pending)
-        return pending
+        return pending.parked
     r = broker.replica_manager.append_single(tp, records, header.api_version, 1)
     # producer_byte_rate: the request's bytes count against the client's quota.
     quota = broker.quotas.produce
@@ -116,17 +116,20 @@ def produce_fast(broker: Broker, header: RequestHeader, frame: bytes, offset: in
     return _respond({tp: r}, [], throttle_ms)
 
 
-class _PendingProduce(Parked):
+class _PendingProduce:
     """A fast-path produce waiting for its append at the end of the turn
-    (broker.produce_appends.PendingAppend); answered from there, through ``deliver``."""
+    (broker.produce_appends.PendingAppend); answered from there, through its ``parked``
+    (what the fast path returned: the request channel and the connection fill it in). Not a
+    Parked subclass: compiled by mypyc (protocol.native), a class of this module cannot
+    derive from a Python class with slots."""
 
-    __slots__ = ("_broker", "_header", "_index", "_principal", "_size", "_topic", "records")
+    __slots__ = ("_broker", "_header", "_index", "_principal", "_size", "_topic", "parked",
+                 "records")
 
     def __init__(self, records: memoryview | bytes | None, broker: Broker,
                  header: RequestHeader, topic: str, index: int, principal: KafkaPrincipal,
                  size: int) -> None:
-        self.deliver = None
-        self.send_frame = None
+        self.parked = Parked()
         self.records = records
         self._broker = broker
         self._header = header
@@ -141,11 +144,12 @@ class _PendingProduce(Parked):
         quota = self._broker.quotas.produce
         throttle_ms = (quota.record(self._principal.name, header.client_id or "", self._size)
                        if quota.enabled else 0)  # (record() answers 0 at once when not enabled)
+        parked = self.parked
         if r.error is _NO_ERROR and not r.record_errors and not throttle_ms:
             response = encode_single_response(header.correlation_id, header.api_version,
                                               self._topic, self._index, r.error, r.base_offset,
                                               r.log_append_time_ms, r.log_start_offset, 0)
-            send = self.send_frame
+            send = parked.send_frame
             if response is not None and send is not None:
                 send(response)
                 return
@@ -157,13 +161,13 @@ class _PendingProduce(Parked):
         else:
             answer = _respond({_new_tuple(TopicPartition, (self._topic, self._index)): r}, [],
                               throttle_ms)
-        deliver = self.deliver
+        deliver = parked.deliver
         assert deliver is not None  # set by the request channel as soon as it was returned
         deliver(answer)
 
     def failed(self) -> None:
-        if self.deliver is not None:
-            self.deliver(CloseConnection("handler error"))
+        if self.parked.deliver is not None:
+            self.parked.deliver(CloseConnection("handler error"))
 
 
 @api(ProduceRequest.API_KEY, min_version=3, max_version=11, request=ProduceRequest,
