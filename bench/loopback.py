@@ -6,29 +6,35 @@ is). Then two processes of their own, started from this module (``python -m benc
 receive`` / ``send``), so that neither can slow the other by holding an interpreter lock
 they share:
 
-- the receiver listens on 127.0.0.1, and for each connection ``recv_into``s one reused
-  1 MiB buffer until end of stream, discarding the bytes, then answers the byte count and
+- the receiver listens on 127.0.0.1; each connection starts with the receive low-water mark
+  to use (int64; 0: none), which it sets (``SO_RCVLOWAT``), then it ``recv_into``s one
+  reused 1 MiB buffer until end of stream, discarding the bytes, answers the byte count and
   the CPU time it spent (``struct ">qq"``) and closes;
-- the sender, for each call size in turn (``CALL_SIZES``: a 64 KiB record, a consumer's
-  1 MiB ``max.partition.fetch.bytes``, 64 MiB), ``ITERATIONS`` times: connects, sends
-  every file with ``os.sendfile`` calls of at most that size, shuts down its side and
-  waits for the receiver's answer. One iteration's time runs from the first sendfile to
-  the answer.
+- the sender, for each pair of call size (``CALL_SIZES``: a consumer's 1 MiB
+  ``max.partition.fetch.bytes``, 64 MiB) and receive low-water mark (``LOW_WATER_MARKS``:
+  none, 128 KiB, 512 KiB) in turn, ``ITERATIONS`` times: connects, sends every file with
+  ``os.sendfile`` calls of at most that size, shuts down its side and waits for the
+  receiver's answer. One iteration's time runs from the first sendfile to the answer.
 
-Both sockets keep the kernel's defaults (buffer autotuning, no TCP_NODELAY needed: the
-answer comes after end of stream). Each call size's figure is the median over its
-iterations; the ceiling is the highest of those medians: the fastest this machine's loopback
-moved those bytes from page cache to another process, against which a broker's consume
-MiB/s is read (a broker adds, per fetch, the request's round trip and its own work).
+Both sockets keep the kernel's buffer defaults (autotuning; no TCP_NODELAY needed: the
+answer comes after end of stream). Each pair's figure is the median over its iterations;
+the ceiling is the highest of those medians: the fastest this machine's loopback moved
+those bytes from page cache to another process, against which a broker's consume MiB/s is
+read (a broker adds, per fetch, the request's round trip and its own work).
 
-Before 2026-11-27 the sender and the receiver were two threads of the bench's own process;
-that figure read lower than what a bare Fetch loop got out of a broker (120% of it), so it
-was not a ceiling.
+Why the low-water marks (measured 2026-11-27, quiet machine, 2 GiB of 64 KiB records): a
+receiver that reads as soon as anything arrives is woken for nearly every segment, and on
+this virtual machine the wake-ups, charged to the sender's sendfile (loopback delivers in
+the sender's context), hold the sender at 95-99% of a core and the stream at 2.2-2.5 GiB/s,
+below what a bare Fetch loop gets out of a broker in bursts of 1 MiB (3.0 GiB/s). Woken
+once 512 KiB are there, the same stream moves 4.6-4.7 GiB/s. Before 2026-11-27 sender and
+receiver were two threads of the bench's own process (2.3-2.5 GiB/s): not a ceiling either.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import socket
@@ -46,17 +52,21 @@ from bench.procs import BenchError, spawn, stop
 REPO_ROOT: Final[Path] = Path(__file__).resolve().parents[1]
 MIB: Final[int] = 1 << 20
 RECV_BUFFER_BYTES: Final[int] = 1 << 20
-CALL_SIZES: Final[tuple[int, ...]] = (64 << 10, 1 << 20, 64 << 20)
+CALL_SIZES: Final[tuple[int, ...]] = (1 << 20, 64 << 20)
+LOW_WATER_MARKS: Final[tuple[int, ...]] = (0, 128 << 10, 512 << 10)  # 0: SO_RCVLOWAT unset
 ITERATIONS: Final[int] = 5
 TIMEOUT_S: Final[float] = 120.0
 _ANSWER: Final[struct.Struct] = struct.Struct(">qq")  # bytes received, receiver CPU ns
+_LOW_WATER: Final[struct.Struct] = struct.Struct(">q")  # first on each connection
 
 
 @dataclass(frozen=True, slots=True)
 class CallSizeResult:
-    """One call size: per iteration, seconds and the two sides' CPU seconds."""
+    """One call size and receive low-water mark: per iteration, seconds and the two sides'
+    CPU seconds."""
 
     call_bytes: int
+    low_water_bytes: int  # 0: none
     size_bytes: int
     elapsed_s: tuple[float, ...]
     sender_cpu_s: tuple[float, ...]
@@ -90,21 +100,23 @@ class LoopbackResult:
 
     @property
     def ceiling(self) -> CallSizeResult:
-        """The call size with the highest median MiB/s."""
+        """The pair with the highest median MiB/s."""
         return max(self.by_call_size, key=lambda r: r.mib_per_s)
 
     @property
     def mib_per_s(self) -> float:
-        """The ceiling: the highest median MiB/s over the call sizes."""
+        """The ceiling: the highest median MiB/s over the pairs."""
         return self.ceiling.mib_per_s
 
 
 def measure_sendfile(files: list[Path], work_dir: Path, *,
                      call_sizes: tuple[int, ...] = CALL_SIZES,
+                     low_water_marks: tuple[int, ...] = LOW_WATER_MARKS,
                      iterations: int = ITERATIONS) -> LoopbackResult:
     """Send the files (read once first, so page-cached) over loopback with sendfile from a
-    sender process to a receiver process, ``iterations`` times per call size; time it."""
-    if not files or iterations < 1 or not call_sizes:
+    sender process to a receiver process, ``iterations`` times per call size and receive
+    low-water mark; time it."""
+    if not files or iterations < 1 or not call_sizes or not low_water_marks:
         raise BenchError("loopback: nothing to send")
     try:
         for path in files:
@@ -121,6 +133,7 @@ def measure_sendfile(files: list[Path], work_dir: Path, *,
         port = int(_read_line(receiver, "receiver"))
         sender = spawn([*module, "send", "--port", str(port), "--iterations", str(iterations),
                         "--call-sizes", ",".join(map(str, call_sizes)),
+                        "--low-water-marks", ",".join(map(str, low_water_marks)),
                         *map(str, files)], log_path=log_path, cwd=REPO_ROOT,
                        stdout_pipe=True)
         try:
@@ -134,7 +147,8 @@ def measure_sendfile(files: list[Path], work_dir: Path, *,
     finally:
         stop(receiver, grace_s=5.0)
     results = tuple(
-        CallSizeResult(call_bytes=int(r["call_bytes"]), size_bytes=size_bytes,
+        CallSizeResult(call_bytes=int(r["call_bytes"]),
+                       low_water_bytes=int(r["low_water_bytes"]), size_bytes=size_bytes,
                        elapsed_s=tuple(r["elapsed_s"]), sender_cpu_s=tuple(r["sender_cpu_s"]),
                        receiver_cpu_s=tuple(r["receiver_cpu_s"]))
         for r in out)
@@ -164,6 +178,9 @@ def receive() -> None:
             conn, _ = server.accept()
             with conn:
                 conn.settimeout(TIMEOUT_S)
+                (low_water,) = _LOW_WATER.unpack(_recv_exactly(conn, _LOW_WATER.size))
+                if low_water > 0:
+                    conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, low_water)
                 cpu0 = _cpu_s()
                 got = 0
                 while n := conn.recv_into(buf):
@@ -171,18 +188,21 @@ def receive() -> None:
                 conn.sendall(_ANSWER.pack(got, int((_cpu_s() - cpu0) * 1e9)))
 
 
-def send(port: int, files: list[Path], call_sizes: list[int], iterations: int) -> None:
-    """The sender process: prints one JSON line, a list of results per call size."""
+def send(port: int, files: list[Path], call_sizes: list[int], low_water_marks: list[int],
+         iterations: int) -> None:
+    """The sender process: prints one JSON line, a list of results per call size and low-water
+    mark."""
     size_bytes = sum(path.stat().st_size for path in files)
     out = []
     sources = [path.open("rb") for path in files]
     try:
-        for call_bytes in call_sizes:
+        for call_bytes, low_water in itertools.product(call_sizes, low_water_marks):
             elapsed: list[float] = []
             sender_cpu: list[float] = []
             receiver_cpu: list[float] = []
             for _ in range(iterations):
                 with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT_S) as sock:
+                    sock.sendall(_LOW_WATER.pack(low_water))
                     sock.settimeout(None)  # blocking: os.sendfile on a timeout socket: EAGAIN
                     cpu0, t0 = _cpu_s(), time.monotonic()
                     for src in sources:
@@ -197,7 +217,8 @@ def send(port: int, files: list[Path], call_sizes: list[int], iterations: int) -
                 elapsed.append(t1 - t0)
                 sender_cpu.append(cpu1 - cpu0)
                 receiver_cpu.append(receiver_cpu_ns / 1e9)
-            out.append({"call_bytes": call_bytes, "elapsed_s": elapsed,
+            out.append({"call_bytes": call_bytes, "low_water_bytes": low_water,
+                        "elapsed_s": elapsed,
                         "sender_cpu_s": sender_cpu, "receiver_cpu_s": receiver_cpu})
     finally:
         for src in sources:
@@ -234,13 +255,14 @@ def main(argv: list[str] | None = None) -> None:
     snd.add_argument("--port", type=int, required=True)
     snd.add_argument("--iterations", type=int, default=ITERATIONS)
     snd.add_argument("--call-sizes", default=",".join(map(str, CALL_SIZES)))
+    snd.add_argument("--low-water-marks", default=",".join(map(str, LOW_WATER_MARKS)))
     snd.add_argument("files", nargs="+", type=Path)
     args = parser.parse_args(argv)
     if args.role == "receive":
         receive()
     else:
         send(args.port, args.files, [int(s) for s in args.call_sizes.split(",")],
-             args.iterations)
+             [int(s) for s in args.low_water_marks.split(",")], args.iterations)
 
 
 if __name__ == "__main__":

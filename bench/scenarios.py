@@ -5,9 +5,10 @@
 - P2 consume throughput of data written the P1 way, by a cold consumer (new process,
   assign() from offset 0, no group): records/s and MiB/s (librdkafka; ConsumerPerformance,
   which needs the group APIs, as second opinion); plus the loopback sendfile ceiling of the
-  same segment bytes (``bench.loopback``: sender and receiver processes, 64 KiB, 1 MiB and
-  64 MiB per sendfile call, 5 iterations each: each call size's median, the ceiling the best
-  of them; CPU columns: sender / receiver).
+  same segment bytes (``bench.loopback``: sender and receiver processes, 1 MiB and 64 MiB
+  per sendfile call, each with the receiver woken for any data or only once 128 KiB or
+  512 KiB are there (SO_RCVLOWAT), 5 iterations each: each pair's median, the ceiling the
+  best of them; CPU columns: sender / receiver).
 - P2L the same with 64 KiB records (1 partition), read by three consumers in turn:
   librdkafka, a bare Fetch loop that discards the records (``bench.fetch_drain``: the
   broker's pace, not a client's) and, with the Java tools, ConsumerPerformance: MiB/s,
@@ -62,13 +63,15 @@ def _call_size(n: int) -> str:
 
 
 def _loopback_figures(scenario: str, result: LoopbackResult, run: int) -> list[Figure]:
-    """The loopback rows of one run: each call size's median MiB/s (CPU columns: sender /
-    receiver process), and the ceiling, the best of them."""
+    """The loopback rows of one run: each call size and receive low-water mark's median
+    MiB/s (CPU columns: sender / receiver process), and the ceiling, the best of them."""
     figures = [
         Figure(
             scenario=scenario,
-            row=f"{scenario} loopback sendfile, {_call_size(r.call_bytes)} per call "
-            "(sender and receiver processes)",
+            row=f"{scenario} loopback sendfile, {_call_size(r.call_bytes)} per call, "
+            + (f"SO_RCVLOWAT {_call_size(r.low_water_bytes)}" if r.low_water_bytes
+               else "no SO_RCVLOWAT")
+            + " (sender and receiver processes)",
             metric="MiB/s",
             broker="loopback",
             run=run,
@@ -82,7 +85,7 @@ def _loopback_figures(scenario: str, result: LoopbackResult, run: int) -> list[F
     figures.append(Figure(
         scenario=scenario,
         row=f"{scenario} loopback sendfile ceiling ({result.size_bytes / MIB:.0f} MiB, "
-        "best call size)",
+        "best of those)",
         metric="MiB/s",
         broker="loopback",
         run=run,

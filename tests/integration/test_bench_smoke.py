@@ -40,9 +40,11 @@ QUICK_EFFICIENCY_ROWS = [
 ]
 NAMED_QUICK_ROWS = [
     ("P2L consume 1p, 64 KiB records (librdkafka)", "MiB/s"),
-    *((f"P2L loopback sendfile, {size} per call (sender and receiver processes)", "MiB/s")
-      for size in ("64 KiB", "1 MiB", "64 MiB")),
-    ("P2L loopback sendfile ceiling (16 MiB, best call size)", "MiB/s"),
+    *((f"P2L loopback sendfile, {size} per call, {low_water} (sender and receiver processes)",
+       "MiB/s")
+      for size in ("1 MiB", "64 MiB")
+      for low_water in ("no SO_RCVLOWAT", "SO_RCVLOWAT 128 KiB", "SO_RCVLOWAT 512 KiB")),
+    ("P2L loopback sendfile ceiling (16 MiB, best of those)", "MiB/s"),
     ("P2L consume 1p, 64 KiB records (bare Fetch loop)", "MiB/s"),
     ("P2L consume (librdkafka) as % of the loopback ceiling (goal >= 50%)", "%"),
     ("P2L consume (bare Fetch loop) as % of the loopback ceiling (goal >= 50%)", "%"),

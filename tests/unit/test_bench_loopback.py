@@ -1,5 +1,7 @@
 """``bench.loopback``: the loopback ceiling is measured between two processes of their own,
-every byte of the files reaching the receiver, once per iteration and call size."""
+every byte of the files reaching the receiver, once per iteration, call size and receive
+low-water mark (a receiver woken only once that much is there still gets the tail of the
+stream at its end)."""
 
 from __future__ import annotations
 
@@ -17,10 +19,12 @@ def test_every_call_size_sends_every_byte_between_two_processes(tmp_path: Path) 
     files = [tmp_path / "00000000000000000000.log", tmp_path / "00000000000000001000.log"]
     files[0].write_bytes(os.urandom(3 << 20))
     files[1].write_bytes(os.urandom(100_001))  # not a multiple of any call size
-    result = measure_sendfile(files, tmp_path, call_sizes=(64 << 10, 1 << 20), iterations=3)
+    result = measure_sendfile(files, tmp_path, call_sizes=(64 << 10, 1 << 20),
+                              low_water_marks=(0, 256 << 10), iterations=3)
 
     assert result.size_bytes == (3 << 20) + 100_001
-    assert [r.call_bytes for r in result.by_call_size] == [64 << 10, 1 << 20]
+    assert [(r.call_bytes, r.low_water_bytes) for r in result.by_call_size] == [
+        (64 << 10, 0), (64 << 10, 256 << 10), (1 << 20, 0), (1 << 20, 256 << 10)]
     for r in result.by_call_size:
         # The sender checks the receiver's count of every iteration (else BenchError).
         assert len(r.elapsed_s) == len(r.sender_cpu_s) == len(r.receiver_cpu_s) == 3
