@@ -306,27 +306,30 @@ class RequestChannel:
         future = self._loop.run_in_executor(None, spec.request.decode_at, request.frame,
                                             header.api_version, request.body_offset)
         self._decoding[future] = request
+        # A bound method and partial, not a closure: mypyc fails on a nested function here.
+        future.add_done_callback(functools.partial(self._decoded_off_loop, spec))
 
-        def decoded(f: asyncio.Future[tuple[object, int]]) -> None:
-            del self._decoding[f]
-            if f.cancelled():
-                request.finish(CloseConnection("broker shutting down"))
-                return
-            exc = f.exception()
-            if isinstance(exc, ProtocolError):
-                request.finish(CloseConnection(
-                    f"malformed {spec.request.__name__} v{header.api_version} body: {exc}"))
-                return
-            try:
-                if exc is not None:
-                    raise exc
-                self._dispatch_decoded(spec, request, f.result()[0])
-            except Exception:  # as _dispatch_guarded: this connection closes, nothing else
-                log.exception("Dispatch of api key %d failed; closing connection %s",
-                              header.api_key, request.connection_id)
-                request.finish(CloseConnection("dispatch error"))
-
-        future.add_done_callback(decoded)
+    def _decoded_off_loop(self, spec: ApiSpec, f: asyncio.Future[tuple[object, int]]) -> None:
+        """The outcome of ``_decode_off_loop``'s decode: the request dispatched, or its
+        connection closed (a malformed body, the broker shutting down, a dispatch error)."""
+        request = self._decoding.pop(f)
+        header = request.header
+        if f.cancelled():
+            request.finish(CloseConnection("broker shutting down"))
+            return
+        exc = f.exception()
+        if isinstance(exc, ProtocolError):
+            request.finish(CloseConnection(
+                f"malformed {spec.request.__name__} v{header.api_version} body: {exc}"))
+            return
+        try:
+            if exc is not None:
+                raise exc
+            self._dispatch_decoded(spec, request, f.result()[0])
+        except Exception:  # as _dispatch_guarded: this connection closes, nothing else
+            log.exception("Dispatch of api key %d failed; closing connection %s",
+                          header.api_key, request.connection_id)
+            request.finish(CloseConnection("dispatch error"))
 
     def _dispatch_decoded(self, spec: ApiSpec, request: Request, body: object) -> None:
         header = request.header
