@@ -622,44 +622,14 @@ class Partition:
             active_base = self.log.active_segment.base_offset
             info = self.log.append_client_batch(batch.buffer, head, self.leader_epoch,
                                                 now_ms=now_ms)
-        # One name per except clause: compiled by mypyc (protocol.native), a name shared by
-        # clauses is typed by the first one.
-        except RecordValidationError as invalid:
-            start = self.log_start_offset  # read here: only the answers with errors need it
-            log.info("%s-%d: produce refused (%s): %s", self.topic, self.partition,
-                     invalid.error_code.name, invalid.message)
-            return AppendResult(invalid.error_code, log_start_offset=start,
-                                error_message=invalid.message, record_errors=invalid.record_errors)
-        except ProducerStateError as refused:
-            start = self.log_start_offset
-            log.info("%s-%d: produce refused (%s): %s", self.topic, self.partition,
-                     refused.error_code.name, refused)
-            return AppendResult(refused.error_code, log_start_offset=start,
-                                error_message=str(refused))
         except PartitionError as not_here:
-            start = self.log_start_offset
-            return AppendResult(not_here.error_code, log_start_offset=start,
+            return AppendResult(not_here.error_code, log_start_offset=self.log_start_offset,
                                 error_message=str(not_here))
-        except StorageError as failed:
-            start = self.log_start_offset
-            if not isinstance(failed, LogIOError | LogDirOfflineError):  # storage logs those
-                log.warning("%s-%d: append failed (%s): %s", self.topic, self.partition,
-                            failed.error_code.name, failed)
-            return AppendResult(failed.error_code, log_start_offset=start,
-                                error_message=str(failed))
-        if head.producer_id >= 0:
-            first_seq = head.base_sequence
-            self.producer_state.update(
-                head.producer_id, head.producer_epoch, first_seq,
-                increment_sequence(first_seq, head.last_offset_delta),
-                info.first_offset, info.last_offset, info.max_timestamp)
-        if info.needs_flush:  # (always after a roll)
-            self.needs_flush = True
-            if self.log.active_segment.base_offset != active_base:
-                self.snapshot_due = True  # a segment rolled: snapshot the producer state
+        except (RecordValidationError, ProducerStateError, StorageError) as refused:
+            return self._refused(refused)
+        result = self._appended(head, info, active_base)
         self.maybe_increment_high_watermark()
-        return AppendResult(_NO_ERROR, info.first_offset, info.last_offset,
-                            info.log_append_time, info.log_start_offset)
+        return result
 
     def append_records_group(self, records: list[memoryview | bytes | None],
                              produce_version: int) -> list[AppendResult]:
@@ -761,19 +731,19 @@ class Partition:
         return results
 
     def _appended(self, head: BatchHeader, info: AppendInfo, active_base: int) -> AppendResult:
-        """The producer state and flush flags after a client batch's append (as
-        ``append_records_as_leader``), and its answer. ``active_base``: the active segment's
-        base offset before the append, -1 where it cannot have rolled."""
+        """The producer state and flush flags after a client batch's append (alone or in a
+        group), and its answer. ``active_base``: the active segment's base offset before the
+        append, -1 where it cannot have rolled."""
         if head.producer_id >= 0:
             first_seq = head.base_sequence
             self.producer_state.update(
                 head.producer_id, head.producer_epoch, first_seq,
                 increment_sequence(first_seq, head.last_offset_delta),
                 info.first_offset, info.last_offset, info.max_timestamp)
-        if info.needs_flush:
+        if info.needs_flush:  # (always after a roll)
             self.needs_flush = True
             if active_base >= 0 and self.log.active_segment.base_offset != active_base:
-                self.snapshot_due = True
+                self.snapshot_due = True  # a segment rolled: snapshot the producer state
         return AppendResult(_NO_ERROR, info.first_offset, info.last_offset,
                             info.log_append_time, info.log_start_offset)
 

@@ -378,8 +378,13 @@ class Log:
         (``append_client_batches``)."""
         if batch_crc(batch) != head.crc:
             verify_crc(batch, head, where=self.topic_partition)
+        self._check_client_head(head, now, self.config.message_timestamp_type == "LogAppendTime")
+
+    def _check_client_head(self, head: BatchHeader, now: int, append_time: bool) -> None:
+        """A client batch's timestamp bounds (unless the log stamps it: ``append_time``) and
+        that it is no control batch; the same errors, raised."""
         config = self.config
-        if config.message_timestamp_type != "LogAppendTime" and (
+        if not append_time and (
             config.message_timestamp_before_max_ms != LONG_MAX
             or config.message_timestamp_after_max_ms != LONG_MAX
         ):
@@ -475,20 +480,7 @@ class Log:
         now = self._clock_ms() if now_ms is None else now_ms
         config = self.config
         append_time = config.message_timestamp_type == "LogAppendTime"
-        if not append_time and (
-            config.message_timestamp_before_max_ms != LONG_MAX
-            or config.message_timestamp_after_max_ms != LONG_MAX
-        ):
-            check_timestamps(
-                (head,), now,
-                before_max_ms=config.message_timestamp_before_max_ms,
-                after_max_ms=config.message_timestamp_after_max_ms,
-                where=self.topic_partition,
-            )
-        if head.attributes & ATTR_CONTROL:
-            raise InvalidRecordError(
-                f"{self.topic_partition}: clients may not write control batches"
-            )
+        self._check_client_head(head, now, append_time)
         size = head.batch_length + 12
         valid_bytes = head.position + size
         delta = head.last_offset_delta
