@@ -62,6 +62,7 @@ from typing import Final
 
 from bench.brokers import SHARED_SETTINGS
 from bench.procs import free_port, spawn, stop, wait_for_port
+from bench.sockets import recv_exact
 from client.sync import SyncClient
 from protocol.frames import RequestHeader, decode_response, encode_request
 from protocol.messages.fetch import FetchRequest, FetchResponse
@@ -159,19 +160,10 @@ class _ParkedFetches:
         time.sleep(WAIT_PARK_S)
         self._client.send(self._produce, self._produce_version)
         self._end += 1
-        size = struct.unpack(">i", self._read(4))[0]
-        response = self._read(size)
+        size = struct.unpack(">i", recv_exact(self._sock, 4))[0]
+        response = recv_exact(self._sock, size)
         if len(response) < 60:  # an empty answer: the produce did not wake it
             raise RuntimeError(f"fetch-wait answered {len(response)} bytes, no record")
-
-    def _read(self, n: int) -> bytes:
-        data = b""
-        while len(data) < n:
-            chunk = self._sock.recv(n - len(data))
-            if not chunk:
-                raise RuntimeError("fetch-wait: the broker closed the connection")
-            data += chunk
-        return data
 
     def close(self) -> None:
         self._sock.close()
@@ -191,23 +183,13 @@ class _ConcurrentProduces:
         for sock in self._socks:
             sock.sendall(self._frame)
         for sock in self._socks:
-            size = struct.unpack(">i", _read(sock, 4))[0]
-            _check_produce(decode_response(_read(sock, size), ProduceRequest.API_KEY,
+            size = struct.unpack(">i", recv_exact(sock, 4))[0]
+            _check_produce(decode_response(recv_exact(sock, size), ProduceRequest.API_KEY,
                                            self._version)[1])
 
     def close(self) -> None:
         for sock in self._socks:
             sock.close()
-
-
-def _read(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise RuntimeError("the broker closed the connection")
-        data += chunk
-    return data
 
 
 def _metadata_request() -> MetadataRequest:

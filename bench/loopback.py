@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import BinaryIO, Final
 
 from bench.procs import BenchError, spawn, stop
+from bench.sockets import recv_exact
 
 REPO_ROOT: Final[Path] = Path(__file__).resolve().parents[1]
 MIB: Final[int] = 1 << 20
@@ -178,7 +179,7 @@ def receive() -> None:
             conn, _ = server.accept()
             with conn:
                 conn.settimeout(TIMEOUT_S)
-                (low_water,) = _LOW_WATER.unpack(_recv_exactly(conn, _LOW_WATER.size))
+                (low_water,) = _LOW_WATER.unpack(recv_exact(conn, _LOW_WATER.size))
                 if low_water > 0:
                     conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, low_water)
                 cpu0 = _cpu_s()
@@ -209,7 +210,7 @@ def send(port: int, files: list[Path], call_sizes: list[int], low_water_marks: l
                         _send_file(sock, src, call_bytes)
                     sock.shutdown(socket.SHUT_WR)
                     sock.settimeout(TIMEOUT_S)
-                    answer = _recv_exactly(sock, _ANSWER.size)
+                    answer = recv_exact(sock, _ANSWER.size)
                     t1, cpu1 = time.monotonic(), _cpu_s()
                 got, receiver_cpu_ns = _ANSWER.unpack(answer)
                 if got != size_bytes:
@@ -235,16 +236,6 @@ def _send_file(sock: socket.socket, src: BinaryIO, call_bytes: int) -> None:
         if sent == 0:
             raise BenchError(f"sendfile stopped at {offset} of {size_bytes} bytes")
         offset += sent
-
-
-def _recv_exactly(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise BenchError("loopback receiver closed without an answer")
-        data += chunk
-    return data
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from bench.procs import BenchError
+from bench.sockets import recv_exact
 from protocol.frames import RequestHeader, decode_response, encode_request
 from protocol.messages.metadata import MetadataRequest, MetadataResponse
 
@@ -28,18 +29,6 @@ METADATA_VERSION: Final[int] = 12
 POLL_S: Final[float] = 0.01
 MAX_FRAME_BYTES: Final[int] = 256 << 20  # a Metadata answer for 10,000 partitions is ~0.5 MB
 _SIZE: Final[struct.Struct] = struct.Struct(">i")
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray(n)
-    view = memoryview(buf)
-    got = 0
-    while got < n:
-        k = sock.recv_into(view[got:])
-        if k == 0:
-            raise ConnectionError(f"connection closed after {got} of {n} bytes")
-        got += k
-    return bytes(buf)
 
 
 class MetadataClient:
@@ -73,10 +62,10 @@ class MetadataClient:
         )
         t0 = time.perf_counter()
         self._sock.sendall(request)
-        (size,) = _SIZE.unpack(_recv_exact(self._sock, 4))
+        (size,) = _SIZE.unpack(recv_exact(self._sock, 4))
         if not 0 < size <= MAX_FRAME_BYTES:
             raise BenchError(f"Metadata answer of {size} bytes")
-        frame = _recv_exact(self._sock, size)
+        frame = recv_exact(self._sock, size)
         elapsed_s = time.perf_counter() - t0
         correlation_id = _SIZE.unpack_from(frame)[0]
         if correlation_id != self._correlation_id:
