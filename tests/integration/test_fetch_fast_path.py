@@ -22,7 +22,7 @@ from client.sync import SyncClient
 from protocol.messages.fetch import FetchRequest
 from pytest_minikafka import BrokerHandle
 from pytest_minikafka.inprocess import InProcessBroker
-from storage.log import Log
+from storage.segment import LogSegment
 from tests.integration.data_path_client import (
     batch,
     broker_read_what_was_sent,
@@ -196,15 +196,18 @@ def test_parked_fetch_woken_by_an_append_reads_the_log_once(
     that found min_bytes is the answer; test_fetch_parked_read: the general path's)."""
     bootstrap = kafka_broker.bootstrap
     reads: list[int] = []
-    real_read = Log.read
+    # Each read of the log that finds data reads one segment. LogSegment stays pure Python in
+    # the compiled build (scripts/build-request-path), so a compiled Log calls this patch too
+    # (a native class such as the compiled Log cannot be patched).
+    real_read = LogSegment.read
 
-    def counting_read(self: Log, *args: Any, **kwargs: Any) -> Any:
+    def counting_read(self: LogSegment, *args: Any, **kwargs: Any) -> Any:
         reads.append(1)
         return real_read(self, *args, **kwargs)
 
     idle = "once-idle"
     create_topic(bootstrap, idle, partitions=1)
-    monkeypatch.setattr(Log, "read", counting_read)
+    monkeypatch.setattr(LogSegment, "read", counting_read)
     topic = "once"
     topic_id = create_topic(bootstrap, topic, partitions=1)
     served = fast_calls(True)

@@ -11,7 +11,7 @@ import pytest
 
 from client.sync import SyncClient
 from pytest_minikafka import BrokerHandle
-from storage.log import Log
+from storage.segment import LogSegment
 from tests.integration.data_path_client import (
     batch,
     broker_read_what_was_sent,
@@ -36,13 +36,16 @@ def test_parked_fetch_woken_by_an_append_reads_the_log_once(
     create_topic(bootstrap, "parked", partitions=1)
     create_topic(bootstrap, "idle", partitions=1)
     reads: list[int] = []
-    real_read = Log.read
+    # Each read of the log that finds data reads one segment. LogSegment stays pure Python in
+    # the compiled build (scripts/build-request-path), so a compiled Log calls this patch too
+    # (a native class such as the compiled Log cannot be patched).
+    real_read = LogSegment.read
 
-    def counting_read(self: Log, *args: Any, **kwargs: Any) -> Any:
+    def counting_read(self: LogSegment, *args: Any, **kwargs: Any) -> Any:
         reads.append(1)
         return real_read(self, *args, **kwargs)
 
-    monkeypatch.setattr(Log, "read", counting_read)
+    monkeypatch.setattr(LogSegment, "read", counting_read)
     with SyncClient(bootstrap, timeout_ms=20_000) as consumer, \
             SyncClient(bootstrap, timeout_ms=10_000) as producer:
         assert produce(producer, "parked", 0, _records(2), acks=1).error_code == 0
