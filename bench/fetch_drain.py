@@ -9,6 +9,21 @@ the next offset, the records themselves never touched. Its figure is how fast a 
 hands a partition to a consumer that costs almost nothing, to set beside the loopback
 sendfile limit.
 
+It receives the way the loopback ceiling's receiver does (``bench.loopback``): woken by the
+kernel only once a good part of the answer is there. It reads the 4-byte size first, then
+sets ``SO_RCVLOWAT`` to ``min(what is left of the answer, RECV_LOW_WATER_BYTES)`` before
+each read of the rest (one ``setsockopt`` when the mark changes, ~2 a fetch). On this
+virtual machine loopback delivers in the sender's context, and a receiver that reads as soon
+as anything arrives is woken for nearly every 64 KiB segment, each wake-up charged to the
+sender's ``sendfile``: the ceiling moves 2.4 GB/s that way and 6.2 GB/s woken at 512 KiB
+(``bench/results/per-request-cpu/2026-11-27-p2l.md``). Before 2026-11-27 15:00 UTC this
+consumer read as soon as anything arrived, so it measured a broker through a receiver the
+ceiling does not have. The mark is never above what is left of the answer, so no read waits
+for bytes that will not come; the socket keeps its timeout (Python polls before each
+``recv``, and ``poll`` honours the mark; a blocking ``recv`` that has copied part of what it
+waits for is not woken by the rest, tried and dropped). Both brokers are read the same way.
+``low_water_bytes`` in the spec (0: woken for any data, the old way) is for comparisons.
+
 Run as the ``fetch_drain`` workload of ``bench.load`` (its own process): spec ``topic``,
 ``records`` (partition 0, from offset 0); result as ``consume`` (``bytes`` counts the
 record batches received, headers included: ~0.1% over the values with 64 KiB records).
@@ -32,7 +47,9 @@ FETCH_VERSION: Final[int] = 12  # the last version that names topics (13+: topic
 FETCH_MAX_BYTES: Final[int] = 50 << 20
 PARTITION_MAX_BYTES: Final[int] = 1 << 20
 MAX_WAIT_MS: Final[int] = 500
+RECV_LOW_WATER_BYTES: Final[int] = 512 << 10  # SO_RCVLOWAT bound (spec "low_water_bytes")
 _SIZE: Final[struct.Struct] = struct.Struct(">i")
+IO_TIMEOUT_S: Final[int] = 30
 
 
 class DrainError(Exception):
@@ -49,13 +66,44 @@ def _request(topic: str, offset: int, correlation_id: int) -> bytes:
     return encode_request(RequestHeader(FETCH_KEY, FETCH_VERSION, correlation_id, "drain"), body)
 
 
-def _recv_into(sock: socket.socket, view: memoryview) -> None:
-    got = 0
-    while got < len(view):
-        n = sock.recv_into(view[got:])
-        if n == 0:
-            raise DrainError("connection closed by the broker")
-        got += n
+class _Receiver:
+    """Whole response frames read into one reused buffer, the way the loopback ceiling's
+    receiver reads (``bench.loopback``): the kernel wakes this process only once
+    ``min(what is left of the answer, low_water)`` bytes are there (``SO_RCVLOWAT``), not
+    for every segment that arrives. ``low_water`` 0: woken for any data (no
+    ``SO_RCVLOWAT``), as before 2026-11-27."""
+
+    def __init__(self, sock: socket.socket, buf: bytearray, low_water: int) -> None:
+        self._sock = sock
+        self._low_water = low_water
+        self._set = 1  # the kernel's default
+        self.buf = buf
+        self._view = memoryview(buf)
+
+    def _wake_at(self, n: int) -> None:
+        if n != self._set:
+            self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, n)
+            self._set = n
+
+    def _fill(self, got: int, end: int) -> int:
+        """Read into the buffer from ``got`` up to ``end`` (never past it); returns ``end``."""
+        while got < end:
+            if self._low_water > 0:
+                self._wake_at(min(end - got, self._low_water))
+            n = self._sock.recv_into(self._view[got:end])
+            if n == 0:
+                raise DrainError("connection closed by the broker")
+            got += n
+        return got
+
+    def response(self) -> memoryview:
+        """The next response frame, its size prefix stripped."""
+        got = self._fill(0, _SIZE.size)
+        (size,) = _SIZE.unpack_from(self.buf)
+        if not 0 < size <= len(self.buf) - _SIZE.size:
+            raise DrainError(f"Fetch answer of {size} bytes")
+        self._fill(got, _SIZE.size + size)
+        return self._view[_SIZE.size:_SIZE.size + size]
 
 
 def _walk(records: memoryview) -> tuple[int, int, int]:
@@ -80,24 +128,20 @@ def run_fetch_drain(spec: dict[str, Any]) -> dict[str, Any]:
     topic = spec["topic"]
     host, port = spec["bootstrap"].rsplit(":", 1)
     deadline = time.monotonic() + float(spec.get("timeout_s", 120))
+    low_water = int(spec.get("low_water_bytes", RECV_LOW_WATER_BYTES))
     buf = bytearray(FETCH_MAX_BYTES + (1 << 20))
-    view = memoryview(buf)
     cpu0, t0 = self_cpu_s(), time.monotonic()
     count = nbytes = offset = 0
-    with socket.create_connection((host, int(port)), timeout=30) as sock:
+    with socket.create_connection((host, int(port)), timeout=IO_TIMEOUT_S) as sock:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        receiver = _Receiver(sock, buf, low_water)
         correlation_id = 0
         while count < records:
             if time.monotonic() > deadline:
                 raise DrainError(f"fetched {count} of {records} records before the timeout")
             correlation_id += 1
             sock.sendall(_request(topic, offset, correlation_id))
-            _recv_into(sock, view[:4])
-            (size,) = _SIZE.unpack_from(buf)
-            if not 0 < size <= len(buf):
-                raise DrainError(f"Fetch answer of {size} bytes")
-            _recv_into(sock, view[:size])
-            _, body = decode_response(view[:size], FETCH_KEY, FETCH_VERSION)
+            _, body = decode_response(receiver.response(), FETCH_KEY, FETCH_VERSION)
             assert isinstance(body, FetchResponse)
             if body.error_code:
                 raise DrainError(f"Fetch error {body.error_code}")
