@@ -25,6 +25,10 @@ Requests, each to one partition of one topic on one connection, like P5's:
   general produce path);
 - ``fetch``: a consumer fetch (max_wait_ms 0) of the ``FETCH_RECORDS`` records produced
   first, always from offset 0 (the same bytes every time);
+- ``fetch-p2l``: P2L's fetch (``bench.fetch_drain``'s request, Fetch v12): from offset 0 of
+  a topic of its own holding ``P2L_BATCHES`` batches of ``P2L_BATCH_RECORDS`` records of 64
+  KiB (librdkafka's 1 MiB batches of P2L, 983 KB each), ``max.partition.fetch.bytes`` 1
+  MiB: answered with the first batch whole (sendfile), as every P2L fetch is;
 - ``fetch-tail``: the same from the offset of the last record: a consumer at the log's tail
   (P4's), answered with the newest batch;
 - ``fetch-wait``: a consumer's long poll at the log end (max_wait_ms 10,000), parked in the
@@ -77,12 +81,18 @@ P1_RECORDS: Final[int] = 4096
 P1_PARTITIONS: Final[int] = 8
 TOPIC: Final[str] = "instructions"
 TOPIC_8P: Final[str] = "instructions-8p"
+TOPIC_P2L: Final[str] = "instructions-p2l"
+P2L_BATCHES: Final[int] = 12  # more than the newest heads a segment keeps (RECENT_HEADS)
+P2L_BATCH_RECORDS: Final[int] = 15
+P2L_RECORD_BYTES: Final[int] = 64 << 10
+P2L_FETCH_VERSION: Final[int] = 12  # bench.fetch_drain's
 P1_KINDS: Final[tuple[str, ...]] = ("produce-p1", "produce-p1-8p")
 START_TIMEOUT_S: Final[float] = 600.0  # the interpreter's start-up is ~50x slower under valgrind
 STOP_TIMEOUT_S: Final[float] = 300.0
 CONNECTIONS: Final[int] = 16  # produce-16c
-KINDS: Final[tuple[str, ...]] = ("produce", "produce-16c", "produce-p1", "produce-p1-8p", "fetch", "fetch-tail",
-                                  "fetch-wait", "metadata", "metadata-all")
+KINDS: Final[tuple[str, ...]] = ("produce", "produce-16c", "produce-p1", "produce-p1-8p", "fetch",
+                                  "fetch-p2l", "fetch-tail", "fetch-wait", "metadata",
+                                  "metadata-all")
 WAIT_PARK_S: Final[float] = 0.05  # the broker under valgrind reads a request in ~10-20 ms
 
 
@@ -114,12 +124,13 @@ def request_bytes(request: ProduceRequest) -> int:
                if isinstance(p.records, bytes | bytearray | memoryview))
 
 
-def _fetch_request(topic_id: uuid.UUID, offset: int = 0, max_wait_ms: int = 0) -> FetchRequest:
+def _fetch_request(topic_id: uuid.UUID, offset: int = 0, max_wait_ms: int = 0,
+                   topic: str = TOPIC) -> FetchRequest:
     """Fetch v13+ names the topic by id (the name is not sent), older versions by name."""
     return FetchRequest(
         replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=50 << 20, isolation_level=0,
         session_id=0, session_epoch=-1,
-        topics=[FetchRequest.FetchTopic(topic=TOPIC, topic_id=topic_id, partitions=[
+        topics=[FetchRequest.FetchTopic(topic=topic, topic_id=topic_id, partitions=[
             FetchRequest.FetchPartition(partition=0, fetch_offset=offset,
                                         partition_max_bytes=1 << 20)])],
     )
@@ -253,6 +264,14 @@ def measure(kinds: list[str], *, short: int, long: int, rounds: int, out_dir: Pa
                     _check_produce(client.send(big, pv))
                     print(f"{kind}: {request_bytes(big):,} bytes of records a request",
                           flush=True)
+            fetch_p2l = _fetch_request(uuid.UUID(int=0), topic=TOPIC_P2L)
+            if "fetch-p2l" in kinds:
+                client.create_topic(TOPIC_P2L, 1, 1, {})
+                p2l_batch = _produce_request(os.urandom(P2L_RECORD_BYTES), P2L_BATCH_RECORDS,
+                                             topic=TOPIC_P2L)
+                for _ in range(P2L_BATCHES):
+                    _check_produce(client.send(p2l_batch, pv))
+                _check_fetch(client.send(fetch_p2l, P2L_FETCH_VERSION), P2L_BATCH_RECORDS)
             parked = _ParkedFetches(port, client, produce, pv, meta.topic_id, fv)
             concurrent = _ConcurrentProduces(port, produce, pv)
             sends: dict[str, Callable[[], object]] = {
@@ -261,6 +280,7 @@ def measure(kinds: list[str], *, short: int, long: int, rounds: int, out_dir: Pa
                 "produce-p1": lambda: client.send(p1, pv),
                 "produce-p1-8p": lambda: client.send(p1_8p, pv),
                 "fetch": lambda: client.send(fetch_all, fv),
+                "fetch-p2l": lambda: client.send(fetch_p2l, P2L_FETCH_VERSION),
                 "fetch-tail": lambda: client.send(fetch_tail, fv),
                 "fetch-wait": parked,
                 "metadata": lambda: client.send(_metadata_request(), mv),
