@@ -102,6 +102,10 @@ class IsolationLevel(enum.IntEnum):
     READ_COMMITTED = 1
 
 
+# Read on every fetch: on Python 3.11 an Enum class attribute costs a metaclass hook call.
+_READ_COMMITTED = IsolationLevel.READ_COMMITTED
+
+
 @dataclass(slots=True)
 class AppendResult:
     """The outcome of appending one partition's records (a ProduceResponse partition)."""
@@ -772,9 +776,9 @@ class Partition:
     def fetch_upper_bound(self, replica_id: int, isolation: IsolationLevel) -> int:
         if replica_id >= 0 and self.is_leader:
             return self.log_end_offset
-        if isolation is IsolationLevel.READ_COMMITTED:
+        if isolation is _READ_COMMITTED:
             return self.last_stable_offset
-        return self.high_watermark
+        return int(self._high_watermark)  # self.high_watermark, without the property's call
 
     def read(self, fetch_offset: int, max_bytes: int, *, replica_id: int,
              isolation: IsolationLevel, min_one_message: bool,
@@ -783,26 +787,25 @@ class Partition:
         """Records from ``fetch_offset`` (a FileSlice, never copied), up to the bound.
         Followers read from the leader only; consumers too unless ``follower_reads``
         (KIP-392), and the debugging id -2 reads any replica, both up to this replica's HW."""
+        log = self.log
         hw, lso, start = self.high_watermark, self.last_stable_offset, self.log_start_offset
-        if self.log.offline:
+        if log.offline:
             return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR, hw, lso, start)
-        epoch_error = self.check_leader_epoch(current_leader_epoch)
-        if epoch_error is not ErrorCode.NO_ERROR:
-            return ReadResult(epoch_error, hw, lso, start)
+        if current_leader_epoch != UNDEFINED_EPOCH and current_leader_epoch != self.leader_epoch:
+            return ReadResult(self.check_leader_epoch(current_leader_epoch), hw, lso, start)
         if not self.is_leader and (replica_id >= 0 or (
                 replica_id == CONSUMER_REPLICA_ID and not follower_reads)):
             return ReadResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        if fetch_offset < start or fetch_offset > self.log_end_offset:
+        if fetch_offset < start or fetch_offset > log.log_end_offset:
             return ReadResult(ErrorCode.OFFSET_OUT_OF_RANGE, hw, lso, start)
         upper = self.fetch_upper_bound(replica_id, isolation)
         if fetch_offset >= upper:
-            return ReadResult(ErrorCode.NO_ERROR, hw, lso, start)
+            return ReadResult(_NO_ERROR, hw, lso, start)
         try:
-            records = self.log.read(fetch_offset, max_bytes, upper,
-                                    min_one_batch=min_one_message)
+            records = log.read(fetch_offset, max_bytes, upper, min_one_batch=min_one_message)
         except StorageError as exc:  # moved under us (retention, DeleteRecords, truncation)
             return ReadResult(exc.error_code, hw, lso, self.log_start_offset)
-        return ReadResult(ErrorCode.NO_ERROR, hw, lso, start,
+        return ReadResult(_NO_ERROR, hw, lso, start,
                           records if records.length > 0 else None)
 
     def bytes_available(self, fetch_offset: int, max_bytes: int, replica_id: int,

@@ -78,8 +78,10 @@ from broker.heap import HeapFreezer
 from broker.loop_slice import LoopSlice
 from broker.metadata_cache import MetadataCache
 from broker.partition import (
+    CONSUMER_REPLICA_ID,
     NO_EPOCH,
     AppendResult,
+    IsolationLevel,
     Partition,
     PartitionStateChange,
     ReadResult,
@@ -821,6 +823,21 @@ class ReplicaManager:
                 remaining = max(0, remaining - size)
             results.append(result)
         return results
+
+    def read_consumer(self, topic: str, partition: int, fetch_offset: int, max_bytes: int,
+                      isolation: IsolationLevel, current_leader_epoch: int,
+                      follower_reads: bool) -> ReadResult:
+        """``read_all`` of one partition for a consumer without a rack id (the fetch fast
+        path's read: no replica to prefer, no follower throttle, the first batch whole),
+        without the FetchParams and statuses it takes; ``max_bytes`` is the partition's
+        limit already capped by the request's."""
+        p = self.partitions.get(_new_tuple(TopicPartition, (topic, partition)))
+        if p is None:
+            return ReadResult(self.unknown_partition_error(topic, partition))
+        return p.read(fetch_offset, max_bytes, replica_id=CONSUMER_REPLICA_ID,
+                      isolation=isolation, min_one_message=True,
+                      current_leader_epoch=current_leader_epoch,
+                      follower_reads=follower_reads)
 
     def _update_follower_fetch_states(self, replica_id: int,
                                       statuses: list[FetchPartitionStatus],

@@ -262,18 +262,35 @@ def fetch_fast(broker: Broker, header: RequestHeader, frame: bytes, offset: int,
         topic = name
     if not cache.contains((topic, partition)):
         return None  # answered UNKNOWN_TOPIC_*, at once: the general path
-    max_bytes = max(0, min(max_bytes, broker.config.get_int("fetch.max.bytes")))
+    # The general path's limits (handle_fetch, read_all), without min/max calls: the
+    # response limit capped by fetch.max.bytes, min_bytes by that limit, the partition's by
+    # both, the wait by MAX_WAIT_CAP_MS.
+    broker_max = broker.config.get_int("fetch.max.bytes")
+    if max_bytes > broker_max:
+        max_bytes = broker_max
+    if max_bytes < 0:
+        max_bytes = 0
+    if min_bytes > max_bytes:
+        min_bytes = max_bytes
+    if min_bytes < 0:
+        min_bytes = 0
+    if max_wait_ms > MAX_WAIT_CAP_MS:
+        max_wait_ms = MAX_WAIT_CAP_MS
+    limit = partition_max_bytes if partition_max_bytes < max_bytes else max_bytes
+    if limit < 0:
+        limit = 0
     isolation = _READ_COMMITTED if isolation_level == 1 else _READ_UNCOMMITTED
-    params = FetchParams(-1, min(max(0, max_wait_ms), MAX_WAIT_CAP_MS),
-                         max(0, min(min_bytes, max_bytes)), max_bytes, isolation,
-                         version >= FOLLOWER_READS_MIN_VERSION, "")
-    statuses = [FetchPartitionStatus(topic, partition, fetch_offset,
-                                     max(0, partition_max_bytes), current_leader_epoch)]
-    r = rm.read_all(params, statuses)[0]
-    if params.max_wait_ms <= 0 or r.size_bytes >= params.min_bytes or r.error is not _NO_ERROR:
+    follower_reads = version >= FOLLOWER_READS_MIN_VERSION
+    r = rm.read_consumer(topic, partition, fetch_offset, limit, isolation,
+                         current_leader_epoch, follower_reads)
+    if max_wait_ms <= 0 or r.size_bytes >= min_bytes or r.error is not _NO_ERROR:
         # (no fetch quota is enabled: checked above, and nothing ran since)
         return _answer_of(header.correlation_id, version, topic, topic_id, partition,
                           isolation, r)
+    # It waits: parked as the general path parks it (read_all's parameters, from here on).
+    params = FetchParams(-1, max_wait_ms, min_bytes, max_bytes, isolation, follower_reads, "")
+    statuses = [FetchPartitionStatus(topic, partition, fetch_offset,
+                                     max(0, partition_max_bytes), current_leader_epoch)]
     answer = _FastAnswer(broker, header, principal, topic, topic_id, partition, isolation)
     op = _ParkedFetch(params, statuses, rm.get_partition, rm.read_all, answer)
     keys = (_new_tuple(TopicPartition, (topic, partition)),)
