@@ -507,6 +507,9 @@ class Connection:
             if type(outcome) is bytes:
                 self._send_now(outcome)
                 return
+            if isinstance(outcome, list):
+                self._send_parts(outcome)
+                return
             if outcome is not None:
                 if isinstance(outcome, Parked):  # answered later
                     outcome.send_frame = self._send_parked
@@ -601,6 +604,27 @@ class Connection:
                 return
             else:
                 assert isinstance(outcome, NoOp)
+            self._finish_request()
+        except Exception as exc:
+            self._close_for(exc)
+            self._finish_request()
+
+    def _send_parts(self, parts: ResponseParts) -> None:
+        """``_on_outcome`` of a fast path's response parts (a fetch's record data, more than
+        ``SMALL_COPY_BYTES``: the fast path copies smaller answers itself; no throttle
+        time): written at once, head, sendfile and tail, what cannot go now by a task."""
+        try:
+            if self._closing:
+                self._finish_request()
+                return
+            if self._copy:
+                rest = copy_parts_now(self.transport, parts, JOIN_MAX_BYTES)
+            else:
+                rest = write_parts_now(self.transport, self._out_fd(), parts)
+            if rest:
+                self._write_task = self._loop.create_task(self._write_slow(rest))
+                self._write_task.add_done_callback(_retrieve)
+                return
             self._finish_request()
         except Exception as exc:
             self._close_for(exc)

@@ -456,13 +456,15 @@ class RequestChannel:
 
     def serve_fast(self, fast: FastHandler, header: RequestHeader, frame: bytes,
                    body_offset: int, principal: KafkaPrincipal, connection_id: str,
-                   on_outcome: Callable[[Outcome], None]) -> Outcome | bytes | Parked | None:
+                   on_outcome: Callable[[Outcome], None]
+                   ) -> Outcome | bytes | ResponseParts | Parked | None:
         """A handler's fast path (``ApiSpec.fast``: Produce, Fetch), called by the connection
         for a request it has just read: where nothing is queued ahead of it (as ``submit``
         would dispatch it at once) and the broker neither times requests (metrics), injects
         faults nor enforces request quotas, the request is answered here, without a
         ``Request``, decoding its body into message classes, a context or a coroutine:
-        the outcome, or the whole response frame as bytes; or Parked (a long-poll fetch
+        the outcome, the whole response frame as bytes, or its parts (a list: a fetch's
+        record data for sendfile, no throttle time); or Parked (a long-poll fetch
         waiting in the purgatory), whose outcome goes to ``on_outcome`` later, once. None:
         not served (nothing was done); the connection submits it."""
         if self.metrics is not None or self._faults is not None or not self.queue.empty():
@@ -477,7 +479,8 @@ class RequestChannel:
                           "closing connection %s", header.api_key, header.api_version,
                           header.correlation_id, header.client_id, connection_id)
             return CloseConnection("handler error")
-        if result is None or type(result) is bytes or isinstance(result, CloseConnection):
+        if (result is None or type(result) is bytes or type(result) is list
+                or isinstance(result, CloseConnection)):
             return result
         if isinstance(result, Parked):
             result.deliver = functools.partial(self._deliver_fast, header, on_outcome,
