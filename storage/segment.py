@@ -706,10 +706,28 @@ class LogSegment:
         <= ``start + max_bytes``; at least the first batch when ``min_one_batch``."""
         begin = start.position
         end_limit = min(max_position, begin + max(max_bytes, 0))
-        end = self.boundary_at_or_below(end_limit, begin) if end_limit < max_position else max_position
+        end = (max_position if end_limit >= max_position
+               else self._boundary_after(start, end_limit))
         if end <= begin and min_one_batch and begin + start.size_bytes <= max_position:
             end = begin + start.size_bytes
         return FileSlice(self.file, begin, max(end - begin, 0))
+
+    def _boundary_after(self, start: BatchHead, limit_position: int) -> int:
+        """``boundary_at_or_below(limit_position, start.position)``, looked for first from
+        the batch ``start`` and the one after it (a consumer's fetch of large batches, one
+        or two of which fill its limit, is answered without the offset index); the index
+        where more batches fit (or the one after is unreadable)."""
+        first_end = start.position + start.size_bytes
+        if first_end > limit_position:
+            return start.position
+        if first_end < self._size:
+            try:
+                after = self.head_at(first_end)
+            except CorruptSegmentError:
+                return self.boundary_at_or_below(limit_position, start.position)
+            if first_end + after.size_bytes > limit_position:
+                return first_end
+        return self.boundary_at_or_below(limit_position, first_end)
 
     @property
     def verified_bytes(self) -> int:

@@ -107,6 +107,41 @@ def test_read_max_bytes_ends_on_batch_boundary_but_returns_one_whole_batch(lg: L
     assert lg.read(7, 10, upper_bound=7).length == 0  # the HW is inside the batch: nothing
 
 
+@pytest.mark.parametrize("reopen", [False, True])
+def test_read_ends_at_the_last_boundary_within_max_bytes_for_mixed_batch_sizes(
+        tmp_path: Path, reopen: bool) -> None:
+    """Large batches (P2L's: one or two fill a fetch) among small ones (many fill it): every
+    read from every batch, with limits on and around each boundary, ends at the last batch
+    boundary within max_bytes (at least one batch), as a walk of the batches says; with the
+    newest heads in memory and, reopened, with every head read from the file."""
+    log = open_log(tmp_path, **{"index.interval.bytes": "4096"})
+    values = [20_000, 100, 100, 30_000, 100, 9_000, 100, 100, 100, 25_000, 100, 40_000, 100]
+    try:
+        for value_bytes in values:
+            log.append(batch(2, value_bytes=value_bytes), leader_epoch=0)
+        if reopen:
+            log.close()
+            log = open_log(tmp_path, **{"index.interval.bytes": "4096"})
+        whole = log.read(0, 1 << 30).read_bytes()
+        ends = [0]
+        for b in iter_batches(whole):
+            ends.append(ends[-1] + len(b.buffer))
+        assert len(ends) == len(values) + 1
+        for first in range(len(values)):
+            begin = ends[first]
+            limits = sorted({max(0, ends[k] - begin + d) for k in range(first, len(ends))
+                             for d in (-1, 0, 1)})
+            for limit in limits:
+                got = log.read(first * 2, limit)
+                fits = [e for e in ends[first + 1:] if e - begin <= limit]
+                expected_end = fits[-1] if fits else ends[first + 1]
+                assert (got.position, got.length) == (begin, expected_end - begin), (first, limit)
+                assert log.read(first * 2, limit, min_one_batch=False).length == (
+                    fits[-1] - begin if fits else 0)
+    finally:
+        log.close()
+
+
 def test_read_spans_to_next_segment_and_rolls_on_size(tmp_path: Path) -> None:
     lg = open_log(tmp_path, **{"segment.bytes": "2000"})
     for _ in range(30):
