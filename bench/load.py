@@ -24,6 +24,8 @@ result on stdout (``{"ok": true, ...}`` or ``{"ok": false, "error": ...}``). Wor
   next) for ``duration_s``; result: requests and latency percentiles.
 - ``fetch_drain``: partition 0 of ``topic`` read with bare Fetch requests, the records
   discarded (``bench.fetch_drain``); result as ``consume``.
+- ``kcat``: partition 0 of ``topic`` read by kcat, librdkafka's C client
+  (``bench.kcat_consume``); result as ``consume``.
 - ``probe``: print ``ready`` once the producer exists, then produce one record, retrying
   until acknowledged or ``timeout_s`` passes; result: ``acked_monotonic_s``, the CLOCK_MONOTONIC time of the acknowledgement.
 
@@ -46,6 +48,7 @@ from typing import Any, Final
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 
 from bench.fetch_drain import DrainError, run_fetch_drain
+from bench.kcat_consume import KcatError, run_kcat
 from bench.procs import self_cpu_s
 from bench.stats import percentiles
 
@@ -376,6 +379,7 @@ WORKLOADS: Final[dict[str, Callable[[Spec], Result]]] = {
     "small": run_small,
     "probe": run_probe,
     "fetch_drain": run_fetch_drain,
+    "kcat": run_kcat,
 }
 
 
@@ -387,8 +391,8 @@ def main(argv: list[str]) -> int:
     try:
         result = WORKLOADS[spec["workload"]](spec)
         result["ok"] = True
-    except (LoadError, DrainError, KafkaException, BufferError, KeyError, ValueError,
-            OSError) as exc:
+    except (LoadError, DrainError, KcatError, KafkaException, BufferError, KeyError,
+            ValueError, OSError) as exc:
         result = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
     print(json.dumps(result), flush=True)
     return 0 if result["ok"] else 1

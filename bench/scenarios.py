@@ -9,9 +9,10 @@
   per sendfile call, each with the receiver woken for any data or only once 128 KiB or
   512 KiB are there (SO_RCVLOWAT), 5 iterations each: each pair's median, the ceiling the
   best of them; CPU columns: sender / receiver).
-- P2L the same with 64 KiB records (1 partition), read by three consumers in turn:
+- P2L the same with 64 KiB records (1 partition), read by four consumers in turn:
   librdkafka, a bare Fetch loop that discards the records (``bench.fetch_drain``: the
-  broker's pace, not a client's) and, with the Java tools, ConsumerPerformance: MiB/s,
+  broker's pace, not a client's), kcat (librdkafka's C client, ``bench.kcat_consume``) and,
+  with the Java tools, ConsumerPerformance: MiB/s,
   broker CPU-seconds per GB (10^9 bytes) consumed, the loopback sendfile ceiling of the same
   segment bytes measured after each run (as in P2), and each MiB/s as a percentage of that
   ceiling.
@@ -298,13 +299,13 @@ class P2LargeRecords(Scenario):
         self._mib_per_s[(run, broker.name, "librdkafka")] = next(
             f.value for f in figures if f.metric == "MiB/s"
         )
-        drain = ctx.run_load(broker, {**spec, "workload": "fetch_drain"}, name="P2L drain")
-        client = "bare Fetch loop"
-        drained = _throughput_figures(self.key, self._row(ctx, client), broker.name, run, drain)
-        figures += drained
-        self._mib_per_s[(run, broker.name, client)] = next(
-            f.value for f in drained if f.metric == "MiB/s"
-        )
+        for workload, client in (("fetch_drain", "bare Fetch loop"), ("kcat", "kcat")):
+            out = ctx.run_load(broker, {**spec, "workload": workload}, name=f"P2L {workload}")
+            got = _throughput_figures(self.key, self._row(ctx, client), broker.name, run, out)
+            figures += got
+            self._mib_per_s[(run, broker.name, client)] = next(
+                f.value for f in got if f.metric == "MiB/s"
+            )
         if ctx.sizes.java:
             cpu0 = tree_cpu_s(broker.pid)
             try:

@@ -46,8 +46,10 @@ NAMED_QUICK_ROWS = [
       for low_water in ("no SO_RCVLOWAT", "SO_RCVLOWAT 128 KiB", "SO_RCVLOWAT 512 KiB")),
     ("P2L loopback sendfile ceiling (16 MiB, best of those)", "MiB/s"),
     ("P2L consume 1p, 64 KiB records (bare Fetch loop)", "MiB/s"),
+    ("P2L consume 1p, 64 KiB records (kcat)", "MiB/s"),
     ("P2L consume (librdkafka) as % of the loopback ceiling (goal >= 50%)", "%"),
     ("P2L consume (bare Fetch loop) as % of the loopback ceiling (goal >= 50%)", "%"),
+    ("P2L consume (kcat) as % of the loopback ceiling (goal >= 50%)", "%"),
     ("P7 create 100 partitions", "s"),
     ("P7 produce over 1 partitions (librdkafka)", "records/s"),
     ("P7 produce over 100 partitions (librdkafka)", "records/s"),
@@ -62,6 +64,7 @@ NAMED_QUICK_ROWS = [
 NAMED_EFFICIENCY_ROWS = [
     ("P2L consume 1p, 64 KiB records (librdkafka)", "broker CPU-s/GB"),
     ("P2L consume 1p, 64 KiB records (bare Fetch loop)", "broker CPU-s/GB"),
+    ("P2L consume 1p, 64 KiB records (kcat)", "broker CPU-s/GB"),
     *((f"P4 e2e latency @ {rate} rec/s", "broker CPU us/record") for rate in (10_000, 50_000)),
 ]
 NUMBER = re.compile(r"^\d[\d,]*(\.\d+)?(e[+-]?\d+)?( \[.*\])?$")
