@@ -69,6 +69,7 @@ import asyncio
 import itertools
 import logging
 import os
+import struct
 import time
 from typing import TYPE_CHECKING, cast
 
@@ -102,6 +103,7 @@ bad_input_log = BurstLog(log, rate_per_s=10, burst=100)
 
 _ids = itertools.count()
 
+_SIZE = struct.Struct(">i")  # a frame's size prefix
 # Responses up to this size whose parts are all bytes are joined into one write.
 JOIN_MAX_BYTES = 1 << 20
 # A frame at least this large that the buffer does not hold whole is gathered as a list of
@@ -127,6 +129,9 @@ class Connection:
         self._max_frame_bytes = max_frame_bytes
         self._copy = copy_fetch_data
         self._pool = memory_pool
+        # queued.max.request.bytes -1 (Kafka's default): no pool, nothing to reserve or
+        # release per request (the pool's capacity is fixed at start-up).
+        self._pool_bounded = memory_pool.capacity_bytes > 0
         self._pause_at_bytes = 2 * read_limit_bytes
         self._transport: asyncio.Transport | None = None
         self.host = "?"
@@ -190,6 +195,27 @@ class Connection:
     def data_received(self, data: bytes) -> None:
         self.last_active_ns = time.monotonic_ns()  # idle time counts from the last byte
         parts = self._parts
+        n = len(data)
+        if (n > 4 and parts is None and not self._buf and self._frame_size == -1
+                and self._authenticator is None and not self._pool_bounded
+                and not (self.in_flight or self._processing or self._stopping
+                         or self._writing_paused or self._lost or self._reading_paused)):
+            # The common read (a client with one request in flight): exactly one whole
+            # frame, nothing buffered, no pool, no SASL. What _process would do, without
+            # the buffer: the frame is copied once out of the read. Anything else (a size
+            # out of bounds included: the general path closes for it) goes the long way.
+            size: int = _SIZE.unpack_from(data, 0)[0]
+            transport = self._transport
+            if (size == n - 4 and size <= self._max_frame_bytes and transport is not None
+                    and not transport.is_closing()):
+                self._processing = True
+                try:
+                    self._start_request(data[4:])
+                except Exception as exc:  # per connection: log, close, keep serving
+                    self._close_for(exc)
+                finally:
+                    self._processing = False
+                return
         if parts is not None:  # (never in flight: the frame gathered is the next one)
             parts.append(data)
             self._parts_bytes += len(data)
@@ -366,14 +392,15 @@ class Connection:
                 limit = (self._max_frame_bytes if auth is None or auth.complete
                          else self._frame_limit())
                 size = decode_frame_size(head, limit)  # ProtocolError -> close
-                if not self._pool.try_reserve(size):
-                    # queued.max.request.bytes: wait, muted, for memory.
-                    self._pause_reading()
-                    self._frame_size = -2  # waiting for the pool
-                    self._reserve_task = self._loop.create_task(self._reserve(size))
-                    self._reserve_task.add_done_callback(_retrieve)
-                    break
-                self._reserved_bytes = size
+                if self._pool_bounded:
+                    if not self._pool.try_reserve(size):
+                        # queued.max.request.bytes: wait, muted, for memory.
+                        self._pause_reading()
+                        self._frame_size = -2  # waiting for the pool
+                        self._reserve_task = self._loop.create_task(self._reserve(size))
+                        self._reserve_task.add_done_callback(_retrieve)
+                        break
+                    self._reserved_bytes = size
                 self._frame_size = size
             elif self._frame_size == -2:
                 break
