@@ -52,9 +52,9 @@ DEFAULT_MAX_FRAME_BYTES = 104857600
 
 _SIZE = struct.Struct(">i")
 _HDR0 = struct.Struct(">hhi")
+_HDR1 = struct.Struct(">hhih")  # header v1/v2: ..., client id length
 _CORR = struct.Struct(">i")
 _CORR_SIZE = struct.Struct(">ii")
-_I16 = struct.Struct(">h")
 
 # api key -> first flexible version (None: never flexible), for requests and responses
 # (tables, so that framing imports no message module).
@@ -127,8 +127,26 @@ def decode_request_header(frame: memoryview | bytes | bytearray) -> tuple[Reques
     Returns the header and the offset where the body starts. Works for unknown api keys and
     unsupported versions (the header version comes from the flexible range alone).
     """
-    if len(frame) < 8:
-        raise ProtocolError(f"request header needs 8 bytes, frame has {len(frame)}")
+    size = len(frame)
+    if type(frame) is bytes and size >= 10:
+        # Fast path (the broker's frames are bytes): header v1 or v2 with a client id and,
+        # for v2, no tagged fields, read with one struct call; anything else (header v0
+        # included) takes the general path below.
+        api_key, api_version, correlation_id, n = _HDR1.unpack_from(frame, 0)
+        if api_key != CONTROLLED_SHUTDOWN_KEY or api_version != 0:
+            start = _FLEX_REQ.get(api_key)
+            flexible = start is not None and api_version >= start
+            end = 10 + n
+            if n >= 0 and end <= size and (not flexible or (end < size and frame[end] == 0)):
+                try:
+                    fast_client_id = frame[10:end].decode()
+                except UnicodeDecodeError:
+                    pass  # the general path reports it
+                else:
+                    return (RequestHeader(api_key, api_version, correlation_id, fast_client_id),
+                            end + 1 if flexible else end)
+    if size < 8:
+        raise ProtocolError(f"request header needs 8 bytes, frame has {size}")
     api_key, api_version, correlation_id = _HDR0.unpack_from(frame, 0)
     # request_header_version, inline (once per request)
     if api_key == CONTROLLED_SHUTDOWN_KEY and api_version == 0:
@@ -138,19 +156,6 @@ def decode_request_header(frame: memoryview | bytes | bytearray) -> tuple[Reques
         hv = 2 if start is not None and api_version >= start else 1
     if hv == 0:
         return RequestHeader(api_key, api_version, correlation_id, ""), 8
-    if type(frame) is bytes and len(frame) >= 10:
-        # Fast path (the broker's frames are bytes): a client id and, for v2, no tagged
-        # fields; anything else takes the general path below.
-        (n,) = _I16.unpack_from(frame, 8)
-        end = 10 + n
-        if n >= 0 and end <= len(frame) and (hv == 1 or (end < len(frame) and frame[end] == 0)):
-            try:
-                fast_client_id = frame[10:end].decode()
-            except UnicodeDecodeError:
-                pass  # the general path reports it
-            else:
-                return (RequestHeader(api_key, api_version, correlation_id, fast_client_id),
-                        end if hv == 1 else end + 1)
     b = _p.as_view(frame)
     try:
         client_id, p = _p.read_nullable_string(b, 8)
