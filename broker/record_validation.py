@@ -194,7 +194,7 @@ def validate_client_batches(
             # order, on the header's fields (HEADER: baseOffset, batchLength,
             # partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta, baseTimestamp,
             # maxTimestamp, producerId, producerEpoch, baseSequence, recordsCount)
-            view = memoryview(r)
+            view = r if type(r) is memoryview else memoryview(r)
             n = len(view)
             if n >= HEADER_SIZE_BYTES and view.format == "B" and view.ndim == 1:
                 f = _HEADER.unpack_from(view, 0)

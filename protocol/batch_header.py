@@ -28,6 +28,7 @@ HEADER = struct.Struct(">qiibIhiqqqhii")
 HEAD_TO_MAX_TIMESTAMP = struct.Struct(HEADER.format[:10])
 UP_TO_MAGIC = struct.Struct(HEADER.format[:5])
 BATCH_LENGTH_OFFSET = 8
+CRC_START = 21  # a batch's CRC32C covers its bytes from here (attributes) to its end
 BATCH_LENGTH = struct.Struct(">i")
 
 assert HEADER.size == HEADER_SIZE_BYTES

@@ -46,13 +46,14 @@ from dataclasses import dataclass
 from typing import ClassVar, NamedTuple
 
 from protocol import checksum
-from protocol.batch_header import HEADER as _HEADER
 from protocol.batch_header import (
+    CRC_START,
     HEADER_SIZE_BYTES,
     LOG_OVERHEAD_BYTES,
     BatchHeader,
     read_header,
 )
+from protocol.batch_header import HEADER as _HEADER
 from protocol.batch_header import UP_TO_MAGIC as _UP_TO_MAGIC
 from protocol.compression import (
     DEFAULT_MAX_DECOMPRESSED_BYTES,
@@ -117,7 +118,7 @@ MAGIC = 2
 _new_tuple = tuple.__new__  # a NamedTuple's own __new__ is Python code; this is C
 _HEADER_UP_TO_MAGIC_BYTES = _UP_TO_MAGIC.size  # 17
 _LEGACY_MIN_SIZE_BYTES = 14  # smallest legacy v0 message after the 12-byte log overhead
-_CRC_START = 21
+_CRC_START = CRC_START
 
 ATTR_COMPRESSION_MASK = 0x07
 ATTR_TIMESTAMP_TYPE = 0x08
