@@ -53,10 +53,10 @@ from broker.handlers.base import (
     HandlerResult,
     Parked,
     RequestContext,
-    Respond,
     api,
     no_response,
 )
+from broker.handlers.produce_answer import PendingProduce, respond
 from broker.security.acl import AclOperation as Op
 from broker.security.acl import ResourceType as RT
 from protocol.errors import ErrorCode
@@ -65,7 +65,6 @@ from protocol.produce_fast import decode_single, encode_single_response
 from protocol.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
-    from broker.partition import AppendResult
     from broker.security.principal import KafkaPrincipal
     from broker.services import Broker
     from protocol.frames import RequestHeader
@@ -88,7 +87,7 @@ def produce_fast(broker: Broker, header: RequestHeader, frame: bytes, offset: in
     the quota are the same calls. A request read while the loop's turn holds answers for
     its end is appended at the end of the turn, together with the others read meanwhile for
     the partition (broker.produce_appends: the same checks and answers as one by one), and
-    answered after that (``_PendingProduce``). None: not such a request (nothing done)."""
+    answered after that (``PendingProduce``). None: not such a request (nothing done)."""
     if broker.authorizer is not None:
         return None
     single = decode_single(frame, offset, header.api_version)
@@ -98,10 +97,10 @@ def produce_fast(broker: Broker, header: RequestHeader, frame: bytes, offset: in
     tp = _new_tuple(TopicPartition, (topic, index))
     appends = broker.produce_appends
     if appends.deferring():
-        pending = _PendingProduce(records, broker, header, topic, index, principal,
-                                  len(frame) + 4)
+        pending = PendingProduce(records, broker, header, topic, index, principal,
+                                 len(frame) + 4)
         appends.add(tp, header.api_version, pending)
-        return pending.parked
+        return pending
     r = broker.replica_manager.append_single(tp, records, header.api_version, 1)
     # producer_byte_rate: the request's bytes count against the client's quota.
     quota = broker.quotas.produce
@@ -113,61 +112,7 @@ def produce_fast(broker: Broker, header: RequestHeader, frame: bytes, offset: in
                                           r.log_start_offset, 0)
         if response is not None:
             return response
-    return _respond({tp: r}, [], throttle_ms)
-
-
-class _PendingProduce:
-    """A fast-path produce waiting for its append at the end of the turn
-    (broker.produce_appends.PendingAppend); answered from there, through its ``parked``
-    (what the fast path returned: the request channel and the connection fill it in). Not a
-    Parked subclass: compiled by mypyc (protocol.native), a class of this module cannot
-    derive from a Python class with slots."""
-
-    __slots__ = ("_broker", "_header", "_index", "_principal", "_size", "_topic", "parked",
-                 "records")
-
-    def __init__(self, records: memoryview | bytes | None, broker: Broker,
-                 header: RequestHeader, topic: str, index: int, principal: KafkaPrincipal,
-                 size: int) -> None:
-        self.parked = Parked()
-        self.records = records
-        self._broker = broker
-        self._header = header
-        self._topic = topic
-        self._index = index
-        self._principal = principal
-        self._size = size
-
-    def appended(self, r: AppendResult) -> None:
-        header = self._header
-        # producer_byte_rate: the request's bytes count against the client's quota.
-        quota = self._broker.quotas.produce
-        throttle_ms = (quota.record(self._principal.name, header.client_id or "", self._size)
-                       if quota.enabled else 0)  # (record() answers 0 at once when not enabled)
-        parked = self.parked
-        if r.error is _NO_ERROR and not r.record_errors and not throttle_ms:
-            response = encode_single_response(header.correlation_id, header.api_version,
-                                              self._topic, self._index, r.error, r.base_offset,
-                                              r.log_append_time_ms, r.log_start_offset, 0)
-            send = parked.send_frame
-            if response is not None and send is not None:
-                send(response)
-                return
-            if response is not None:
-                answer: Respond | bytes = response
-            else:
-                answer = _respond({_new_tuple(TopicPartition, (self._topic, self._index)): r},
-                                  [], throttle_ms)
-        else:
-            answer = _respond({_new_tuple(TopicPartition, (self._topic, self._index)): r}, [],
-                              throttle_ms)
-        deliver = parked.deliver
-        assert deliver is not None  # set by the request channel as soon as it was returned
-        deliver(answer)
-
-    def failed(self) -> None:
-        if self.parked.deliver is not None:
-            self.parked.deliver(CloseConnection("handler error"))
+    return respond({tp: r}, [], throttle_ms)
 
 
 @api(ProduceRequest.API_KEY, min_version=3, max_version=11, request=ProduceRequest,
@@ -206,28 +151,4 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Handle
                 f"{name}-{index}: {error.name}"
             )
         return no_response(throttle_ms)
-    return _respond(results, denied, throttle_ms)
-
-
-def _respond(results: dict[TopicPartition, AppendResult], denied: list[TopicPartition],
-             throttle_ms: int) -> Respond:
-    by_topic: dict[str, list[ProduceResponse.PartitionProduceResponse]] = {}
-    for name, index in denied:  # Kafka: unauthorized topics are not appended to
-        by_topic.setdefault(name, []).append(_Resp.PartitionProduceResponse(
-            index=index, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, base_offset=-1,
-            log_append_time_ms=-1, log_start_offset=-1))
-    for (name, index), r in results.items():
-        by_topic.setdefault(name, []).append(_Resp.PartitionProduceResponse(
-            index=index,
-            error_code=r.error,
-            base_offset=r.base_offset,
-            log_append_time_ms=r.log_append_time_ms,
-            log_start_offset=r.log_start_offset,
-            record_errors=([_Resp.BatchIndexAndErrorMessage(i, m) for i, m in r.record_errors]
-                           if r.record_errors else []),
-            error_message=r.error_message if r.error is not ErrorCode.NO_ERROR else None,
-        ))
-    return Respond(ProduceResponse(
-        responses=[_Resp.TopicProduceResponse(name, parts) for name, parts in by_topic.items()],
-        throttle_time_ms=throttle_ms,
-    ), throttle_ms=throttle_ms)
+    return respond(results, denied, throttle_ms)
