@@ -120,18 +120,31 @@ FastResult: TypeAlias = "Respond | _NoResponse | CloseConnection | bytes | Respo
 
 
 class Parked:
-    """A fast path's request that waits (a long-poll fetch parked in the purgatory): it is
-    answered later, exactly once, through ``deliver``, which the request channel sets as
-    soon as the fast path returns this (before the loop runs anything else). The connection
-    stays muted meanwhile, as for any request in flight."""
+    """A fast path's request that waits (a long-poll fetch parked in the purgatory, a produce
+    waiting for the end of the turn's appends): it is answered later, exactly once, through
+    ``deliver``. The request channel sets how (``answer_via`` with the request's header, the
+    connection's outcome callback and id: slots, not a ``functools.partial`` of them made
+    per request) as soon as the fast path returns this, before the loop runs anything else.
+    The connection stays muted meanwhile, as for any request in flight."""
 
-    __slots__ = ("deliver", "send_frame")
+    __slots__ = ("answer_via", "connection_id", "header", "on_outcome", "send_frame")
+    # Set with ``answer_via``; read only through it.
+    header: RequestHeader
+    on_outcome: Any  # the connection's Callable[[Outcome], None] (broker.network)
+    connection_id: str
 
     def __init__(self) -> None:
-        self.deliver: Callable[[FastResult], None] | None = None
+        # (header, on_outcome, connection_id, result): the request channel's delivery.
+        self.answer_via: Callable[[RequestHeader, Any, str, FastResult], None] | None = None
         # The connection's writer of an answer that is one response frame of bytes without a
-        # throttle time, set by the connection with ``deliver``: either is called, once.
+        # throttle time, set by the connection: either it or ``deliver`` is called, once.
         self.send_frame: Callable[[bytes], None] | None = None
+
+    def deliver(self, result: FastResult) -> None:
+        """Answer the request with ``result`` (only once ``answer_via`` is set)."""
+        answer_via = self.answer_via
+        assert answer_via is not None
+        answer_via(self.header, self.on_outcome, self.connection_id, result)
 
 
 # A handler's fast path (see ApiSpec.fast): (broker, request header, frame, body offset,

@@ -210,14 +210,15 @@ class _ParkedFetch(DelayedFetch):
         self._answer = answer
 
     def on_complete(self) -> None:
-        deliver = self.parked.deliver
+        parked = self.parked
+        routed = parked.answer_via is not None
         try:
             super().on_complete()
-            if deliver is None:  # completed before it was parked: the fast path answers
+            if not routed:  # completed before it was parked: the fast path answers
                 return
             result = self._answer.of(self.results[0])
         except Exception:
-            if deliver is None:
+            if not routed:
                 raise
             log.exception("Fetch of %s-%d (correlation id %d) failed on completion",
                           self._answer.topic, self._answer.partition,
@@ -226,9 +227,9 @@ class _ParkedFetch(DelayedFetch):
         waiter = self._waiter
         if waiter is not None:  # the answer goes out when the waiter's callbacks run (the
             # loop's next turn, as a handler task would resume), not inside an append
-            waiter.add_done_callback(functools.partial(_deliver, deliver, result))
+            waiter.add_done_callback(functools.partial(_deliver, parked.deliver, result))
         else:
-            deliver(result)
+            parked.deliver(result)
 
 
 def _deliver(deliver: Callable[[FastResult], None], result: FastResult,

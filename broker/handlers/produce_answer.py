@@ -39,7 +39,7 @@ class PendingProduce(Parked):
     def __init__(self, records: memoryview | bytes | None, broker: Broker,
                  header: RequestHeader, topic: str, index: int, principal: KafkaPrincipal,
                  size: int) -> None:
-        self.deliver = None  # Parked's two slots, set here (no call of Parked.__init__)
+        self.answer_via = None  # Parked's __init__, inline (a call less)
         self.send_frame = None
         self.records = records
         self._broker = broker
@@ -71,12 +71,10 @@ class PendingProduce(Parked):
         else:
             answer = respond({_new_tuple(TopicPartition, (self._topic, self._index)): r}, [],
                              throttle_ms)
-        deliver = self.deliver
-        assert deliver is not None  # set by the request channel as soon as it was returned
-        deliver(answer)
+        self.deliver(answer)  # (answer_via: set by the request channel when it was returned)
 
     def failed(self) -> None:
-        if self.deliver is not None:
+        if self.answer_via is not None:
             self.deliver(CloseConnection("handler error"))
 
 

@@ -483,8 +483,10 @@ class RequestChannel:
                 or isinstance(result, CloseConnection)):
             return result
         if isinstance(result, Parked):
-            result.deliver = functools.partial(self._deliver_fast, header, on_outcome,
-                                               connection_id)
+            result.answer_via = self._deliver_fast  # Parked.deliver calls it with these
+            result.header = header
+            result.on_outcome = on_outcome
+            result.connection_id = connection_id
             return result
         return self._fast_outcome(header, result)
 
