@@ -325,7 +325,8 @@ class Log:
         return LogDirOfflineError(f"{where} failed: {exc}; log dir {self._log_dir} is offline")
 
     def _append_to(self, segment: LogSegment, buf: bytearray | memoryview,
-                   metas: list[BatchMeta], head: bytearray | None = None) -> None:
+                   metas: Sequence[tuple[int, int, int]],
+                   head: bytearray | None = None) -> None:
         """Write and index ``metas``' batches, or leave the segment as it was and raise
         (``head``: the first batch's header as written, see ``LogSegment.append``)."""
         try:
@@ -435,7 +436,7 @@ class Log:
             # Format: the batches back to back, each its request's bytes with baseOffset
             # (int64 @0) and partitionLeaderEpoch (int32 @12) set; the CRC covers neither.
             buf = bytearray().join([batch for batch, _ in batches])
-            metas: list[BatchMeta] = []
+            metas: list[tuple[int, int, int]] = []  # BatchMeta's fields, a plain tuple each
             firsts: list[int] = []
             pos = 0
             offset = first
@@ -451,7 +452,7 @@ class Log:
                 ts = head.max_timestamp
                 if ts > max_ts:
                     max_ts = ts
-                metas.append(_new_tuple(BatchMeta, (size, offset - 1, ts)))
+                metas.append((size, offset - 1, ts))
                 pos += size
             # Kafka's shouldRoll before each batch, at once: the size and offsets of the
             # whole group, its largest timestamp, and room in both indexes for an entry per
@@ -494,7 +495,7 @@ class Log:
             segment, rolled = self._maybe_roll(
                 valid_bytes, now if append_time else (ts if ts > -1 else -1), last, now)
             pos = head.position
-            meta = [_new_tuple(BatchMeta, (size, last, ts))]
+            meta = [(size, last, ts)]  # BatchMeta's fields
             if (batch.readonly and pos == 0 and not append_time
                     and size >= HEADER_ONLY_MIN_BYTES):
                 header = bytearray(batch[:HEADER_SIZE_BYTES])
@@ -552,7 +553,7 @@ class Log:
             first = self._leo
             segment, rolled = self._maybe_roll(valid_bytes, max_ts_in, first + total_records - 1, now)
             offset = first
-            metas: list[BatchMeta] = []
+            metas: list[tuple[int, int, int]] = []  # BatchMeta's fields, a plain tuple each
             max_ts, offset_of_max = -1, first
             for head in heads:
                 pos = head.position
@@ -565,7 +566,7 @@ class Log:
                 last = offset + head.last_offset_delta
                 if ts > max_ts:
                     max_ts, offset_of_max = ts, last
-                metas.append(_new_tuple(BatchMeta, (head.batch_length + 12, last, ts)))
+                metas.append((head.batch_length + 12, last, ts))
                 offset = last + 1
             self._append_to(segment, buf, metas)
             self._epoch_cache.assign(leader_epoch, first)
