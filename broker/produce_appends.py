@@ -26,12 +26,14 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
+from protocol.topic_partition import TopicPartition
+
 if TYPE_CHECKING:
     from broker.partition import AppendResult
     from broker.replica_manager import ReplicaManager
-    from protocol.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
+_new_tuple = tuple.__new__  # a NamedTuple's own __new__ is Python code; this is C
 
 
 class PendingAppend(Protocol):
@@ -56,11 +58,13 @@ class Turn(Protocol):
 
 
 class ProduceAppends:
-    """The appends added in this turn, by (partition, produce version), in arrival order."""
+    """The appends added in this turn, by (topic, partition, produce version), in arrival
+    order."""
 
     def __init__(self, replica_manager: ReplicaManager) -> None:
         self._replica_manager = replica_manager
-        self._pending: dict[tuple[TopicPartition, int], list[PendingAppend]] = {}
+        # A plain tuple each (the TopicPartition is made once per group, in _run).
+        self._pending: dict[tuple[str, int, int], list[PendingAppend]] = {}
         self._turn: Turn | None = None
         # The last turn's appends held more than one request: under such a load the first
         # request of a turn is added here too (it would be appended alone otherwise).
@@ -76,9 +80,10 @@ class ProduceAppends:
         turn = self._turn
         return turn is not None and (turn.holding or self._concurrent)
 
-    def add(self, tp: TopicPartition, produce_version: int, pending: PendingAppend) -> None:
-        """Append ``pending`` (acks=1) to ``tp`` at the end of this turn, then answer it
-        (only while ``deferring()``)."""
+    def add(self, topic: str, partition: int, produce_version: int,
+            pending: PendingAppend) -> None:
+        """Append ``pending`` (acks=1) to ``topic``'s ``partition`` at the end of this turn,
+        then answer it (only while ``deferring()``)."""
         waiting = self._pending
         if not waiting:
             turn = self._turn
@@ -87,7 +92,7 @@ class ProduceAppends:
                 turn.before_writing(self._run)
             else:  # the first of the turn: nothing else marks its end
                 asyncio.get_running_loop().call_soon(self._run)
-        key = (tp, produce_version)
+        key = (topic, partition, produce_version)
         group = waiting.get(key)
         if group is None:
             waiting[key] = [pending]
@@ -98,7 +103,8 @@ class ProduceAppends:
         waiting, self._pending = self._pending, {}
         self._concurrent = len(waiting) > 1 or any(len(g) > 1 for g in waiting.values())
         append_group = self._replica_manager.append_group
-        for (tp, version), group in waiting.items():
+        for (topic, partition, version), group in waiting.items():
+            tp = _new_tuple(TopicPartition, (topic, partition))
             try:
                 results = append_group(tp, [p.records for p in group], version)
             except Exception:

@@ -94,13 +94,13 @@ def produce_fast(broker: Broker, header: RequestHeader, frame: bytes, offset: in
     if single is None or single[0] != 1:  # acks 0 and -1 answer differently
         return None
     topic, index, records = single[2], single[3], single[4]
-    tp = _new_tuple(TopicPartition, (topic, index))
     appends = broker.produce_appends
     if appends.deferring():
         pending = PendingProduce(records, broker, header, topic, index, principal,
                                  len(frame) + 4)
-        appends.add(tp, header.api_version, pending)
+        appends.add(topic, index, header.api_version, pending)
         return pending
+    tp = _new_tuple(TopicPartition, (topic, index))
     r = broker.replica_manager.append_single(tp, records, header.api_version, 1)
     # producer_byte_rate: the request's bytes count against the client's quota.
     quota = broker.quotas.produce
