@@ -51,9 +51,9 @@ from broker.producer_state import (
 )
 from broker.record_validation import (
     LONG_MAX,
+    CheckedBatch,
     RecordValidationError,
     ValidationConfig,
-    ValidBatch,
     check_crc,
     validate_client_batch,
     validate_client_batches,
@@ -656,8 +656,8 @@ class Partition:
         checked = validate_client_batches(records, produce_version, config, now_ms)
         producers: set[int] = set()
         for batch in checked:
-            if not isinstance(batch, RecordValidationError) and batch.head.producer_id >= 0:
-                pid = batch.head.producer_id
+            if not isinstance(batch, RecordValidationError) and batch[1].producer_id >= 0:
+                pid = batch[1].producer_id  # (buffer, head)
                 if pid in producers:  # one producer twice: each must see the one before
                     return [self.append_records_as_leader(r, produce_version, 1)
                             for r in records]
@@ -668,13 +668,13 @@ class Partition:
         log_checks = (config.timestamp_before_max_ms < LONG_MAX
                       or config.timestamp_after_max_ms < LONG_MAX)
         results: list[AppendResult] = []  # _UNANSWERED where the log's answer goes
-        ready: list[ValidBatch] = []
+        ready: list[CheckedBatch] = []
         at: list[int] = []  # ready[k]'s index in results
         for batch in checked:
             if isinstance(batch, RecordValidationError):
                 results.append(self._refused(batch))
                 continue
-            head = batch.head
+            buffer, head = batch
             try:
                 if head.producer_id != NO_PRODUCER_ID:
                     try:
@@ -694,8 +694,8 @@ class Partition:
                                                     self.log_start_offset))
                         continue
                 # batch_crc, inline (a call less per batch)
-                if log_checks or checksum.crc32c(batch.buffer[CRC_START:]) != head.crc:
-                    plog.check_client_batch(batch.buffer, head, now_ms)
+                if log_checks or checksum.crc32c(buffer[CRC_START:]) != head.crc:
+                    plog.check_client_batch(buffer, head, now_ms)
             except Exception as exc:  # each as append_records_as_leader answers it
                 results.append(self._refused(exc))
                 continue
@@ -711,21 +711,21 @@ class Partition:
                     results[i] = self._refused(failed)
             else:
                 if group is None:  # one after the other
-                    for i, batch in zip(at, ready, strict=True):
+                    for i, (buffer, head) in zip(at, ready, strict=True):
                         active_base = plog.active_segment.base_offset
                         try:
-                            info = plog.append_checked_client_batch(batch.buffer, batch.head,
-                                                                    epoch, now_ms)
+                            info = plog.append_checked_client_batch(buffer, head, epoch,
+                                                                    now_ms)
                         except Exception as exc:
                             results[i] = self._refused(exc)
                             continue
-                        results[i] = self._appended(batch.head, info, active_base)
+                        results[i] = self._appended(head, info, active_base)
                 else:
                     if group.needs_flush:
                         self.needs_flush = True
                     start = group.log_start_offset
-                    for i, batch, first in zip(at, ready, group.first_offsets, strict=True):
-                        head = batch.head
+                    for i, (_, head), first in zip(at, ready, group.first_offsets,
+                                                   strict=True):
                         last = first + head.last_offset_delta
                         if head.producer_id >= 0:  # _appended, inline
                             first_seq = head.base_sequence
