@@ -9,20 +9,24 @@ the next offset, the records themselves never touched. Its figure is how fast a 
 hands a partition to a consumer that costs almost nothing, to set beside the loopback
 sendfile limit.
 
-It receives the way the loopback ceiling's receiver does (``bench.loopback``): woken by the
-kernel only once a good part of the answer is there. It reads the 4-byte size first, then
-sets ``SO_RCVLOWAT`` to ``min(what is left of the answer, RECV_LOW_WATER_BYTES)`` before
-each read of the rest (one ``setsockopt`` when the mark changes, ~2 a fetch). On this
-virtual machine loopback delivers in the sender's context, and a receiver that reads as soon
-as anything arrives is woken for nearly every 64 KiB segment, each wake-up charged to the
-sender's ``sendfile``: the ceiling moves 2.4 GB/s that way and 6.2 GB/s woken at 512 KiB
-(``bench/results/per-request-cpu/2026-11-27-p2l.md``). Before 2026-11-27 15:00 UTC this
-consumer read as soon as anything arrived, so it measured a broker through a receiver the
-ceiling does not have. The mark is never above what is left of the answer, so no read waits
-for bytes that will not come; the socket keeps its timeout (Python polls before each
-``recv``, and ``poll`` honours the mark; a blocking ``recv`` that has copied part of what it
-waits for is not woken by the rest, tried and dropped). Both brokers are read the same way.
-``low_water_bytes`` in the spec (0: woken for any data, the old way) is for comparisons.
+It receives the way the loopback ceiling's receiver can (``bench.loopback``): woken by the
+kernel only once part of the answer is there. It reads the 4-byte size first, then sets
+``SO_RCVLOWAT`` to ``min(what is left of the answer, RECV_LOW_WATER_BYTES)`` before each
+read of the rest (one ``setsockopt`` when the mark changes, ~2-3 a fetch). On this virtual
+machine loopback delivers in the sender's context, and a receiver that reads as soon as
+anything arrives is woken for nearly every 64 KiB segment, each wake-up charged to the
+sender's ``sendfile``: in the 12:50 quiet slot of 2026-11-27 the ceiling moved 2.4 GB/s that
+way and 6.2 GB/s woken at 512 KiB (``bench/results/per-request-cpu/2026-11-27-p2l.md``).
+After a reboot, in the 15:52-16:00 slot, the same ceiling was best with no mark (3.4-3.5
+GB/s, its receiver at 93% of a core) and this loop measured (MiB/s, medians of 2-3): no mark
+1,866-1,972, at 128 KiB 1,921-2,006, 256 KiB 1,712-1,900, 384 KiB 1,680, 512 KiB
+1,565-1,572, 768 KiB 1,171, 1 MiB 966 (``2026-11-27-p2lfast.md``): 128 KiB, never worse
+than no mark there and better where the wake-ups cost. The mark is never above what is
+left of the answer, so no read waits for bytes that will not come; the socket keeps its
+timeout (Python polls before each ``recv``, and ``poll`` honours the mark; a blocking
+``recv`` that has copied part of what it waits for is not woken by the rest: tried, it
+stalls). Both brokers are read the same way. ``low_water_bytes`` in the spec (0: woken for
+any data, as before 2026-11-27 15:00 UTC) is for comparisons.
 
 Run as the ``fetch_drain`` workload of ``bench.load`` (its own process): spec ``topic``,
 ``records`` (partition 0, from offset 0); result as ``consume`` (``bytes`` counts the
@@ -47,7 +51,7 @@ FETCH_VERSION: Final[int] = 12  # the last version that names topics (13+: topic
 FETCH_MAX_BYTES: Final[int] = 50 << 20
 PARTITION_MAX_BYTES: Final[int] = 1 << 20
 MAX_WAIT_MS: Final[int] = 500
-RECV_LOW_WATER_BYTES: Final[int] = 512 << 10  # SO_RCVLOWAT bound (spec "low_water_bytes")
+RECV_LOW_WATER_BYTES: Final[int] = 128 << 10  # SO_RCVLOWAT bound (spec "low_water_bytes")
 _SIZE: Final[struct.Struct] = struct.Struct(">i")
 IO_TIMEOUT_S: Final[int] = 30
 
