@@ -18,7 +18,7 @@ result on stdout (``{"ok": true, ...}`` or ``{"ok": false, "error": ...}``). Wor
   records per millisecond tick (at least one) and reports ``send_s`` (to its last send) and
   ``max_behind_ms`` (the most it fell behind its schedule before a send). With
   ``outliers_ms``, the consumer also returns ``outliers``: [receive time (CLOCK_MONOTONIC
-  seconds), latency ms] of each sample above it (at most 100,000).
+  seconds), latency ms] of each sample above it (at most ``max_outliers``, default 100,000).
 - ``small``: ``producers`` producers in threads, each sending one record per request
   (linger 0, ``batch.num.messages`` 1, one request in flight, wait for the ack before the
   next) for ``duration_s``; result: requests and latency percentiles.
@@ -216,6 +216,7 @@ def run_latency_consume(spec: Spec) -> Result:
     # slow records with what the broker did then (bench.loop_lag).
     outlier_ns = int(float(spec.get("outliers_ms", 0)) * 1e6) or None
     outliers: list[tuple[float, float]] = []
+    max_outliers = int(spec.get("max_outliers", MAX_OUTLIERS))
     count = 0
     cpu0, t0 = self_cpu_s(), time.monotonic()
     try:
@@ -233,7 +234,7 @@ def run_latency_consume(spec: Spec) -> Result:
                 latency_ns = now_ns - _TS.unpack_from(msg.value() or bytes(8))[0]
                 samples_ns.append(latency_ns)
                 if (outlier_ns is not None and latency_ns > outlier_ns
-                        and len(outliers) < MAX_OUTLIERS):
+                        and len(outliers) < max_outliers):
                     outliers.append((now_ns / 1e9, latency_ns / 1e6))
         elapsed_s, cpu_s = time.monotonic() - t0, self_cpu_s() - cpu0
     finally:
