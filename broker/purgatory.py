@@ -15,9 +15,11 @@ completed and do nothing. ``await op.wait()`` returns once it has completed (one
 request that made the operation).
 
 The purgatory looks its event loop up once, when it first parks an operation, and makes the
-parked operation's waiter future there: on CPython 3.11 every ``asyncio.get_running_loop()``
-(and the first wait of an ``asyncio.Event``) is a ``getpid`` system call, and a fetch that
-waits for data parks once per request.
+parked operation's waiter future there (``op.loop`` is that loop): on CPython 3.11 every
+``asyncio.get_running_loop()`` (and the first wait of an ``asyncio.Event``) is a ``getpid``
+system call, and a fetch that waits for data parks once per request. An operation nobody
+awaits (``awaited`` False: the fetch fast path's, which answers its connection from
+``on_complete``) gets no future.
 
 Bounds: at most ``max_operations`` operations are watched at once; past that
 ``try_complete_else_watch`` completes the newcomer at once as expired (its ``on_expiration``
@@ -47,6 +49,11 @@ DEFAULT_MAX_OPERATIONS = 100_000
 class DelayedOperation(ABC):
     """One request parked until ``try_complete`` says yes or ``delay_ms`` passes."""
 
+    # Whether a request awaits ``wait()``: the purgatory then makes the future it waits on
+    # when it parks the operation. One that hands its answer over itself from
+    # ``on_complete`` (the fetch fast path's, through ``loop``) needs none.
+    awaited = True
+
     def __init__(self, delay_ms: int) -> None:
         if delay_ms < 0:
             raise ValueError(f"delay_ms must be >= 0, got {delay_ms}")
@@ -57,6 +64,7 @@ class DelayedOperation(ABC):
         # ``wait``). One waiter: the request that made the operation.
         self._waiter: asyncio.Future[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None  # the purgatory's, once parked
 
     @abstractmethod
     def try_complete(self) -> bool:
@@ -186,7 +194,9 @@ class Purgatory(Generic[K]):
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
-        op._waiter = loop.create_future()
+        op.loop = loop
+        if op.awaited:
+            op._waiter = loop.create_future()
         op._timer = loop.call_later(op.delay_ms / 1000.0, self._expire, op)
         waiting_on_others()  # the request's remote time (RemoteTimeMs) starts
         return False

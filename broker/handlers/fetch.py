@@ -53,7 +53,6 @@ Version notes:
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import uuid
@@ -92,7 +91,6 @@ from protocol.messages.fetch import FetchRequest, FetchResponse
 from protocol.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
-    import asyncio
 
     from broker.security.principal import KafkaPrincipal
     from broker.services import Broker
@@ -202,6 +200,8 @@ class _FastAnswer:
 class _ParkedFetch(DelayedFetch):
     """The fast path's DelayedFetch: its completion answers the request (``Parked``)."""
 
+    awaited = False  # no request awaits it: on_complete hands the answer over
+
     def __init__(self, params: FetchParams, statuses: list[FetchPartitionStatus],
                  get_partition: Callable[[str, int], Partition | None], read_all: ReadAll,
                  answer: _FastAnswer) -> None:
@@ -224,17 +224,17 @@ class _ParkedFetch(DelayedFetch):
                           self._answer.topic, self._answer.partition,
                           self._answer.correlation_id)
             result = CloseConnection("handler error")
-        waiter = self._waiter
-        if waiter is not None:  # the answer goes out when the waiter's callbacks run (the
-            # loop's next turn, as a handler task would resume), not inside an append
-            waiter.add_done_callback(functools.partial(_deliver, parked.deliver, result))
+        # The answer goes out from a callback of its own (as a handler task would resume),
+        # not inside the append or the timer that completed the fetch: a response frame of
+        # bytes straight to the connection's writer, anything else through the request
+        # channel (a throttle time, record data for sendfile, a message to encode).
+        loop = self.loop
+        assert loop is not None  # routed: the purgatory had watched it
+        send = parked.send_frame
+        if send is not None and type(result) is bytes:
+            loop.call_soon(send, result)
         else:
-            parked.deliver(result)
-
-
-def _deliver(deliver: Callable[[FastResult], None], result: FastResult,
-             _waiter: asyncio.Future[None]) -> None:
-    deliver(result)
+            loop.call_soon(parked.deliver, result)
 
 
 def fetch_fast(broker: Broker, header: RequestHeader, frame: bytes, offset: int,

@@ -99,9 +99,10 @@ def _records(n: int) -> bytes:
 
 
 def _run(bootstrap: str, topic: str, topic_id: uuid.UUID,
-         parked: Callable[[], bool]) -> tuple[list[bytes], list[str]]:
+         parked: Callable[[int], bool]) -> tuple[list[bytes], list[str]]:
     """Every case at every version on one connection, appends on another: the response
-    frames in order, and per request what the fast path should do with it."""
+    frames in order, and per request what the fast path should do with it. ``parked(i)``:
+    the i-th request (from 0) is waiting in the purgatory."""
     conn = RawConnection(bootstrap)
     producer = SyncClient(bootstrap, timeout_ms=10_000)
     frames: list[bytes] = []
@@ -119,6 +120,16 @@ def _run(bootstrap: str, topic: str, topic_id: uuid.UUID,
     def ask(shape: str, version: int, offset: int, **kwargs: Any) -> None:
         conn.send_request(_request(topic, topic_id, version, offset, **kwargs), version)
         shapes.append(shape)
+        frames.append(conn.recv_frame())
+
+    def woken(version: int, value_bytes: int = 0) -> None:
+        """A fetch at the log end, parked, then woken by the append that brings min_bytes."""
+        conn.send_request(_request(topic, topic_id, version, end, max_wait_ms=20_000), version)
+        shapes.append("parked")
+        deadline = time.monotonic() + 10
+        while not parked(len(shapes) - 1) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        append(2, value_bytes)
         frames.append(conn.recv_frame())
 
     try:
@@ -143,14 +154,8 @@ def _run(bootstrap: str, topic: str, topic_id: uuid.UUID,
                 ask("answered", v, 0, current_leader_epoch=0)  # the leader's epoch
             ask("answered", v, end, max_wait_ms=-3)  # a negative wait: none
             ask("parked", v, end, max_wait_ms=30)  # waits it out: empty
-            # woken by the append that brings min_bytes
-            conn.send_request(_request(topic, topic_id, v, end, max_wait_ms=20_000), v)
-            shapes.append("parked")
-            deadline = time.monotonic() + 10
-            while not parked() and time.monotonic() < deadline:
-                time.sleep(0.005)
-            append(2)
-            frames.append(conn.recv_frame())
+            woken(v)  # answered with the records copied into one write
+            woken(v, value_bytes=20_000)  # too big for one write: sent with sendfile
             # min_bytes never reached: what there is after max_wait_ms
             conn.send_request(_request(topic, topic_id, v, end, max_wait_ms=60, min_bytes=1 << 20),
                       v)
@@ -179,10 +184,10 @@ def test_fast_path_answers_as_the_general_path(kafka_broker: BrokerHandle,
     slow_id = create_topic(bootstrap, "slow-t", partitions=1)
     served = fast_calls(True)
     fast_frames, shapes = _run(bootstrap, "fast-t", fast_id,
-                               lambda: bool(served) and served[-1] == "parked")
+                               lambda i: len(served) > i and served[i] == "parked")
     assert served == shapes  # offered every request; served exactly those of its shape
     assert fast_calls(False) == []
-    slow_frames, _ = _run(bootstrap, "slow-t", slow_id, lambda: True)
+    slow_frames, _ = _run(bootstrap, "slow-t", slow_id, lambda _i: True)
     assert len(fast_frames) == len(slow_frames) == len(shapes)
     for i, (fast, slow) in enumerate(zip(fast_frames, slow_frames, strict=True)):
         fast = fast.replace(b"fast-t", b"slow-t").replace(fast_id.bytes, slow_id.bytes)
