@@ -20,18 +20,23 @@ and the consumer's Fetch request that was answered with it (the last segment the
 connection sent before that answer). The record's latency is split into:
 
 - ``producer``: produce in - sent (librdkafka's queue, its thread's wake-up, the write);
-- ``broker``: answer out - max(produce in, fetch request in): the broker's own time, from
-  the moment it had both the record and a fetch to answer;
-- ``no fetch waiting``: max(0, fetch request in - produce in): the record was on the broker
-  but the consumer's next fetch was not (its previous answer still travelling, or the
-  consumer's thread busy or waiting for a core);
+- ``broker``: answer out - max(produce in, fetch request in): from the moment the broker
+  had both the record and the fetch that returned it to that fetch's answer;
+- ``no fetch waiting``: max(0, fetch request in - produce in): the record had reached the
+  broker but the fetch that returned it had not been sent yet. Either the consumer had no
+  fetch out (its previous answer still travelling, its thread busy or waiting for a core),
+  or its fetches meanwhile were answered without this record: the broker had not appended
+  it yet (Produce requests queued before it on the producer's connection), or the
+  consumer was behind. The segments alone do not tell these apart; the Produce answers
+  (one per request, in order) say when each request was appended;
 - ``consumer``: received - answer out (librdkafka's thread reading and parsing the answer,
   its queue, the Python ``poll()``).
 
 Reported: percentiles of each part over all records, and for the records at or above the
 latency's p99 and p99.9 the mean of each part (what the tail is made of). The capture costs
-CPU (a Python process reading every segment), so on this 2-core machine it moves the
-latencies themselves: compare parts and brokers within one run, not with a bench run.
+CPU (a Python process receiving every segment; parsed after the load stops), so on this
+2-core machine it moves the latencies themselves: compare parts and brokers within one
+run, not with a bench run. ``--again WORK_DIR`` analyses a run's saved capture again.
 """
 
 from __future__ import annotations
