@@ -131,11 +131,19 @@ def test_grouped_requests_over_a_produce_quota_are_answered_with_their_throttle(
                 entity=[AlterClientQuotasRequest.EntityData("client-id", "slow")],
                 ops=[AlterClientQuotasRequest.OpData("producer_byte_rate", 1000.0, False)])]))
         assert isinstance(body, AlterClientQuotasResponse) and body.entries[0].error_code == 0
+    assert isinstance(kafka_broker, InProcessBroker)  # paused below
     conns = [RawClient(bootstrap) for _ in range(CONNECTIONS)]
     try:
-        for c, conn in enumerate(conns):
-            request = _request("grouped-quota", batch([b"q%d" % c]))
-            conn.send(conn.frame(0, VERSION, request, client_id="slow")[1])
+        # Every request waits in the kernel while the broker's loop is paused, so its next
+        # turn finds them all: appended together whatever the machine's load (the sends of
+        # a loaded test process can otherwise reach the broker one turn each).
+        kafka_broker.pause()
+        try:
+            for c, conn in enumerate(conns):
+                request = _request("grouped-quota", batch([b"q%d" % c]))
+                conn.send(conn.frame(0, VERSION, request, client_id="slow")[1])
+        finally:
+            kafka_broker.resume()
         bodies = []
         for conn in conns:
             _, body = decode_response(conn.recv_frame(), 0, VERSION)
