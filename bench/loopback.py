@@ -27,8 +27,12 @@ receiver that reads as soon as anything arrives is woken for nearly every segmen
 this virtual machine the wake-ups, charged to the sender's sendfile (loopback delivers in
 the sender's context), hold the sender at 95-99% of a core and the stream at 2.2-2.5 GiB/s,
 below what a bare Fetch loop gets out of a broker in bursts of 1 MiB (3.0 GiB/s). Woken
-once 512 KiB are there, the same stream moves 4.6-4.7 GiB/s. Before 2026-11-27 sender and
-receiver were two threads of the bench's own process (2.3-2.5 GiB/s): not a ceiling either.
+once 512 KiB are there, the same stream moved 4.6-4.7 GiB/s. After the machine was restarted
+(2026-11-27 14:32; about half as fast since) the receiver was at 92-96% of a core in every
+mode and the fastest pair had no low-water mark (3.3-3.6 GiB/s; 2.4-2.9 with one): which mode
+wins depends on the machine, which is why all are measured and the best is taken. Before
+2026-11-27 sender and receiver were two threads of the bench's own process (2.3-2.5 GiB/s):
+not a ceiling either.
 """
 
 from __future__ import annotations
