@@ -287,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     from bench.brokers import BrokerUnderTest
     from bench.kafka_broker import ApacheKafka
     from bench.minikafka_broker import MiniKafka
-    from bench.procs import spawn, stop
+    from bench.procs import spawn, spawn_ready, stop
 
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--broker", choices=("minikafka", "kafka"), default="minikafka")
@@ -320,25 +320,19 @@ def main(argv: list[str] | None = None) -> int:
         port = int(broker.bootstrap.rsplit(":", 1)[1])
         now = time.monotonic_ns()
         segments_path = work / "segments.jsonl"
-        sniffer = spawn([sys.executable, "-m", "bench.p4_trace", "--sniff", str(port),
-                         str(segments_path), str(now), str(now + int(3600e9))],
-                        log_path=work / "sniffer.log", stdout_pipe=True)
-        assert sniffer.stdout is not None
-        if sniffer.stdout.readline().strip() != b"ready":
-            raise RuntimeError(f"the capture did not start: see {work / 'sniffer.log'}")
-        consumer = spawn([sys.executable, "-m", "bench.load", json.dumps(
+        sniffer = spawn_ready([sys.executable, "-m", "bench.p4_trace", "--sniff", str(port),
+                               str(segments_path), str(now), str(now + int(3600e9))],
+                              log_path=work / "sniffer.log", what="the capture")
+        consumer = spawn_ready([sys.executable, "-m", "bench.load", json.dumps(
             {"workload": "latency_consume", "topic": topic, "records": records,
              "warmup_records": warmup, "outliers_ms": 1e-6, "max_outliers": records,
              "bootstrap": broker.bootstrap, "timeout_s": args.warmup_s + args.window_s + 60})],
-            log_path=work / "consumer.log", stdout_pipe=True)
-        assert consumer.stdout is not None
-        if consumer.stdout.readline().strip() != b"ready":
-            raise RuntimeError(f"the consumer did not start: see {work / 'consumer.log'}")
+            log_path=work / "consumer.log", what="the consumer")
         producer = spawn([sys.executable, "-m", "bench.load", json.dumps(
             {"workload": "latency_produce", "topic": topic, "records": records,
              "rate": args.rate, "record_bytes": VALUE_BYTES, "bootstrap": broker.bootstrap})],
             log_path=work / "producer.log", stdout_pipe=True)
-        assert producer.stdout is not None
+        assert producer.stdout is not None and consumer.stdout is not None
         try:
             produced = json.loads(producer.stdout.readline() or b"{}")
             consumed = json.loads(consumer.stdout.readline() or b"{}")

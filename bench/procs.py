@@ -70,6 +70,16 @@ def spawn(
     return proc
 
 
+def spawn_ready(argv: Sequence[str], *, log_path: Path, what: str) -> subprocess.Popen[bytes]:
+    """``spawn`` with stdout piped, once the process has printed its ``ready`` line (its
+    first); raises ``RuntimeError`` naming ``what`` and its log if the first line is not that."""
+    proc = spawn(argv, log_path=log_path, stdout_pipe=True)
+    assert proc.stdout is not None
+    if proc.stdout.readline().strip() != b"ready":
+        raise RuntimeError(f"{what} did not start: see {log_path}")
+    return proc
+
+
 def stop(
     proc: subprocess.Popen[bytes], *, grace_s: float = STOP_GRACE_S, sig: int = signal.SIGTERM
 ) -> float:
