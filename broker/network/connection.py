@@ -607,19 +607,8 @@ class Connection:
             if isinstance(outcome, SendResponse):
                 data = _joined(outcome.parts)
                 if data is None:
-                    # Record data (sendfile) or a big response: what cannot go now is
-                    # written by a task of its own (held here: the loop keeps only weak
-                    # references to tasks).
-                    if self._copy:
-                        rest = copy_parts_now(self.transport, outcome.parts, JOIN_MAX_BYTES)
-                    else:  # a small one copied in one write, else sendfile
-                        rest = copy_parts_now(self.transport, outcome.parts, SMALL_COPY_BYTES)
-                        if rest:
-                            rest = write_parts_now(self.transport, self._out_fd(), rest)
-                    if rest:
-                        self._write_task = self._loop.create_task(
-                            self._write_slow(rest))
-                        self._write_task.add_done_callback(_retrieve)
+                    # Record data (sendfile) or a big response; a small one copied in one write.
+                    if self._write_parts(outcome.parts, copy_small=True):
                         return
                 else:
                     self.transport.write(data)
@@ -644,18 +633,29 @@ class Connection:
             if self._closing:
                 self._finish_request()
                 return
-            if self._copy:
-                rest = copy_parts_now(self.transport, parts, JOIN_MAX_BYTES)
-            else:
-                rest = write_parts_now(self.transport, self._out_fd(), parts)
-            if rest:
-                self._write_task = self._loop.create_task(self._write_slow(rest))
-                self._write_task.add_done_callback(_retrieve)
+            if self._write_parts(parts, copy_small=False):
                 return
             self._finish_request()
         except Exception as exc:
             self._close_for(exc)
             self._finish_request()
+
+    def _write_parts(self, parts: ResponseParts, *, copy_small: bool) -> bool:
+        """Write a response with record data now: copied (TLS), or head, sendfile and tail
+        (first copied in one write when ``copy_small`` and it is under ``SMALL_COPY_BYTES``).
+        What cannot go now is written by a task of its own (held here: the loop keeps only
+        weak references to tasks); True when that task finishes the request."""
+        if self._copy:
+            rest = copy_parts_now(self.transport, parts, JOIN_MAX_BYTES)
+        else:
+            rest = copy_parts_now(self.transport, parts, SMALL_COPY_BYTES) if copy_small else parts
+            if rest:
+                rest = write_parts_now(self.transport, self._out_fd(), rest)
+        if rest:
+            self._write_task = self._loop.create_task(self._write_slow(rest))
+            self._write_task.add_done_callback(_retrieve)
+            return True
+        return False
 
     def _send_now(self, data: bytes) -> None:
         """``_on_outcome`` of a response frame of bytes only, without a throttle time (what a
