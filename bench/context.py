@@ -40,6 +40,12 @@ class Sizes:
     p4_warmup_s: float = 3.0
     p5_producers: int = 16
     p5_duration_s: float = 10.0
+    # P5's load, unmeasured, on each broker before its measured runs (bench.scenarios'
+    # P5SmallRequests.prepare): runs of p5_warmup_run_s for at least p5_warmup_s, then more
+    # while the broker's CPU per request still falls, for at most p5_warmup_max_s.
+    p5_warmup_s: float = 20.0
+    p5_warmup_max_s: float = 60.0
+    p5_warmup_run_s: float = 5.0
     p6_size_bytes: int = 2_000_000_000
     p6_record_bytes: int = 1024
     p2l_records: int = 32_768  # P2L: 2 GiB of 64 KiB records
@@ -61,6 +67,8 @@ QUICK: Final[Sizes] = replace(
     p4_duration_s=2.0,
     p4_warmup_s=0.5,
     p5_duration_s=1.5,
+    p5_warmup_s=0.0,
+    p5_warmup_max_s=0.0,
     p6_size_bytes=20_000_000,
     p2l_records=256,
     p7_partitions=(1, 100),
@@ -144,6 +152,9 @@ class RunContext:
     # Failures of a part of a run that do not void the rest (a second-opinion tool);
     # the runner records them as Failures after each run.
     soft_failures: list[str] = field(default_factory=list)
+    # Lines for the report's notes (what a scenario's unmeasured warm-up did); the runner
+    # moves them into the results after each step.
+    notes: list[str] = field(default_factory=list)
 
     def load(self, broker: BrokerUnderTest, spec: dict[str, Any], *, name: str) -> LoadProc:
         """Start a librdkafka load process against broker (see bench.load for specs)."""

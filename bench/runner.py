@@ -77,6 +77,8 @@ def _run_scenario(
 
         if _attempt(results, scenario.key, broker, -1, prepare):
             active.append(broker)
+        results.notes.extend(ctx.notes)
+        ctx.notes.clear()
     for run in range(runs):
         for broker in active:
 

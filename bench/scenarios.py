@@ -22,7 +22,9 @@
   producer achieved (records over the time to its last send) with how far behind its
   schedule it fell at worst, and the broker's CPU microseconds per record.
 - P5 small requests: 16 producers, linger 0, one record per request, one request in
-  flight each: requests/s, p99 ms and the broker's CPU microseconds per request.
+  flight each: requests/s, p99 ms and the broker's CPU microseconds per request; each
+  broker first serves this load unmeasured until its CPU per request stops falling (20-60 s:
+  a fresh JVM compiles its produce path meanwhile), so every measured run is a warm one.
 - P6 restart: fill 20 partitions with ``size`` bytes of 1 KiB records, then (per run)
   stop the broker cleanly and measure launch-to-first-acknowledged-produce in seconds.
 - ZC zero-copy: minikafka's fetch with os.sendfile against the same broker started with
@@ -44,7 +46,7 @@ from typing import Any, Final
 from bench import java_perf
 from bench.admin import create_topic
 from bench.brokers import BrokerUnderTest
-from bench.context import PROFILED, LoadOutcome, RunContext
+from bench.context import PROFILED, LoadOutcome, RunContext, Sizes
 from bench.figures import Figure, cpu_pct
 from bench.loopback import LoopbackResult, measure_sendfile
 from bench.procs import BenchError, tree_cpu_s
@@ -441,23 +443,75 @@ class P4Latency(Scenario):
         return figures
 
 
+# A P5 warm-up run that cuts the broker's CPU per request by less than this fraction of the
+# run before it ends the warm-up (once past its minimum duration).
+P5_WARM_STEP: Final[float] = 0.05
+
+
+def p5_warm(us_per_request: list[float], warmed_s: float, sizes: Sizes) -> bool:
+    """Whether P5's warm-up on a broker is done, after runs whose broker CPU microseconds
+    per request were ``us_per_request`` (in order), ``warmed_s`` seconds of them: at least
+    ``p5_warmup_s``, then until a run no longer cuts the CPU per request by P5_WARM_STEP
+    (a JVM still compiling its hot paths does, run after run), at most ``p5_warmup_max_s``."""
+    if warmed_s >= sizes.p5_warmup_max_s:
+        return True
+    if warmed_s < sizes.p5_warmup_s or len(us_per_request) < 2:
+        return False
+    return us_per_request[-1] > (1.0 - P5_WARM_STEP) * us_per_request[-2]
+
+
 class P5SmallRequests(Scenario):
+    """P5 on a warm broker: before its measured runs, each broker serves P5's load,
+    unmeasured, until its CPU per request stops falling (``p5_warm``). A fresh JVM takes
+    ~20 s of this load to compile Kafka's produce path (its first 10-s run at ~140% of a
+    core and a third of its warm rate, the second still warming); the general warm-up
+    before the scenarios (bench.runner.warm_up) is too little of it. Both brokers get
+    the same warm-up; what it did is in the report's notes."""
+
     key = "P5"
     title = "small requests"
     profile = True
+
+    def _spec(self, ctx: RunContext, topic: str, duration_s: float) -> dict[str, Any]:
+        sizes = ctx.sizes
+        return {
+            "workload": "small",
+            "topic": topic,
+            "producers": sizes.p5_producers,
+            "duration_s": duration_s,
+            "record_bytes": sizes.record_bytes,
+        }
+
+    def prepare(self, broker: BrokerUnderTest, ctx: RunContext) -> list[Figure]:
+        sizes = ctx.sizes
+        if sizes.p5_warmup_max_s <= 0:
+            return []
+        topic = "p5-warmup"
+        create_topic(broker.bootstrap, topic, 1)
+        us_per_request: list[float] = []
+        rates: list[float] = []
+        warmed_s = 0.0
+        while not p5_warm(us_per_request, warmed_s, sizes):
+            out = ctx.run_load(broker, self._spec(ctx, topic, sizes.p5_warmup_run_s),
+                               name="P5 warm-up")
+            requests = max(1, int(out.result["requests"]))
+            us_per_request.append(1e6 * out.broker_cpu_s / requests)
+            rates.append(requests / float(out.result["elapsed_s"]))
+            warmed_s += sizes.p5_warmup_run_s
+        ctx.notes.append(
+            f"P5 warm-up on {broker.name} (unmeasured, {len(rates)} runs of "
+            f"{sizes.p5_warmup_run_s:g} s of P5's load): requests/s "
+            + ", ".join(f"{r:,.0f}" for r in rates)
+            + "; broker CPU us/request "
+            + ", ".join(f"{u:.1f}" for u in us_per_request)
+        )
+        return []
 
     def run(self, broker: BrokerUnderTest, ctx: RunContext, run: int) -> list[Figure]:
         sizes = ctx.sizes
         topic = f"p5-r{run}"
         create_topic(broker.bootstrap, topic, 1)
-        spec = {
-            "workload": "small",
-            "topic": topic,
-            "producers": sizes.p5_producers,
-            "duration_s": sizes.p5_duration_s,
-            "record_bytes": sizes.record_bytes,
-        }
-        out = ctx.run_load(broker, spec, name="P5")
+        out = ctx.run_load(broker, self._spec(ctx, topic, sizes.p5_duration_s), name="P5")
         res = out.result
         common: dict[str, Any] = {
             "scenario": self.key,
