@@ -5,7 +5,9 @@ set-up: no ZooKeeper process to manage. Steps, as Kafka's own scripts do them:
 
 1. write ``server.properties`` (``process.roles=broker,controller``, ``node.id=1``,
    ``controller.quorum.voters=1@127.0.0.1:<cport>``, PLAINTEXT and CONTROLLER listeners on
-   127.0.0.1 with ephemeral ports, ``log.dirs``, replication factors 1, plus
+   127.0.0.1 with ephemeral ports, ``log.dirs``, replication factors 1,
+   ``broker.session.timeout.ms`` of an hour (the bench pauses the JVM while another broker
+   is measured: its controller must not fence it for that), plus
    ``brokers.SHARED_SETTINGS``) and a ``log4j.properties`` that logs to ``server.log``;
 2. ``kafka.tools.StorageTool format -t <cluster id> -c server.properties`` (once per log dir);
 3. ``java -Xmx1g -Xms1g <G1 flags as kafka-run-class.sh> -cp 'tools/kafka-jars/libs/*'
@@ -30,6 +32,7 @@ REPO_ROOT: Final[Path] = Path(__file__).resolve().parent.parent
 KAFKA_LIBS: Final[Path] = REPO_ROOT / "tools" / "kafka-jars" / "libs"
 KAFKA_VERSION: Final[str] = "3.9.1"
 START_TIMEOUT_S: Final[float] = 120.0
+BROKER_SESSION_TIMEOUT_MS: Final[int] = 3_600_000  # see _write_config
 
 JVM_FLAGS: Final[tuple[str, ...]] = (
     "-server",
@@ -112,6 +115,11 @@ class ApacheKafka(SubprocessBroker):
             "transaction.state.log.min.isr": "1",
             "group.initial.rebalance.delay.ms": "0",
             "auto.create.topics.enable": "false",
+            # The runner pauses this JVM (SIGSTOP) while minikafka is measured; with the
+            # default 9 s its own controller fenced it on resuming (every partition's leader
+            # epoch bumped, group coordinators reloaded at the start of its next run). A
+            # liveness timeout only: nothing else on a single node depends on it.
+            "broker.session.timeout.ms": str(BROKER_SESSION_TIMEOUT_MS),
             **SHARED_SETTINGS,
             **self.settings,
         }

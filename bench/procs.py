@@ -9,6 +9,10 @@ should the bench itself be killed, so no broker outlives the bench whatever happ
 CPU accounting reads ``/proc/<pid>/stat`` (fields 14 and 15: utime and stime in clock ticks)
 for a process and all its descendants, so a broker that forks workers is counted whole;
 memory reads ``VmRSS`` of ``/proc/<pid>/status`` for the same tree.
+
+``paused`` stops process groups (SIGSTOP) for a block and resumes them (SIGCONT) after it,
+whatever happens in it: the runner pauses every broker but the one being measured, so an
+idle broker's background work (a JVM's compiler and collector threads) takes no CPU from it.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Final, TextIO
 
@@ -110,6 +114,23 @@ def stop_all() -> None:
 
 
 atexit.register(stop_all)
+
+
+@contextlib.contextmanager
+def paused(pids: Sequence[int]) -> Iterator[None]:
+    """Each process group in ``pids`` (the bench's children lead their own) stopped with
+    SIGSTOP for the block and continued with SIGCONT after it, also when it raises."""
+    stopped: list[int] = []
+    try:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGSTOP)
+                stopped.append(pid)
+        yield
+    finally:
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGCONT)
 
 
 def free_port() -> int:

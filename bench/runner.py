@@ -7,6 +7,14 @@ a Failure and the bench goes on; a broker found dead is restarted on its log dir
 are stopped in ``finally`` (and by ``procs.stop_all`` at exit) whatever happens. A
 scenario that starts brokers of its own (P7: a fresh one per partition count) gets the
 shared ones only as templates; when every selected scenario is such, none is started.
+
+Each broker is measured alone: while one is warmed up, prepared or run, every other broker
+the bench started is paused (SIGSTOP to its process group, SIGCONT after: ``procs.paused``),
+so that nothing else of the bench's runs on the machine meanwhile. Without it, the idle
+Kafka JVM took 2.7-8.6% of a core on average during minikafka's P4 runs, in bursts of up to
+40% over half a second, most in the seconds after its own work, on this 2-core machine
+(bench/results/latency/2026-11-27-p4group.md). A paused broker keeps its state (a JVM its
+compiled code), so each is as warm at its next run as it was at its last.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from bench.admin import create_topic
@@ -21,7 +30,7 @@ from bench.brokers import BrokerUnderTest
 from bench.context import PROFILED, RunContext
 from bench.figures import Failure, Figure, Results
 from bench.minikafka_broker import MiniKafka
-from bench.procs import BenchError, stop_all
+from bench.procs import BenchError, paused, stop_all
 from bench.registry import NOT_YET, SCENARIOS
 from bench.scenarios import Scenario
 
@@ -63,9 +72,19 @@ def _ensure_running(broker: BrokerUnderTest, results: Results) -> None:
         broker.start()
 
 
+def _others_paused(
+    broker: BrokerUnderTest | None, started: list[BrokerUnderTest]
+) -> AbstractContextManager[None]:
+    """Every broker of ``started`` but ``broker`` paused for the block (None: all of them)."""
+    return paused([b.pid for b in started if b is not broker and b.pid])
+
+
 def _run_scenario(
-    scenario: Scenario, brokers: list[BrokerUnderTest], ctx: RunContext, runs: int, results: Results
+    scenario: Scenario, brokers: list[BrokerUnderTest], ctx: RunContext, runs: int,
+    results: Results, started: list[BrokerUnderTest],
 ) -> None:
+    """``started``: every broker the bench has running (each paused while another is
+    measured; for a scenario that starts its own, all of them during its runs)."""
     active: list[BrokerUnderTest] = []
     for broker in brokers:
         _log(f"{scenario.key} prepare on {broker.name}")
@@ -73,7 +92,8 @@ def _run_scenario(
         def prepare(b: BrokerUnderTest = broker) -> None:
             if scenario.uses_shared_broker:
                 _ensure_running(b, results)
-            results.figures.extend(scenario.prepare(b, ctx))
+            with _others_paused(b if scenario.uses_shared_broker else None, started):
+                results.figures.extend(scenario.prepare(b, ctx))
 
         if _attempt(results, scenario.key, broker, -1, prepare):
             active.append(broker)
@@ -86,7 +106,8 @@ def _run_scenario(
                 if scenario.uses_shared_broker:
                     _ensure_running(b, results)
                 profiled = scenario.profile and r == 0 and b.name in PROFILED
-                with ctx.profiled(b, f"{scenario.key}-{b.name}", enabled=profiled):
+                with (_others_paused(b if scenario.uses_shared_broker else None, started),
+                      ctx.profiled(b, f"{scenario.key}-{b.name}", enabled=profiled)):
                     figures = scenario.run(b, ctx, r)
                 results.figures.extend(figures)
                 _log(f"{scenario.key} run {r} {b.name}: {_describe(figures)}")
@@ -97,7 +118,8 @@ def _run_scenario(
                 _log(f"{scenario.key} {broker.name} run {run} partly FAILED: {message[:300]}")
             ctx.soft_failures.clear()
         if active:
-            results.figures.extend(scenario.after_run(active, ctx, run))
+            with _others_paused(None, started):
+                results.figures.extend(scenario.after_run(active, ctx, run))
 
 
 def warm_up(broker: BrokerUnderTest, ctx: RunContext) -> None:
@@ -128,9 +150,15 @@ def run_plan(plan: Plan, ctx: RunContext) -> Results:
             broker.start()
             started.append(broker)
             _log(f"{broker.name} up at {broker.bootstrap} (pid {broker.pid})")
+        if len(started) > 1:
+            results.notes.append(
+                "Each broker was measured alone: while one was warmed up, prepared or run, "
+                "the other brokers were paused (SIGSTOP, SIGCONT after)"
+            )
         for broker in started:
             _log(f"warming up {broker.name}")
-            warm_up(broker, ctx)
+            with _others_paused(broker, started):
+                warm_up(broker, ctx)
         for key in plan.scenarios:
             if key in NOT_YET:
                 results.notes.append(NOT_YET[key])
@@ -141,7 +169,7 @@ def run_plan(plan: Plan, ctx: RunContext) -> Results:
             if key == "ZC":
                 _run_zero_copy(scenario, plan, ctx, results, started)
             else:
-                _run_scenario(scenario, plan.brokers, ctx, plan.runs, results)
+                _run_scenario(scenario, plan.brokers, ctx, plan.runs, results, started)
     finally:
         for broker in started:
             _log(f"stopping {broker.name}")
@@ -170,7 +198,7 @@ def _run_zero_copy(
         return
     started.append(copying)
     try:
-        _run_scenario(scenario, [minikafka, copying], ctx, plan.runs, results)
+        _run_scenario(scenario, [minikafka, copying], ctx, plan.runs, results, started)
     finally:
         copying.stop()
         started.remove(copying)
