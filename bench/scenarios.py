@@ -443,21 +443,22 @@ class P4Latency(Scenario):
         return figures
 
 
-# A P5 warm-up run that cuts the broker's CPU per request by less than this fraction of the
-# run before it ends the warm-up (once past its minimum duration).
+# P5's warm-up ends (past its minimum duration) once its last two runs did not cut the
+# broker's CPU per request by this fraction of the lowest before them.
 P5_WARM_STEP: Final[float] = 0.05
 
 
 def p5_warm(us_per_request: list[float], warmed_s: float, sizes: Sizes) -> bool:
     """Whether P5's warm-up on a broker is done, after runs whose broker CPU microseconds
     per request were ``us_per_request`` (in order), ``warmed_s`` seconds of them: at least
-    ``p5_warmup_s``, then until a run no longer cuts the CPU per request by P5_WARM_STEP
-    (a JVM still compiling its hot paths does, run after run), at most ``p5_warmup_max_s``."""
+    ``p5_warmup_s``, then until two runs in a row no longer cut the CPU per request by
+    P5_WARM_STEP below the lowest before them (a JVM still compiling its hot paths does,
+    with a noisy run now and then), at most ``p5_warmup_max_s``."""
     if warmed_s >= sizes.p5_warmup_max_s:
         return True
-    if warmed_s < sizes.p5_warmup_s or len(us_per_request) < 2:
+    if warmed_s < sizes.p5_warmup_s or len(us_per_request) < 3:
         return False
-    return us_per_request[-1] > (1.0 - P5_WARM_STEP) * us_per_request[-2]
+    return min(us_per_request[-2:]) > (1.0 - P5_WARM_STEP) * min(us_per_request[:-2])
 
 
 class P5SmallRequests(Scenario):
