@@ -450,6 +450,7 @@ def main(argv: list[str] | None = None) -> int:
     if args_in[:1] == ["--child"]:
         return _child(args_in[1:])
     from bench.brokers import SHARED_SETTINGS
+    from bench.load_specs import latency_specs
     from bench.procs import free_port, spawn, spawn_ready, stop, wait_for_port
     from bench.syscalls import TOPIC, _requests_served
     from client.sync import SyncClient
@@ -504,15 +505,13 @@ def main(argv: list[str] | None = None) -> int:
         bootstrap = f"127.0.0.1:{port}"
         with SyncClient(bootstrap, timeout_ms=60_000) as client:
             client.create_topic(TOPIC, 1, 1, {})
-        consumer = spawn_ready([sys.executable, "-m", "bench.load", json.dumps(
-            {"workload": "latency_consume", "topic": TOPIC, "records": records,
-             "warmup_records": int(args.rate * args.warmup_s), "outliers_ms": args.stall_ms,
-             "bootstrap": bootstrap, "timeout_s": args.warmup_s + args.window_s + 60})],
-            log_path=work / "consumer.log", what="the consumer")
-        producer = spawn([sys.executable, "-m", "bench.load", json.dumps(
-            {"workload": "latency_produce", "topic": TOPIC, "records": records,
-             "rate": args.rate, "record_bytes": 100, "bootstrap": bootstrap})],
-            log_path=work / "producer.log", stdout_pipe=True)
+        consume, produce = latency_specs(
+            TOPIC, args.rate, records, int(args.rate * args.warmup_s), 100, bootstrap,
+            outliers_ms=args.stall_ms, timeout_s=args.warmup_s + args.window_s + 60)
+        consumer = spawn_ready([sys.executable, "-m", "bench.load", json.dumps(consume)],
+                               log_path=work / "consumer.log", what="the consumer")
+        producer = spawn([sys.executable, "-m", "bench.load", json.dumps(produce)],
+                         log_path=work / "producer.log", stdout_pipe=True)
         assert producer.stdout is not None and consumer.stdout is not None
         try:
             time.sleep(args.warmup_s)

@@ -286,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     from bench.admin import create_topic
     from bench.brokers import BrokerUnderTest
     from bench.kafka_broker import ApacheKafka
+    from bench.load_specs import latency_specs
     from bench.minikafka_broker import MiniKafka
     from bench.procs import spawn, spawn_ready, stop
 
@@ -323,15 +324,13 @@ def main(argv: list[str] | None = None) -> int:
         sniffer = spawn_ready([sys.executable, "-m", "bench.p4_trace", "--sniff", str(port),
                                str(segments_path), str(now), str(now + int(3600e9))],
                               log_path=work / "sniffer.log", what="the capture")
-        consumer = spawn_ready([sys.executable, "-m", "bench.load", json.dumps(
-            {"workload": "latency_consume", "topic": topic, "records": records,
-             "warmup_records": warmup, "outliers_ms": 1e-6, "max_outliers": records,
-             "bootstrap": broker.bootstrap, "timeout_s": args.warmup_s + args.window_s + 60})],
-            log_path=work / "consumer.log", what="the consumer")
-        producer = spawn([sys.executable, "-m", "bench.load", json.dumps(
-            {"workload": "latency_produce", "topic": topic, "records": records,
-             "rate": args.rate, "record_bytes": VALUE_BYTES, "bootstrap": broker.bootstrap})],
-            log_path=work / "producer.log", stdout_pipe=True)
+        consume, produce = latency_specs(
+            topic, args.rate, records, warmup, VALUE_BYTES, broker.bootstrap,
+            outliers_ms=1e-6, max_outliers=records, timeout_s=args.warmup_s + args.window_s + 60)
+        consumer = spawn_ready([sys.executable, "-m", "bench.load", json.dumps(consume)],
+                               log_path=work / "consumer.log", what="the consumer")
+        producer = spawn([sys.executable, "-m", "bench.load", json.dumps(produce)],
+                         log_path=work / "producer.log", stdout_pipe=True)
         assert producer.stdout is not None and consumer.stdout is not None
         try:
             produced = json.loads(producer.stdout.readline() or b"{}")

@@ -48,6 +48,7 @@ from bench.admin import create_topic
 from bench.brokers import BrokerUnderTest
 from bench.context import PROFILED, LoadOutcome, RunContext, Sizes
 from bench.figures import Figure, cpu_pct
+from bench.load_specs import latency_specs
 from bench.loopback import LoopbackResult, measure_sendfile
 from bench.procs import BenchError, tree_cpu_s
 
@@ -385,29 +386,11 @@ class P4Latency(Scenario):
         create_topic(broker.bootstrap, topic, 1)
         records = int(rate * sizes.p4_duration_s)
         warmup = int(rate * sizes.p4_warmup_s)
-        consumer = ctx.load(
-            broker,
-            {
-                "workload": "latency_consume",
-                "topic": topic,
-                "records": records,
-                "warmup_records": warmup,
-            },
-            name=f"P4 consumer @ {rate}",
-        )
+        consume, produce = latency_specs(topic, rate, records, warmup, sizes.record_bytes)
+        consumer = ctx.load(broker, consume, name=f"P4 consumer @ {rate}")
         try:
             consumer.wait_line("ready", timeout_s=60.0)
-            producer = ctx.load(
-                broker,
-                {
-                    "workload": "latency_produce",
-                    "topic": topic,
-                    "records": records,
-                    "rate": rate,
-                    "record_bytes": sizes.record_bytes,
-                },
-                name=f"P4 producer @ {rate}",
-            )
+            producer = ctx.load(broker, produce, name=f"P4 producer @ {rate}")
             produced = producer.result(timeout_s=sizes.p4_duration_s + 120.0)
             consumed = consumer.result(timeout_s=120.0)
         finally:

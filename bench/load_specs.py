@@ -1,0 +1,26 @@
+"""Specs for ``bench.load``'s workloads built in one place where more than one tool runs the
+same workload: the bench's P4, ``bench.p4_trace`` and ``bench.loop_lag`` all run P4's pair.
+
+Kept apart from ``bench.load`` (which imports confluent-kafka) so that the bench's runner and
+the tools import nothing of librdkafka's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Spec = dict[str, Any]
+
+
+def latency_specs(topic: str, rate: int, records: int, warmup_records: int, record_bytes: int,
+                  bootstrap: str | None = None, **consumer_extra: Any) -> tuple[Spec, Spec]:
+    """P4's two specs, (``latency_consume``, ``latency_produce``): ``records`` records of
+    ``record_bytes`` at ``rate``/s, the first ``warmup_records`` not measured. ``bootstrap``
+    goes into both when given (``RunContext.load`` adds its own); ``consumer_extra`` into the
+    consumer's only (``outliers_ms``, ``max_outliers``, ``timeout_s``)."""
+    common: Spec = {"topic": topic, "records": records}
+    if bootstrap is not None:
+        common["bootstrap"] = bootstrap
+    return ({**common, "workload": "latency_consume", "warmup_records": warmup_records,
+             **consumer_extra},
+            {**common, "workload": "latency_produce", "rate": rate, "record_bytes": record_bytes})
