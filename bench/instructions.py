@@ -17,6 +17,9 @@ Requests, each to one partition of one topic on one connection, like P5's:
 - ``produce-16c``: the same request on each of ``CONNECTIONS`` connections at once, then
   their answers read (P5's shape: 16 producers, one request in flight each; the broker
   under valgrind reads most of them in one turn of its loop); per request;
+- ``produce-pipe``: ``PIPELINE`` of the same request on one connection, sent in one write
+  before any answer is read, then their answers read in order (P4's backlog: a producer's
+  requests queued on its one connection after a stall); per request;
 - ``produce-p1``: P1's request (librdkafka, linger 5 ms, 1 MiB batches, no compression,
   acks=1): one batch of ``P1_RECORDS`` records of ``--record-bytes`` (no key), ~450 KB
   with 100-byte records, the size librdkafka's batches averaged in a P1-like run here;
@@ -90,7 +93,8 @@ P1_KINDS: Final[tuple[str, ...]] = ("produce-p1", "produce-p1-8p")
 START_TIMEOUT_S: Final[float] = 600.0  # the interpreter's start-up is ~50x slower under valgrind
 STOP_TIMEOUT_S: Final[float] = 300.0
 CONNECTIONS: Final[int] = 16  # produce-16c
-KINDS: Final[tuple[str, ...]] = ("produce", "produce-16c", "produce-p1", "produce-p1-8p", "fetch",
+PIPELINE: Final[int] = 16  # produce-pipe
+KINDS: Final[tuple[str, ...]] = ("produce", "produce-16c", "produce-pipe", "produce-p1", "produce-p1-8p", "fetch",
                                   "fetch-p2l", "fetch-tail", "fetch-wait", "metadata",
                                   "metadata-all")
 WAIT_PARK_S: Final[float] = 0.05  # the broker under valgrind reads a request in ~10-20 ms
@@ -203,6 +207,32 @@ class _ConcurrentProduces:
             sock.close()
 
 
+class _PipelinedProduces:
+    """``produce-pipe``: ``PIPELINE`` produce requests sent in one write on one raw socket,
+    then their answers read; each answer is checked (no error, its own correlation id, in
+    order)."""
+
+    def __init__(self, port: int, produce: ProduceRequest, version: int) -> None:
+        self._sock = socket.create_connection(("127.0.0.1", port), timeout=120)
+        self._frames = b"".join(
+            encode_request(RequestHeader(0, version, cid, "instructions"), produce)
+            for cid in range(PIPELINE))
+        self._version = version
+
+    def __call__(self) -> None:
+        self._sock.sendall(self._frames)
+        for cid in range(PIPELINE):
+            size = struct.unpack(">i", recv_exact(self._sock, 4))[0]
+            answered, response = decode_response(recv_exact(self._sock, size),
+                                                 ProduceRequest.API_KEY, self._version)
+            if answered != cid:
+                raise RuntimeError(f"produce-pipe: answer {answered} where {cid} was due")
+            _check_produce(response)
+
+    def close(self) -> None:
+        self._sock.close()
+
+
 def _metadata_request() -> MetadataRequest:
     return MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=TOPIC)],
                            allow_auto_topic_creation=False)
@@ -274,9 +304,11 @@ def measure(kinds: list[str], *, short: int, long: int, rounds: int, out_dir: Pa
                 _check_fetch(client.send(fetch_p2l, P2L_FETCH_VERSION), P2L_BATCH_RECORDS)
             parked = _ParkedFetches(port, client, produce, pv, meta.topic_id, fv)
             concurrent = _ConcurrentProduces(port, produce, pv)
+            pipelined = _PipelinedProduces(port, produce, pv)
             sends: dict[str, Callable[[], object]] = {
                 "produce": lambda: client.send(produce, pv),
                 "produce-16c": concurrent,
+                "produce-pipe": pipelined,
                 "produce-p1": lambda: client.send(p1, pv),
                 "produce-p1-8p": lambda: client.send(p1_8p, pv),
                 "fetch": lambda: client.send(fetch_all, fv),
@@ -300,6 +332,8 @@ def measure(kinds: list[str], *, short: int, long: int, rounds: int, out_dir: Pa
                     each = ((counts[2] - counts[1]) - (counts[1] - counts[0])) / (long - short)
                     if kind == "produce-16c":  # each send is CONNECTIONS requests
                         each /= CONNECTIONS
+                    elif kind == "produce-pipe":  # and PIPELINE requests
+                        each /= PIPELINE
                     figures[kind].append(each)
                     print(f"{kind}: {each:,.0f} instructions per request", flush=True)
                 if profile:

@@ -125,7 +125,8 @@ class Parked:
     ``deliver``. The request channel sets how (``answer_via`` with the request's header, the
     connection's outcome callback and id: slots, not a ``functools.partial`` of them made
     per request) as soon as the fast path returns this, before the loop runs anything else.
-    The connection stays muted meanwhile, as for any request in flight."""
+    The connection stays muted meanwhile, as for any request in flight (but for the Produce
+    requests of a backlog, started behind it: broker.network.connection)."""
 
     __slots__ = ("answer_via", "connection_id", "header", "on_outcome", "send_frame")
     # Set with ``answer_via``; read only through it.

@@ -27,7 +27,27 @@ response frame held and written at the end of the loop's turn with the other res
 that turn (``write_batch.WriteBatch``), and before anything else the connection writes; the
 next frame already buffered is taken at the loop's next turn (one request per connection per
 turn, like a Kafka processor), so a client pipelining thousands of requests does not hold
-the loop. A response of bytes
+the loop.
+
+One exception, for a producer's backlog (its requests queue on its one connection while the
+broker is held up, then arrive together): when the request just started is a Produce request
+the fast path served (answered at once, or waiting for the end of the turn's appends:
+``broker.produce_appends``) and the buffer holds the next frame whole and it is a Produce
+request too, that one is started in the same turn, and so on (at most ``GROUP_MAX_BEHIND``
+behind the one in flight), so that they are appended in the turn's one group append and
+wake a waiting consumer once, not one request per turn. Each answer waits in ``_behind``
+until those of the requests before it are out, so answers still go out in request order
+(across partitions too: the group append answers partition by partition). The run stops at
+any other request (left in the buffer for its turn), after a request the fast path did not
+serve (acks 0 or -1, several partitions, ...: started once those before it are answered,
+so no append overtakes another) and after an answer that is not a plain success (an error,
+a throttle time: answered in its place, the connection muted after it as for any). Not on
+a SASL listener, with ``queued.max.request.bytes`` (one frame reserved at a time) nor while
+a producer_byte_rate quota is configured (a throttled answer mutes the connection before
+its next request is read, as Kafka's does).
+The answers of such a run are held and written together at the end of the turn.
+
+A response of bytes
 only is one ``transport.write`` (parts joined); one with record data (``FileSlice``) is
 copied into one ``transport.write`` when small (``sendfile.SMALL_COPY_BYTES``), else goes
 out at once with ``os.sendfile`` on a duplicate of the socket's descriptor kept for the
@@ -71,9 +91,10 @@ import logging
 import os
 import struct
 import time
+from collections import deque
 from typing import TYPE_CHECKING, cast
 
-from broker.handlers.base import LOADED_SPECS, CloseConnection, Parked, find_spec
+from broker.handlers.base import LOADED_SPECS, ApiSpec, CloseConnection, Parked, find_spec
 from broker.network.memory_pool import MemoryPool
 from broker.network.request_channel import NoOp, Outcome, Request, SendResponse
 from broker.network.sendfile import (
@@ -89,7 +110,12 @@ from broker.security.principal import ANONYMOUS, KafkaPrincipal, user
 from broker.security.tls import peer_dn
 from protocol.errors import ProtocolError
 from protocol.fileslice import ResponseParts
-from protocol.frames import API_VERSIONS_KEY, decode_frame_size, decode_request_header
+from protocol.frames import (
+    API_VERSIONS_KEY,
+    RequestHeader,
+    decode_frame_size,
+    decode_request_header,
+)
 from storage.throttled_log import BurstLog
 
 if TYPE_CHECKING:
@@ -109,6 +135,9 @@ JOIN_MAX_BYTES = 1 << 20
 # A frame at least this large that the buffer does not hold whole is gathered as a list of
 # the reads that bring it and joined once (see _take_frame).
 GATHER_MIN_BYTES = 1 << 16  # (a size prefix whose first two bytes are not both 0)
+PRODUCE_KEY = 0
+# At most this many requests started behind the one in flight (a producer's backlog).
+GROUP_MAX_BEHIND = 64
 
 
 class Connection:
@@ -164,6 +193,14 @@ class Connection:
         self._metrics = channel.metrics  # None: requests are not timed
         self._request: Request | None = None  # the request in flight
         self._throttle_ms = 0  # muted this long once the response in flight is out
+        # Requests started behind the one in flight, in order (a producer's buffered Produce
+        # requests, started in one turn): each answered once those before it are.
+        self._behind: deque[_Behind] = deque()
+        # The request just started is a Produce request the fast path served (so the next
+        # buffered one may start in the same turn, where _groups_produce allows it: no SASL
+        # exchange, no pool reservation per frame).
+        self._grouping = False
+        self._groups_produce = authenticator is None and not self._pool_bounded
 
     # -- asyncio.Protocol ---------------------------------------------------------------
 
@@ -363,17 +400,27 @@ class Connection:
 
     def _process_frames(self) -> None:
         started = False
+        grouped = False  # the request about to start follows a Produce request of this turn
         transport = self._transport  # (not self._closing: a property call per turn)
-        while not (self.in_flight or self._stopping or self._writing_paused or self._lost
+        while not (self._stopping or self._writing_paused or self._lost
                    or transport is None or transport.is_closing()):
             if started:
-                # The request just started was answered at once (its handler did not
-                # wait). A next one already buffered waits for the loop's next turn, so
-                # that a client pipelining many requests gets one served per turn, as a
-                # Kafka processor serves a connection, and other connections, timers and
-                # signals come in between. (Nothing buffered: the next read calls _process.)
-                if self._buf or self._eof:
-                    self._process_next_turn()
+                if not (self._grouping and self._groups_produce and self._produce_buffered()
+                        and not self._channel.throttles_produce()):
+                    # The request just started was answered at once (its handler did not
+                    # wait), or waits. A next one already buffered waits for the loop's
+                    # next turn (or for the answer), so that a client pipelining many
+                    # requests gets one served per turn, as a Kafka processor serves a
+                    # connection, and other connections, timers and signals come in
+                    # between. (Nothing buffered: the next read calls _process.)
+                    self._grouping = False
+                    if not self.in_flight and (self._buf or self._eof):
+                        self._process_next_turn()
+                    break
+                # A fast-path Produce request just started and the next, buffered whole,
+                # is one too: a producer's backlog, started in this turn (module doc).
+                grouped = True
+            elif self.in_flight:
                 break
             buf = self._buf
             if self._frame_size < 0:
@@ -424,7 +471,10 @@ class Connection:
                     break
                 frame = taken
             self._frame_size = -1
-            self._start_request(frame)
+            if self.in_flight:
+                self._start_behind(frame)
+            else:
+                self._start_request(frame, grouped)
             started = True
         # Muted, or frames already buffered waiting for the next turn: read no more than
         # the bound (without the second, a pipelining client's reads between turns, up to
@@ -473,6 +523,16 @@ class Connection:
         self._parts, self._parts_bytes = None, 0
         return frame
 
+    def _produce_buffered(self) -> bool:
+        """Whether the buffer holds the next frame whole and it is a Produce request, with
+        fewer than ``GROUP_MAX_BEHIND`` requests started behind the one in flight."""
+        buf = self._buf
+        if self._parts is not None or len(buf) < 6 or len(self._behind) >= GROUP_MAX_BEHIND:
+            return False
+        size: int = _SIZE.unpack_from(buf, 0)[0]
+        return (0 <= size <= self._max_frame_bytes and len(buf) >= 4 + size
+                and buf[4] == 0 and buf[5] == PRODUCE_KEY)
+
     def _process_next_turn(self) -> None:
         if not self._process_scheduled:
             self._process_scheduled = True
@@ -502,8 +562,28 @@ class Connection:
             return min(self._max_frame_bytes, auth.max_receive_bytes)
         return self._max_frame_bytes
 
-    def _start_request(self, frame: bytes) -> None:
-        if self._held is not None:  # the previous response first (a client pipelining)
+    def _checked_spec(self, header: RequestHeader) -> ApiSpec:
+        """The handler of the request, checked: unknown API or version -> ProtocolError
+        (but ApiVersions of any version, answered with its v0 error: KIP-511)."""
+        spec = LOADED_SPECS.get(header.api_key) or find_spec(header.api_key)
+        if spec is None:
+            raise ProtocolError(f"unknown api key {header.api_key} "
+                                f"(correlation id {header.correlation_id}, client {header.client_id!r})")
+        if (not spec.min_version <= header.api_version <= spec.max_version
+                and header.api_key != API_VERSIONS_KEY):
+            raise ProtocolError(f"unsupported version {header.api_version} of api key "
+                                f"{header.api_key} (supported {spec.min_version}-{spec.max_version}, "
+                                f"client {header.client_id!r})")
+        return spec
+
+    def _start_request(self, frame: bytes, grouped: bool = False) -> None:
+        """Start the request of ``frame``; ``grouped``: it follows a Produce request of a
+        backlog in this turn (module doc), and is one too."""
+        self._grouping = False
+        if self._held is not None and not grouped:
+            # The previous response first (a client pipelining); in a backlog, its answer
+            # goes with theirs at the end of the turn (and any answer written on its own
+            # writes what is held first).
             self.write_held()
         auth = self._authenticator
         if auth is not None:
@@ -517,21 +597,16 @@ class Connection:
                 self.close()
                 return
         header, body_offset = decode_request_header(frame)
-        spec = LOADED_SPECS.get(header.api_key) or find_spec(header.api_key)
-        if spec is None:
-            raise ProtocolError(f"unknown api key {header.api_key} "
-                                f"(correlation id {header.correlation_id}, client {header.client_id!r})")
-        if (not spec.min_version <= header.api_version <= spec.max_version
-                and header.api_key != API_VERSIONS_KEY):
-            raise ProtocolError(f"unsupported version {header.api_version} of api key "
-                                f"{header.api_key} (supported {spec.min_version}-{spec.max_version}, "
-                                f"client {header.client_id!r})")
+        spec = LOADED_SPECS.get(header.api_key)
+        if spec is None or not spec.min_version <= header.api_version <= spec.max_version:
+            spec = self._checked_spec(header)
         self.in_flight = True
         fast = spec.fast
         if fast is not None and self._metrics is None:
             outcome = self._channel.serve_fast(fast, header, frame, body_offset, self.principal,
                                                self.id, self._on_outcome)
             if type(outcome) is bytes:
+                self._grouping = header.api_key == PRODUCE_KEY
                 self._send_now(outcome)
                 return
             if isinstance(outcome, list):
@@ -539,7 +614,13 @@ class Connection:
                 return
             if outcome is not None:
                 if isinstance(outcome, Parked):  # answered later
-                    outcome.send_frame = self._send_parked
+                    if header.api_key == PRODUCE_KEY:
+                        # Waiting for the end of the turn's appends. In a backlog its answer
+                        # is held to go out with the others of the turn.
+                        outcome.send_frame = self._send_now if grouped else self._send_parked
+                        self._grouping = True
+                    else:
+                        outcome.send_frame = self._send_parked
                 elif not isinstance(outcome, bytes):
                     self._on_outcome(outcome)
                 return
@@ -550,6 +631,75 @@ class Connection:
             request.start_ns = time.monotonic_ns()
             self._request = request
         self._channel.submit(request)
+
+    def _start_behind(self, frame: bytes) -> None:
+        """Start a Produce request read while the one before it is in flight (a producer's
+        backlog, module doc): served by the fast path now, its answer kept in ``_behind``
+        until those before it are out; one the fast path does not serve is started there,
+        in its turn."""
+        self._grouping = False
+        behind = _Behind(self)
+        self._behind.append(behind)
+        try:
+            header, body_offset = decode_request_header(frame)
+            fast = self._checked_spec(header).fast
+        except ProtocolError as exc:  # the connection closes in its turn, as for any
+            behind.error = exc
+            return
+        outcome = (None if fast is None else
+                   self._channel.serve_fast(fast, header, frame, body_offset, self.principal,
+                                            self.id, behind.on_outcome))
+        if outcome is None:  # not served (nothing done): started once those before it are out
+            behind.frame = frame
+        elif type(outcome) is bytes:
+            behind.data = outcome
+            self._grouping = True
+        elif isinstance(outcome, list):
+            behind.parts = outcome
+        elif isinstance(outcome, Parked):
+            outcome.send_frame = behind.send_frame
+            self._grouping = True
+        elif not isinstance(outcome, bytes):
+            behind.outcome = outcome
+
+    def _next_behind(self) -> None:
+        """The request in flight is answered and others were started behind it: the first of
+        those is the one in flight now, its answer written now if it has come, else when it
+        comes (``_Behind``)."""
+        behind = self._behind[0]
+        if (behind.data is None and behind.outcome is None and behind.parts is None
+                and behind.frame is None and behind.error is None):
+            behind.awaited = True
+            return
+        self._behind.popleft()
+        self._answer_behind(behind)
+
+    def _answer_behind(self, behind: _Behind) -> None:
+        """Hand the answer of ``behind`` (now the request in flight) to the writer its kind
+        of answer goes to, as if it had just been started; or start it (not served)."""
+        data = behind.data
+        if data is not None:
+            self._send_now(data)
+            return
+        outcome = behind.outcome
+        if outcome is not None:
+            self._on_outcome(outcome)
+            return
+        parts = behind.parts
+        if parts is not None:
+            self._send_parts(parts)
+            return
+        error = behind.error
+        if error is not None:  # once the requests before it are answered, as Kafka would
+            self._close_for(error)
+            self._finish_request()
+            return
+        frame = behind.frame
+        assert frame is not None
+        try:
+            self._start_request(frame)
+        except Exception as exc:  # per connection: log, close, keep serving the others
+            self._close_for(exc)
 
     # -- SASL ----------------------------------------------------------------------------
 
@@ -605,6 +755,8 @@ class Connection:
                                                           self._on_outcome, held)
                     return
             if isinstance(outcome, SendResponse):
+                if self._held is not None:  # answers of requests before it, not yet written
+                    self.write_held()
                 data = _joined(outcome.parts)
                 if data is None:
                     # Record data (sendfile) or a big response; a small one copied in one write.
@@ -633,6 +785,8 @@ class Connection:
             if self._closing:
                 self._finish_request()
                 return
+            if self._held is not None:  # answers of requests before it, not yet written
+                self.write_held()
             if self._write_parts(parts, copy_small=False):
                 return
             self._finish_request()
@@ -663,8 +817,12 @@ class Connection:
         turn of the loop (``write_batch``) once the turn's requests are served."""
         transport = self._transport
         if not (self._lost or transport is None or transport.is_closing()):
-            self._held = data  # None here: _start_request wrote what was held
-            self._write_batch.add(self)
+            held = self._held
+            if held is None:
+                self._held = data
+                self._write_batch.add(self)
+            else:  # after the answers of requests started before it (already added)
+                self._held = held + data
         self._finish_request()
 
     def _send_parked(self, data: bytes) -> None:
@@ -674,6 +832,8 @@ class Connection:
         transport = self._transport
         if not (self._lost or transport is None or transport.is_closing()):
             try:
+                if self._held is not None:
+                    self.write_held()
                 transport.write(data)
             except Exception as exc:
                 self._close_for(exc)
@@ -723,6 +883,11 @@ class Connection:
         if throttle_ms > 0 and not self._closing:
             self._loop.call_later(throttle_ms / 1000, self._finish_request)
             return
+        if self._behind:
+            if not self._closing:
+                self._next_behind()
+                return
+            self._behind.clear()  # their answers, when they come, go nowhere
         self.in_flight = False
         self.last_active_ns = time.monotonic_ns()
         transport = self._transport
@@ -734,6 +899,42 @@ class Connection:
         if not self._buf and self._parts is None and not self._eof and not self._reading_paused:
             return  # nothing buffered, reading on: what _process would find (the next read calls it)
         self._process()
+
+
+class _Behind:
+    """A request started behind the one in flight on its connection (``_start_behind``),
+    until it is the one in flight: its answer once it has come (one of ``data``, ``outcome``,
+    ``parts``), its frame when the fast path did not serve it (started in its turn), or why
+    its frame is broken (the connection closed in its turn, with the log line)."""
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+        self.data: bytes | None = None  # a response frame of bytes, without a throttle time
+        self.outcome: Outcome | None = None
+        self.parts: ResponseParts | None = None
+        self.frame: bytes | None = None
+        self.error: ProtocolError | None = None  # its frame is broken: close in its turn
+        # The requests before it are answered: its connection waits for this answer.
+        self.awaited = False
+
+    def send_frame(self, data: bytes) -> None:
+        """``Parked.send_frame`` of the request (a produce waiting for the turn's appends)."""
+        self.data = data
+        self._came()
+
+    def on_outcome(self, outcome: Outcome) -> None:
+        """The request's outcome callback (``RequestChannel.serve_fast``'s ``on_outcome``)."""
+        self.outcome = outcome
+        self._came()
+
+    def _came(self) -> None:
+        if self.awaited:
+            self.awaited = False
+            connection = self.connection
+            behind = connection._behind
+            if behind and behind[0] is self:  # (else dropped: the connection closed)
+                behind.popleft()
+                connection._answer_behind(self)
 
 
 def _joined(parts: ResponseParts) -> bytes | bytearray | memoryview | None:

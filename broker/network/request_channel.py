@@ -490,6 +490,12 @@ class RequestChannel:
             return result
         return self._fast_outcome(header, result)
 
+    def throttles_produce(self) -> bool:
+        """Whether a producer_byte_rate quota is configured: then a connection starts its
+        Produce requests one at a time (an answer's throttle time mutes it before the next
+        is read, as in Kafka), not a buffered run of them together (broker.network.connection)."""
+        return self._broker.quotas.produce.enabled
+
     def _fast_outcome(self, header: RequestHeader, result: FastResult) -> Outcome:
         if isinstance(result, list):
             return SendResponse(result)
