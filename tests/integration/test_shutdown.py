@@ -82,7 +82,11 @@ def test_pipelined_produces_in_flight_at_sigterm_are_answered_in_order(
         broker_factory: Callable[..., BrokerProcess]) -> None:
     proc = broker_factory()
     create_topic(proc.bootstrap, TOPIC)
-    sent = 300
+    # Enough that SIGTERM comes while some are still unanswered: the broker starts up to
+    # 65 of a connection's buffered produce requests in a turn (broker/network/connection.py);
+    # few enough that neither side's socket buffers fill before the client reads (~100 KB
+    # of requests, ~60 KB of answers).
+    sent = 1000
     with RawClient(proc.bootstrap, timeout_s=WAIT_S) as client:
         frames = [produce_frame(client, b"v%d" % i) for i in range(sent)]
         client.send(b"".join(frame for _cid, frame in frames))
