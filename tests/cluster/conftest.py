@@ -4,9 +4,10 @@
   never share znodes: each takes its own chroot from ``zk_chroot``.
 - ``zk_chroot``: a fresh chroot path (``/t-<hex>``), deleted with everything under it after
   the test; ``zk_connect`` is ``127.0.0.1:PORT/t-<hex>``, what ``zookeeper.connect`` takes.
-- ``zk_ensemble`` (module): a 3-node ensemble for tests that kill or pause nodes;
+- ``zk_ensemble`` (session): a 3-node ensemble for tests that kill or pause nodes, started
+  once for the modules that use it (each start and stop of three JVMs took 4-7 s);
   ``healthy_ensemble`` hands it over with every node serving and heals it again after the
-  test (resumes paused nodes, restarts killed ones), so tests of a module stay independent.
+  test (resumes paused nodes, restarts killed ones), so the tests stay independent.
 - ``kazoo_factory(hosts)``: started kazoo clients, stopped at teardown.
 - ``cluster_brokers(count=3, **props)``: minikafka broker processes (``broker.id`` 1..count)
   on the test's chroot, with ``CLUSTER_TEST_PROPS``; killed together at teardown, their logs
@@ -79,7 +80,7 @@ def zk_connect(zookeeper: ZooKeeper, zk_chroot: str) -> str:
     return f"{zookeeper.connect_string}{zk_chroot}"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def zk_ensemble(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeper]:
     zk = ZooKeeper(tmp_path_factory.mktemp("zk-ensemble"), nodes=3).start()
     try:
