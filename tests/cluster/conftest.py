@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -147,17 +147,24 @@ class ClusterBrokers:
     def start(self, broker_id: int, **props: str) -> BrokerProcess:
         return self._process(broker_id, props).start()
 
-    def start_together(self, broker_ids: Iterable[int]) -> None:
-        """Start several brokers at once (each process launched, then each awaited)."""
-        for proc in [self._process(broker_id, {}).launch() for broker_id in broker_ids]:
+    def start_together(self, broker_ids: Iterable[int],
+                       props_of: Mapping[int, dict[str, str]] | None = None) -> None:
+        """Start several brokers at once (each process launched, then each awaited);
+        ``props_of`` maps a broker id to properties of its own."""
+        props_of = props_of or {}
+        for proc in [self._process(broker_id, props_of.get(broker_id, {})).launch()
+                     for broker_id in broker_ids]:
             proc.wait_ready()
 
-    def start_cluster(self, count: int) -> None:
+    def start_cluster(self, count: int,
+                      props_of: Mapping[int, dict[str, str]] | None = None) -> None:
         """Brokers 1..count: broker 1 alone first, so that it is the controller, as when
-        they were started one after another; the others together."""
+        they were started one after another; the others together. ``props_of`` maps a
+        broker id to properties of its own."""
+        props_of = props_of or {}
         if count >= 1:
-            self.start(1)
-        self.start_together(range(2, count + 1))
+            self.start(1, **props_of.get(1, {}))
+        self.start_together(range(2, count + 1), props_of)
 
     def _process(self, broker_id: int, props: dict[str, str]) -> BrokerProcess:
         overrides = {"broker.id": str(broker_id), "zookeeper.connect": self.zk_connect,

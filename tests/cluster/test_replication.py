@@ -561,12 +561,15 @@ def test_isr_shrinks_expands_and_min_insync(cluster: ClusterBrokers) -> None:
 # -- failover ----------------------------------------------------------------------------------
 
 
-def _cluster(zookeeper: ZooKeeper, tmp: Path, **props: str) -> ClusterBrokers:
+def _cluster(zookeeper: ZooKeeper, tmp: Path, props_of: dict[int, dict[str, str]] | None = None,
+             **props: str) -> ClusterBrokers:
+    """Brokers 1-3 (1 the controller) on a chroot of their own; ``props_of`` maps a broker
+    id to properties of that broker alone."""
     brokers = ClusterBrokers(tmp, f"{zookeeper.connect_string}/f-{uuid.uuid4().hex[:10]}", {
         "replica.lag.time.max.ms": str(LAG_MS),
         "offsets.topic.replication.factor": "1",
         **props})
-    brokers.start_cluster(3)
+    brokers.start_cluster(3, props_of)
     wait_until(lambda: alive_brokers(brokers.bootstrap()) == {1, 2, 3}, timeout_s=30,
                what="three live brokers", interval_s=0.2)
     return brokers
@@ -706,10 +709,12 @@ def test_follower_with_records_of_an_old_epoch_truncates_them(zookeeper: ZooKeep
     """Broker 1 leads epoch 0 and gets records (acks=1) that follower 2 never fetched; 1
     dies, 2 leads epoch 1 and writes on; 1 returns as follower and cuts its epoch-0 tail
     by OffsetForLeaderEpoch before fetching epoch 1."""
-    # Sessions outlive the pause even on a loaded machine: an expired one would make the
-    # controller drop the paused follower from the ISR, which is not what this test is about.
-    brokers = _cluster(zookeeper, tmp_path, **{"replica.lag.time.max.ms": "60000",
-                                               "zookeeper.session.timeout.ms": "20000"})
+    # The paused follower's session outlives the pause even on a loaded machine: an expired
+    # one would make the controller drop it from the ISR, which is not what this test is
+    # about. Broker 1, killed, keeps the cluster tests' short session: the failover waits
+    # for its end (20 s would add 14 s to the test).
+    brokers = _cluster(zookeeper, tmp_path, {2: {"zookeeper.session.timeout.ms": "20000"}},
+                       **{"replica.lag.time.max.ms": "60000"})
     topic = "diverge"
     try:
         create_topic(brokers.bootstrap(), topic, {0: [1, 2]}, **{"min.insync.replicas": "1"})
@@ -791,15 +796,18 @@ def test_leader_cut_off_from_its_followers_acknowledges_nothing_lost(
     the leader cannot move its HW, so it acknowledges nothing more; it dies before it would
     drop them from the ISR, the followers return, one of them leads, and every record ever
     acknowledged is there."""
-    # Neither the leader (lag 30 s) nor the controller (sessions of 20 s) drops the paused
-    # followers from the ISR, however long a loaded machine takes between pause and kill.
-    brokers = _cluster(zookeeper, tmp_path, **{"replica.lag.time.max.ms": "30000",
-                                               "zookeeper.session.timeout.ms": "20000"})
+    # Neither the leader (lag 30 s) nor the controller (the followers' sessions of 20 s)
+    # drops the paused followers from the ISR, however long a loaded machine takes between
+    # pause and kill. The leader, killed, keeps the cluster tests' short session: the
+    # failover waits for its end (20 s would add 14 s to the test).
+    lead, followers = 3, [1, 2]
+    brokers = _cluster(zookeeper, tmp_path,
+                       {b: {"zookeeper.session.timeout.ms": "20000"} for b in followers},
+                       **{"replica.lag.time.max.ms": "30000"})
     topic = "cutoff"
     try:
         ctrl = controller_id(brokers.bootstrap())
-        lead = next(b for b in (1, 2, 3) if b != ctrl)
-        followers = [b for b in (1, 2, 3) if b != lead]
+        assert ctrl in followers, "broker 1 starts first and is the controller"
         create_topic(brokers.bootstrap(), topic, {0: [lead, *followers]},
                      **{"min.insync.replicas": "2"})
         wait_state(brokers, topic, lead, [1, 2, 3])
