@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
@@ -636,13 +636,29 @@ def test_kill_leader_repeatedly_loses_no_acknowledged_record(zookeeper: ZooKeepe
             producer.close(30)
 
         consumed: list[bytes] = []
+        writers = [threading.Thread(target=confluent_load),
+                   threading.Thread(target=kafka_python_load)]
 
         def consume() -> None:
             # librdkafka validates its position with OffsetForLeaderEpoch after each leader
-            # change (KIP-320); it must read every record once, in log order.
+            # change (KIP-320); it must read every record once, in log order. Once the
+            # writers are done it reads on to the high watermark (or until idle for 10 s).
             consumer = Consumer({"bootstrap.servers": brokers.bootstrap(),
                                  "group.id": "failover-reader", "enable.auto.commit": False})
-            consumer.assign([ConfluentTopicPartition(topic, 0, 0)])
+            partition = ConfluentTopicPartition(topic, 0, 0)
+            consumer.assign([partition])
+
+            def read_to_the_end() -> bool:
+                if any(w.is_alive() for w in writers):
+                    return False
+                try:
+                    _low, high = consumer.get_watermark_offsets(partition, timeout=5,
+                                                                cached=False)
+                    (position,) = consumer.position([partition])
+                except KafkaException:
+                    return False
+                return position.offset >= high > 0
+
             try:
                 idle_since = time.monotonic()
                 while not stop.is_set() or time.monotonic() - idle_since < 10:
@@ -650,11 +666,12 @@ def test_kill_leader_repeatedly_loses_no_acknowledged_record(zookeeper: ZooKeepe
                     if msg is not None and msg.error() is None:
                         consumed.append(msg.value() or b"")
                         idle_since = time.monotonic()
+                    elif stop.is_set() and read_to_the_end():
+                        break
             finally:
                 consumer.close()
 
-        threads = [threading.Thread(target=confluent_load),
-                   threading.Thread(target=kafka_python_load), threading.Thread(target=consume)]
+        threads = [*writers, threading.Thread(target=consume)]
         for t in threads:
             t.start()
 
