@@ -56,6 +56,9 @@ class Turn(Protocol):
     def before_writing(self, work: Callable[[], None]) -> None:
         """Run ``work`` at the end of this turn, before the held answers are written."""
 
+    def write_now(self) -> None:
+        """Write the answers held now (none are held at the end of the turn's writing)."""
+
 
 class ProduceAppends:
     """The appends added in this turn, by (topic, partition, produce version), in arrival
@@ -120,3 +123,6 @@ class ProduceAppends:
                     log.exception("Answering a produce request to %s-%d failed; closing its "
                                   "connection", tp[0], tp[1])
                     pending.failed()
+        turn = self._turn
+        if turn is not None:  # the answers held (when run outside the end of the turn)
+            turn.write_now()

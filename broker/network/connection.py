@@ -86,6 +86,7 @@ connection closes; the broker keeps serving everyone else.
 from __future__ import annotations
 
 import asyncio
+import errno
 import itertools
 import logging
 import os
@@ -190,6 +191,9 @@ class Connection:
         self._reserve_task: asyncio.Task[None] | None = None
         self._write_task: asyncio.Task[None] | None = None
         self._sendfile_fd = -1  # a duplicate of the socket's descriptor, for os.sendfile
+        # The socket's descriptor, for the turn's answers sent together (write_batch), on a
+        # plain TCP listener only (TLS: the transport encrypts); -1 where not.
+        self._socket_fd = -1
         self._metrics = channel.metrics  # None: requests are not timed
         self._request: Request | None = None  # the request in flight
         self._throttle_ms = 0  # muted this long once the response in flight is out
@@ -213,6 +217,10 @@ class Connection:
         self.port = int(peer[1])
         # Kafka's connection id: localHost:localPort-remoteHost:remotePort-index
         self.id = f"{local[0]}:{local[1]}-{self.host}:{self.port}-{next(_ids)}"
+        if not self.security.uses_tls:
+            sock = transport.get_extra_info("socket")
+            if sock is not None:
+                self._socket_fd = sock.fileno()
         if self.security.principal_mapper is not None:
             # Loaded with the mapper (broker.security.listener): a lookup.
             from broker.security.ssl_principal import NoMatchingRule
@@ -615,9 +623,9 @@ class Connection:
             if outcome is not None:
                 if isinstance(outcome, Parked):  # answered later
                     if header.api_key == PRODUCE_KEY:
-                        # Waiting for the end of the turn's appends. In a backlog its answer
-                        # is held to go out with the others of the turn.
-                        outcome.send_frame = self._send_now if grouped else self._send_parked
+                        # Waiting for the end of the turn's appends: its answer held with
+                        # the turn's others (in a backlog too), and written with them.
+                        outcome.send_frame = self._send_now
                         self._grouping = True
                     else:
                         outcome.send_frame = self._send_parked
@@ -849,6 +857,36 @@ class Connection:
             return
         try:
             transport.write(data)
+        except Exception as exc:
+            self._close_for(exc)
+
+    def take_held(self) -> tuple[int, bytes] | None:
+        """``WriteBatch``: the frames held, with the socket's descriptor, when they may be
+        sent straight to the socket (plain TCP, nothing in the transport's buffer that
+        they would overtake); they are no longer held. Else None."""
+        data = self._held
+        transport = self._transport
+        if (data is None or type(data) is not bytes or self._socket_fd < 0 or self._lost
+                or transport is None or transport.is_closing()
+                or transport.get_write_buffer_size() != 0):
+            return None
+        self._held = None
+        return self._socket_fd, data
+
+    def sent_held(self, data: bytes, sent: int) -> None:
+        """``WriteBatch``: ``data`` from ``take_held`` went out up to ``sent`` bytes, or not
+        (``-errno``: -EAGAIN a full socket buffer, -ECANCELED not sent): the rest goes
+        through the transport; an error of the socket closes the connection."""
+        if sent == len(data):
+            return
+        transport = self._transport
+        if self._lost or transport is None or transport.is_closing():
+            return
+        try:
+            if sent >= 0 or sent in (-errno.EAGAIN, -errno.ECANCELED):
+                transport.write(data[max(0, sent):])
+            else:
+                raise OSError(-sent, os.strerror(-sent))  # EPIPE, ECONNRESET, ...: closed
         except Exception as exc:
             self._close_for(exc)
 

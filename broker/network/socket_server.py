@@ -323,3 +323,5 @@ class SocketServer:
             await self._channel.stop()
         for connection in list(self._connections):
             connection.close()
+        if self._write_batch is not None:
+            self._write_batch.close()

@@ -19,6 +19,14 @@ noise (bench/results/per-request-cpu/2026-11-27-p5-rate.md).
 
 Order per connection is kept: a connection writes what it holds before anything else it
 writes (its next request starts, a response of the general path, closing).
+
+The held answers of plain TCP connections whose transport has nothing buffered go out in one
+system call for the turn (``uring_send``: io_uring), not a ``send`` each: each send wakes its
+reader, which the kernel often runs on the broker's CPU, preempting the broker after the
+call while the turn's other answers waited (0.50 involuntary switches per request under P5;
+0.09 with one call). A send that does not take the whole answer leaves the rest to the
+transport (``Connection.sent_held``); where io_uring is not available each is written by
+its transport as before.
 """
 
 from __future__ import annotations
@@ -28,12 +36,22 @@ import logging
 from collections.abc import Callable
 from typing import Protocol
 
+from broker.network.uring_send import UringBroken, UringSender, open_sender
+
 log = logging.getLogger(__name__)
 
 
 class HeldWriter(Protocol):
     def write_held(self) -> None:
         """Write the response frames held for the end of the turn, if any."""
+
+    def take_held(self) -> tuple[int, bytes] | None:
+        """The frames held and the socket's descriptor, to be sent by the batch (no longer
+        held), when they may go straight to the socket: else None (``write_held``)."""
+
+    def sent_held(self, data: bytes, sent: int) -> None:
+        """``data`` taken by ``take_held`` went out up to ``sent`` bytes (or ``-errno``):
+        the rest is the transport's."""
 
 
 class WriteBatch:
@@ -44,6 +62,8 @@ class WriteBatch:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._waiting: list[HeldWriter] = []
+        self._sender: UringSender | None = None  # opened at the first turn with two answers
+        self._sender_tried = False
         self._work: list[Callable[[], None]] = []
         # Responses are held for the end of this turn, and their writing has not begun.
         self.holding = False
@@ -74,5 +94,54 @@ class WriteBatch:
                 except Exception:
                     log.exception("Work before writing the turn's responses failed")
         waiting, self._waiting = self._waiting, []
+        if len(waiting) > 1:
+            self._send_together(waiting)
+        else:
+            for writer in waiting:
+                writer.write_held()
+
+    def write_now(self) -> None:
+        """Write what is held now rather than at the end of the turn (work done outside the
+        end of the turn made answers: e.g. the produce appends of a turn)."""
+        if self.holding:
+            self._write_all()
+
+    def _send_together(self, waiting: list[HeldWriter]) -> None:
+        sender = self._sender
+        if sender is None:
+            if self._sender_tried:
+                for writer in waiting:
+                    writer.write_held()
+                return
+            self._sender_tried = True
+            sender = self._sender = open_sender()
+            if sender is None:
+                self._send_together(waiting)
+                return
+        items: list[tuple[int, bytes]] = []
+        takers: list[HeldWriter] = []
         for writer in waiting:
-            writer.write_held()
+            taken = writer.take_held()
+            if taken is None:
+                writer.write_held()  # (nothing, if it was taken already: a writer added twice)
+            else:
+                items.append(taken)
+                takers.append(writer)
+        if not items:
+            return
+        try:
+            results = sender.send(items)
+        except UringBroken as exc:
+            log.warning("io_uring failed (%s): answers are written one system call each from "
+                        "now on", exc)
+            self._sender = None
+            results = exc.results
+        for writer, (_fd, data), sent in zip(takers, items, results, strict=True):
+            writer.sent_held(data, sent)
+
+    def close(self) -> None:
+        """Release the io_uring (the loop is ending)."""
+        sender, self._sender = self._sender, None
+        self._sender_tried = True
+        if sender is not None:
+            sender.close()

@@ -25,6 +25,7 @@ from protocol.topic_partition import TopicPartition
 from pytest_minikafka import BrokerHandle
 from pytest_minikafka.inprocess import InProcessBroker
 from tests.integration.data_path_client import batch, create_topic
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.minikafka(subprocess=False)]
 
@@ -116,7 +117,9 @@ def test_responses_of_one_turn_are_written_together_after_it(
     assert [(cid, error) for cid, error, _ in answers] == [(100 + i, 0) for i in range(CONNECTIONS)]
     assert sorted(offset for _, _, offset in answers) == list(range(CONNECTIONS))
     # Read in one turn: the first appended at once and its answer held, the others appended
-    # together at the end of the turn, then all written at once.
+    # together at the end of the turn, then all written at once. (The record of that write
+    # is made on the broker's loop once the write returns: the answers can be here first.)
+    wait_for(lambda: bool(flushes), 10, "the end of the turn's write recorded")
     assert flushes == [(1, 1, CONNECTIONS)]
 
 
@@ -161,5 +164,48 @@ def test_pipelined_requests_are_answered_in_order(
     # produce requests before the first ApiVersions together (the first appended at once,
     # the second, buffered behind it, at the end of the turn: broker/network/connection.py),
     # the rest in later turns.
+    # (The record of a write is made on the broker's loop once it returns: the answers can
+    # be here first.)
+    wait_for(lambda: bool(flushes), 10, "the turns' writes recorded")
     assert flushes[0] == (1, 1, 2)
     assert all(n >= 1 for n, _, _ in flushes)
+
+
+def test_the_answers_of_one_turn_go_out_in_one_system_call(kafka_broker: BrokerHandle) -> None:
+    """On a plain TCP listener the turn's held answers are sent together, in one io_uring
+    call (broker/network/uring_send.py), each to its own connection."""
+    assert isinstance(kafka_broker, InProcessBroker)
+    server = kafka_broker._server
+    assert server is not None
+    write_batch = server.network._write_batch
+    assert isinstance(write_batch, WriteBatch)
+    create_topic(kafka_broker.bootstrap, "together")
+    host, port = kafka_broker.bootstrap.rsplit(":", 1)
+    socks = [socket.create_connection((host, int(port)), timeout=10) for _ in range(CONNECTIONS)]
+    calls: list[int] = []  # the sends of each io_uring call
+    try:
+        for _round in range(2):  # the first opens the ring (if not open yet)
+            kafka_broker.pause()
+            try:
+                for i, sock in enumerate(socks):
+                    sock.sendall(_produce(100 * _round + i, "together", b"v%d" % i))
+            finally:
+                kafka_broker.resume()
+            answers = [_produced(_recv_frame(sock)) for sock in socks]
+            assert [(cid, error) for cid, error, _ in answers] == [
+                (100 * _round + i, 0) for i in range(CONNECTIONS)]
+            if _round == 0:
+                sender = write_batch._sender
+                assert sender is not None, "io_uring not opened (does this kernel refuse it?)"
+                send = sender.send
+
+                def counting(items: Any, send: Any = send) -> list[int]:
+                    calls.append(len(items))
+                    return list(send(items))
+
+                sender.send = counting  # type: ignore[method-assign]
+    finally:
+        for sock in socks:
+            sock.close()
+    wait_for(lambda: bool(calls), 10, "the io_uring call recorded")
+    assert calls == [CONNECTIONS]
