@@ -180,7 +180,12 @@ def _consume(args: argparse.Namespace) -> int:
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     while not stopping.is_set():
-        batch = consumer.poll(timeout_ms=200)
+        # 1 s, not less: kafka-python 3.0.12 loses a rebalance when poll's time runs out while
+        # its JoinGroup/SyncGroup is in flight and the assignment it computed as leader makes
+        # need_rejoin() false (join_group_async returns before taking the join's result: the
+        # assignment is never applied, heartbeats stay disabled and the member times out,
+        # never to rejoin). With 200 ms that happened at load ~7 (consumer logs, 19:34).
+        batch = consumer.poll(timeout_ms=1000)
         records = [r for recs in batch.values() for r in recs]
         if not records:
             continue
