@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from broker.replica_manager import ReplicaManager
 from tests import outcome
 from tests.integration.broker_process import BrokerProcess
 
@@ -103,3 +104,19 @@ def sendfile_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     monkeypatch.setattr(os, "sendfile", counting)
     return calls
+
+
+@pytest.fixture
+def group_sizes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many requests each ``append_group`` call of an in-process broker held (the real
+    call runs)."""
+    sizes: list[int] = []
+    real = ReplicaManager.append_group
+
+    def recording(self: ReplicaManager, tp: object, records: list[object],
+                  version: int) -> object:
+        sizes.append(len(records))
+        return real(self, tp, records, version)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ReplicaManager, "append_group", recording)
+    return sizes

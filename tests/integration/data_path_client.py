@@ -12,11 +12,16 @@ from dataclasses import dataclass
 
 from client.sync import SyncClient
 from protocol.fileslice import FileSlice
+from protocol.messages.alter_client_quotas import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
+)
 from protocol.messages.fetch import FetchRequest, FetchResponse
 from protocol.messages.init_producer_id import InitProducerIdRequest
 from protocol.messages.list_offsets import ListOffsetsRequest
 from protocol.messages.produce import ProduceRequest, ProduceResponse
 from protocol.records import NewRecord, Record, build_batch, iter_batches
+from tests.integration.netclient import RawClient
 
 EARLIEST = -2
 LATEST = -1
@@ -46,6 +51,25 @@ class ProduceResult:
     log_append_time_ms: int
     error_message: str | None
     record_errors: list[tuple[int, str | None]]
+
+
+def produce_request(topic: str, records: bytes, *, partition: int = 0, acks: int = 1,
+                    timeout_ms: int = 10_000) -> ProduceRequest:
+    """A Produce request of ``records`` (a batch's bytes) to one partition."""
+    return ProduceRequest(transactional_id=None, acks=acks, timeout_ms=timeout_ms, topic_data=[
+        ProduceRequest.TopicProduceData(topic, [
+            ProduceRequest.PartitionProduceData(partition, records)])])
+
+
+def set_producer_byte_rate(bootstrap: str, client_id: str, rate: float) -> None:
+    """A producer_byte_rate quota for ``client_id`` (AlterClientQuotas v1); the broker must
+    accept it."""
+    with RawClient(bootstrap) as admin:
+        _, body = admin.request(49, 1, AlterClientQuotasRequest(validate_only=False, entries=[
+            AlterClientQuotasRequest.EntryData(
+                entity=[AlterClientQuotasRequest.EntityData("client-id", client_id)],
+                ops=[AlterClientQuotasRequest.OpData("producer_byte_rate", rate, False)])]))
+    assert isinstance(body, AlterClientQuotasResponse) and body.entries[0].error_code == 0
 
 
 def produce(client: SyncClient, topic: str, partition: int, records: bytes | None, *,

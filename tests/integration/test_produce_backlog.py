@@ -11,13 +11,11 @@ records back: each is where its answer says, in the order it was sent."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from broker.network.connection import GROUP_MAX_BEHIND
-from broker.replica_manager import ReplicaManager
 from client.sync import SyncClient
 from protocol.errors import ErrorCode
 from protocol.frames import (
@@ -26,13 +24,9 @@ from protocol.frames import (
     encode_request,
     encode_request_header,
 )
-from protocol.messages.alter_client_quotas import (
-    AlterClientQuotasRequest,
-    AlterClientQuotasResponse,
-)
 from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from protocol.messages.metadata import MetadataRequest, MetadataResponse
-from protocol.messages.produce import ProduceRequest, ProduceResponse
+from protocol.messages.produce import ProduceResponse
 from pytest_minikafka import BrokerHandle
 from pytest_minikafka.inprocess import InProcessBroker
 from tests.integration.data_path_client import (
@@ -40,7 +34,9 @@ from tests.integration.data_path_client import (
     create_topic,
     fetch,
     init_producer_id,
+    produce_request,
     records_of,
+    set_producer_byte_rate,
 )
 from tests.integration.netclient import RawClient
 
@@ -48,27 +44,6 @@ pytestmark = [pytest.mark.timeout(60), pytest.mark.minikafka(subprocess=False)]
 
 PRODUCE_V = 10  # what librdkafka sends
 PRODUCE_KEY, METADATA_KEY, API_VERSIONS_KEY = 0, 3, 18
-
-
-@pytest.fixture
-def group_sizes(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
-    """How many requests each ``append_group`` call of the in-process broker held."""
-    sizes: list[int] = []
-    real = ReplicaManager.append_group
-
-    def recording(self: ReplicaManager, tp: object, records: list[object],
-                  version: int) -> object:
-        sizes.append(len(records))
-        return real(self, tp, records, version)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(ReplicaManager, "append_group", recording)
-    yield sizes
-
-
-def _produce(topic: str, records: bytes, *, partition: int = 0, acks: int = 1) -> ProduceRequest:
-    return ProduceRequest(transactional_id=None, acks=acks, timeout_ms=10_000, topic_data=[
-        ProduceRequest.TopicProduceData(topic, [
-            ProduceRequest.PartitionProduceData(partition, records)])])
 
 
 class Backlog:
@@ -91,8 +66,9 @@ class Backlog:
         return cid
 
     def produce(self, topic: str, records: bytes, *, partition: int = 0, acks: int = 1) -> int:
-        return self.add(PRODUCE_KEY, PRODUCE_V, _produce(topic, records, partition=partition,
-                                                         acks=acks), answered=acks != 0)
+        return self.add(PRODUCE_KEY, PRODUCE_V,
+                        produce_request(topic, records, partition=partition, acks=acks),
+                        answered=acks != 0)
 
     def send(self, conn: RawClient, tail: bytes = b"") -> None:
         self.broker.pause()
@@ -271,12 +247,7 @@ def test_a_backlog_over_a_produce_quota_is_served_one_request_at_a_time(
     request is read): none appended together, each answered with its throttle time."""
     bootstrap = kafka_broker.bootstrap
     create_topic(bootstrap, "quota", partitions=1)
-    with RawClient(bootstrap) as admin:
-        _, body = admin.request(49, 1, AlterClientQuotasRequest(validate_only=False, entries=[
-            AlterClientQuotasRequest.EntryData(
-                entity=[AlterClientQuotasRequest.EntityData("client-id", "slow")],
-                ops=[AlterClientQuotasRequest.OpData("producer_byte_rate", 1000.0, False)])]))
-        assert isinstance(body, AlterClientQuotasResponse) and body.entries[0].error_code == 0
+    set_producer_byte_rate(bootstrap, "slow", 1000.0)
     backlog = Backlog(kafka_broker, client_id="slow")
     values = [b"q%d" % i + bytes(1000) for i in range(6)]  # 6 KB: over 1,000 B/s at once
     cids = [backlog.produce("quota", batch([value])) for value in values]

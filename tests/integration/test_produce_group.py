@@ -9,19 +9,12 @@ producer_byte_rate gets each grouped request appended and answered with its thro
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
-from broker.replica_manager import ReplicaManager
 from client.sync import SyncClient
 from protocol.errors import ErrorCode
 from protocol.frames import decode_response
-from protocol.messages.alter_client_quotas import (
-    AlterClientQuotasRequest,
-    AlterClientQuotasResponse,
-)
-from protocol.messages.produce import ProduceRequest, ProduceResponse
+from protocol.messages.produce import ProduceResponse
 from pytest_minikafka import BrokerHandle
 from pytest_minikafka.inprocess import InProcessBroker
 from tests.integration.data_path_client import (
@@ -29,7 +22,9 @@ from tests.integration.data_path_client import (
     create_topic,
     fetch,
     init_producer_id,
+    produce_request,
     records_of,
+    set_producer_byte_rate,
 )
 from tests.integration.netclient import RawClient
 
@@ -38,27 +33,6 @@ pytestmark = [pytest.mark.timeout(60), pytest.mark.minikafka(subprocess=False)]
 CONNECTIONS = 16
 ROUNDS = 5
 VERSION = 10  # what librdkafka sends
-
-
-@pytest.fixture
-def group_sizes(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
-    """How many requests each ``append_group`` call of the in-process broker held."""
-    sizes: list[int] = []
-    real = ReplicaManager.append_group
-
-    def recording(self: ReplicaManager, tp: object, records: list[object],
-                  version: int) -> object:
-        sizes.append(len(records))
-        return real(self, tp, records, version)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(ReplicaManager, "append_group", recording)
-    yield sizes
-
-
-def _request(topic: str, records: bytes, partition: int = 0) -> ProduceRequest:
-    return ProduceRequest(transactional_id=None, acks=1, timeout_ms=5_000, topic_data=[
-        ProduceRequest.TopicProduceData(topic, [
-            ProduceRequest.PartitionProduceData(partition, records)])])
 
 
 def test_requests_of_one_turn_appended_together_each_answered_alone(
@@ -76,12 +50,12 @@ def test_requests_of_one_turn_appended_together_each_answered_alone(
     try:
         for r in range(ROUNDS):
             values = [f"r{r}-c{c}".encode() for c in range(CONNECTIONS)]
-            requests = [_request("grouped", batch([v])) for v in values]
+            requests = [produce_request("grouped", batch([v])) for v in values]
             corrupt = bytearray(batch([values[3]]))
             corrupt[-1] ^= 0xFF
-            requests[3] = _request("grouped", bytes(corrupt))
-            requests[7] = _request("grouped", batch([values[7]]), partition=9)
-            requests[11] = _request("grouped", idempotent)  # a resend after the first round
+            requests[3] = produce_request("grouped", bytes(corrupt))
+            requests[7] = produce_request("grouped", batch([values[7]]), partition=9)
+            requests[11] = produce_request("grouped", idempotent)  # a resend after round 1
             for conn, request in zip(conns, requests, strict=True):
                 conn.send(conn.frame(0, VERSION, request)[1])
             answers = []
@@ -116,7 +90,6 @@ def test_requests_of_one_turn_appended_together_each_answered_alone(
     assert stored == at and sorted(at) == list(range(ROUNDS * (CONNECTIONS - 3) + 1))
 
 
-
 @pytest.mark.minikafka(subprocess=False, properties={  # a short quota window: short throttles
     "quota.window.num": "2", "quota.window.size.seconds": "1"})
 def test_grouped_requests_over_a_produce_quota_are_answered_with_their_throttle(
@@ -125,12 +98,7 @@ def test_grouped_requests_over_a_produce_quota_are_answered_with_their_throttle(
     their append and their own throttle time (the general answer, not the fast frame)."""
     bootstrap = kafka_broker.bootstrap
     create_topic(bootstrap, "grouped-quota", partitions=1)
-    with RawClient(bootstrap) as admin:
-        _, body = admin.request(49, 1, AlterClientQuotasRequest(validate_only=False, entries=[
-            AlterClientQuotasRequest.EntryData(
-                entity=[AlterClientQuotasRequest.EntityData("client-id", "slow")],
-                ops=[AlterClientQuotasRequest.OpData("producer_byte_rate", 1000.0, False)])]))
-        assert isinstance(body, AlterClientQuotasResponse) and body.entries[0].error_code == 0
+    set_producer_byte_rate(bootstrap, "slow", 1000.0)
     assert isinstance(kafka_broker, InProcessBroker)  # paused below
     conns = [RawClient(bootstrap) for _ in range(CONNECTIONS)]
     try:
@@ -140,7 +108,7 @@ def test_grouped_requests_over_a_produce_quota_are_answered_with_their_throttle(
         kafka_broker.pause()
         try:
             for c, conn in enumerate(conns):
-                request = _request("grouped-quota", batch([b"q%d" % c]))
+                request = produce_request("grouped-quota", batch([b"q%d" % c]))
                 conn.send(conn.frame(0, VERSION, request, client_id="slow")[1])
         finally:
             kafka_broker.resume()
