@@ -49,10 +49,10 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 
 from bench.fetch_drain import DrainError, run_fetch_drain
 from bench.kcat_consume import KcatError, run_kcat
+from bench.load_specs import Spec
 from bench.procs import self_cpu_s
 from bench.stats import percentiles
 
-Spec = dict[str, Any]
 Result = dict[str, Any]
 
 PERCENTILES: Final[tuple[float, ...]] = (50.0, 90.0, 99.0, 99.9, 99.99, 100.0)
