@@ -21,6 +21,7 @@ PREFIX: Final = "MINIKAFKA_"
 RESERVED: Final = frozenset({
     "MINIKAFKA_LOG_LEVEL", "MINIKAFKA_LOG_LEVELS", "MINIKAFKA_FETCH_COPY", "MINIKAFKA_KAFKA_LIBS",
     "MINIKAFKA_FULL_COMMIT_TEST",
+    "MINIKAFKA_IO_URING",  # "0": the turn's answers written one call each (broker.network.uring_send)
     # which build runs: storage.cleaner_native, protocol.native (not broker properties)
     "MINIKAFKA_CLEANER_SCAN", "MINIKAFKA_REQUEST_PATH",
 })

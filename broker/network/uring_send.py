@@ -16,8 +16,10 @@ the bytes sent, or ``-errno`` (``-EAGAIN`` where the socket buffer is full: the 
 ``MSG_DONTWAIT``, so io_uring completes them at once rather than waiting for room). The ring
 is the kernel's ABI used directly (``io_uring_setup``, the mmap'd rings, ``io_uring_enter``)
 through ``ctypes``; no library. ``open_sender`` returns None where io_uring is not there (an
-old kernel, ``kernel.io_uring_disabled``, a seccomp filter): the answers are then written one
-by one as before.
+old kernel, ``kernel.io_uring_disabled``, a seccomp filter), or where ``MINIKAFKA_IO_URING=0``
+is in the broker's environment (an operator's way out, and the tests' way to serve a machine
+with io_uring through the path one without it takes): the answers are then written one by
+one as before.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import ctypes
 import errno
 import logging
 import mmap
+import os
 import struct
 from collections.abc import Sequence
 from typing import Final
@@ -49,6 +52,7 @@ _U32: Final = struct.Struct("<I")
 SQE_BYTES: Final[int] = 64
 CQE_BYTES: Final[int] = 16
 ENTRIES: Final[int] = 256  # sends per system call at most (more go in several)
+ENV_VAR: Final[str] = "MINIKAFKA_IO_URING"  # "0": never open a ring (one write per answer)
 
 
 class _SqOffsets(ctypes.Structure):
@@ -192,7 +196,11 @@ class UringSender:
 
 
 def open_sender() -> UringSender | None:
-    """An io_uring for the turn's sends, or None where the kernel will not give one."""
+    """An io_uring for the turn's sends, or None where the kernel will not give one (or
+    ``MINIKAFKA_IO_URING=0`` says not to ask)."""
+    if os.environ.get(ENV_VAR, "") == "0":
+        log.info("Answers of a turn are written one system call each (%s=0)", ENV_VAR)
+        return None
     try:
         return UringSender()
     except OSError as exc:

@@ -9,6 +9,8 @@ send, so that the requests are all waiting when it resumes and are read in one t
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import struct
 from collections.abc import Iterator
@@ -16,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from broker.network.uring_send import ENV_VAR as IO_URING_ENV_VAR
 from broker.network.write_batch import WriteBatch
 from protocol.frames import RequestHeader, decode_response, encode_request
 from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
@@ -24,6 +27,7 @@ from protocol.messages.produce import ProduceRequest, ProduceResponse
 from protocol.topic_partition import TopicPartition
 from pytest_minikafka import BrokerHandle
 from pytest_minikafka.inprocess import InProcessBroker
+from tests.integration.conftest import BrokerFactory
 from tests.integration.data_path_client import batch, create_topic
 from tests.waiting import wait_for
 
@@ -209,3 +213,57 @@ def test_the_answers_of_one_turn_go_out_in_one_system_call(kafka_broker: BrokerH
             sock.close()
     wait_for(lambda: bool(calls), 10, "the io_uring call recorded")
     assert calls == [CONNECTIONS]
+
+
+def test_without_io_uring_each_answer_is_written_by_its_connection_in_order(
+        broker_factory: BrokerFactory) -> None:
+    """``MINIKAFKA_IO_URING=0``: the path of a kernel that refuses io_uring (the turn's held
+    answers written one call each, by each connection). A broker process is stopped
+    (SIGSTOP) while every connection sends produce requests pipelined with ApiVersions, so
+    that one turn reads them all and holds several answers; each connection gets its answers
+    in request order, the produce offsets are each given once, and the broker says why it
+    wrote them one by one (it decides so at the first turn holding two answers)."""
+    proc = broker_factory(env={IO_URING_ENV_VAR: "0"})
+    create_topic(proc.bootstrap, "one-by-one")
+    socks = [socket.create_connection((proc.host, proc.port), timeout=10)
+             for _ in range(CONNECTIONS)]
+    offsets: list[int] = []
+    try:
+        for i, sock in enumerate(socks):  # each connection accepted and reading
+            sock.sendall(encode_request(RequestHeader(18, 3, i, "batch-test"),
+                                        ApiVersionsRequest("batch-test", "1")))
+        for sock in socks:
+            _recv_frame(sock)
+        for round_ in range(3):
+            os.kill(proc.pid, signal.SIGSTOP)
+            try:
+                for i, sock in enumerate(socks):
+                    cid = 1000 * round_ + 10 * i
+                    sock.sendall(_produce(cid, "one-by-one", b"a%d" % cid)
+                                 + _produce(cid + 1, "one-by-one", b"b%d" % cid)
+                                 + encode_request(RequestHeader(18, 3, cid + 2, "batch-test"),
+                                                  ApiVersionsRequest("batch-test", "1"))
+                                 + _produce(cid + 3, "one-by-one", b"c%d" % cid))
+            finally:
+                os.kill(proc.pid, signal.SIGCONT)
+            for i, sock in enumerate(socks):
+                cid = 1000 * round_ + 10 * i
+                got = []
+                for n in range(4):
+                    frame = _recv_frame(sock)
+                    if n == 2:
+                        answer_cid, body = decode_response(frame, 18, 3)
+                        assert isinstance(body, ApiVersionsResponse) and body.error_code == 0
+                        got.append(answer_cid)
+                    else:
+                        answer_cid, error, offset = _produced(frame)
+                        assert error == 0
+                        got.append(answer_cid)
+                        offsets.append(offset)
+                assert got == [cid, cid + 1, cid + 2, cid + 3]
+    finally:
+        for sock in socks:
+            sock.close()
+    assert sorted(offsets) == list(range(3 * 3 * CONNECTIONS))
+    wait_for(lambda: f"one system call each ({IO_URING_ENV_VAR}=0)" in proc.stderr_text(), 10,
+             "the broker's log saying it writes the answers one by one")
