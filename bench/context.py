@@ -23,11 +23,15 @@ from typing import Any, Final
 
 from bench.brokers import BrokerUnderTest
 from bench.procs import BenchError, spawn, stop, tree_cpu_s
+from bench.warming import NO_WARM_UP, WarmUp
 
 REPO_ROOT: Final[Path] = Path(__file__).resolve().parent.parent
 PY_SPY: Final[Path] = Path(sys.executable).parent / "py-spy"
 PROFILED: Final[tuple[str, ...]] = ("minikafka", "minikafka-metrics")  # py-spy watches these
 MAX_LINE_BYTES: Final[int] = 1 << 20
+# P5's load, unmeasured, on each broker before its measured runs, while the broker's CPU per
+# request still falls (bench.warming): Kafka's JIT took 35-45 s of it in quiet slots.
+P5_WARM_UP: Final[WarmUp] = WarmUp(min_s=20.0, max_s=60.0, run_s=5.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,12 +44,7 @@ class Sizes:
     p4_warmup_s: float = 3.0
     p5_producers: int = 16
     p5_duration_s: float = 10.0
-    # P5's load, unmeasured, on each broker before its measured runs (bench.scenarios'
-    # P5SmallRequests.prepare): runs of p5_warmup_run_s for at least p5_warmup_s, then more
-    # while the broker's CPU per request still falls, for at most p5_warmup_max_s.
-    p5_warmup_s: float = 20.0
-    p5_warmup_max_s: float = 60.0
-    p5_warmup_run_s: float = 5.0
+    p5_warm_up: WarmUp = P5_WARM_UP
     p6_size_bytes: int = 2_000_000_000
     p6_record_bytes: int = 1024
     p2l_records: int = 32_768  # P2L: 2 GiB of 64 KiB records
@@ -67,8 +66,7 @@ QUICK: Final[Sizes] = replace(
     p4_duration_s=2.0,
     p4_warmup_s=0.5,
     p5_duration_s=1.5,
-    p5_warmup_s=0.0,
-    p5_warmup_max_s=0.0,
+    p5_warm_up=NO_WARM_UP,
     p6_size_bytes=20_000_000,
     p2l_records=256,
     p7_partitions=(1, 100),

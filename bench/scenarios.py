@@ -46,11 +46,12 @@ from typing import Any, Final
 from bench import java_perf
 from bench.admin import create_topic
 from bench.brokers import BrokerUnderTest
-from bench.context import PROFILED, LoadOutcome, RunContext, Sizes
+from bench.context import PROFILED, LoadOutcome, RunContext
 from bench.figures import Figure, cpu_pct
 from bench.load_specs import latency_specs
 from bench.loopback import LoopbackResult, measure_sendfile
 from bench.procs import BenchError, tree_cpu_s
+from bench.warming import RunFigures, describe, warm_until_steady
 
 MIB: Final[int] = 1 << 20
 
@@ -426,27 +427,9 @@ class P4Latency(Scenario):
         return figures
 
 
-# P5's warm-up ends (past its minimum duration) once its last two runs did not cut the
-# broker's CPU per request by this fraction of the lowest before them.
-P5_WARM_STEP: Final[float] = 0.05
-
-
-def p5_warm(us_per_request: list[float], warmed_s: float, sizes: Sizes) -> bool:
-    """Whether P5's warm-up on a broker is done, after runs whose broker CPU microseconds
-    per request were ``us_per_request`` (in order), ``warmed_s`` seconds of them: at least
-    ``p5_warmup_s``, then until two runs in a row no longer cut the CPU per request by
-    P5_WARM_STEP below the lowest before them (a JVM still compiling its hot paths does,
-    with a noisy run now and then), at most ``p5_warmup_max_s``."""
-    if warmed_s >= sizes.p5_warmup_max_s:
-        return True
-    if warmed_s < sizes.p5_warmup_s or len(us_per_request) < 3:
-        return False
-    return min(us_per_request[-2:]) > (1.0 - P5_WARM_STEP) * min(us_per_request[:-2])
-
-
 class P5SmallRequests(Scenario):
     """P5 on a warm broker: before its measured runs, each broker serves P5's load,
-    unmeasured, until its CPU per request stops falling (``p5_warm``). A fresh JVM takes
+    unmeasured, until its CPU per request stops falling (``bench.warming``). A fresh JVM takes
     ~20 s of this load to compile Kafka's produce path (its first 10-s run at ~140% of a
     core and a third of its warm rate, the second still warming); the general warm-up
     before the scenarios (bench.runner.warm_up) is too little of it. Both brokers get
@@ -467,28 +450,20 @@ class P5SmallRequests(Scenario):
         }
 
     def prepare(self, broker: BrokerUnderTest, ctx: RunContext) -> list[Figure]:
-        sizes = ctx.sizes
-        if sizes.p5_warmup_max_s <= 0:
+        warm_up = ctx.sizes.p5_warm_up
+        if warm_up.max_s <= 0:
             return []
         topic = "p5-warmup"
         create_topic(broker.bootstrap, topic, 1)
-        us_per_request: list[float] = []
-        rates: list[float] = []
-        warmed_s = 0.0
-        while not p5_warm(us_per_request, warmed_s, sizes):
-            out = ctx.run_load(broker, self._spec(ctx, topic, sizes.p5_warmup_run_s),
-                               name="P5 warm-up")
+
+        def one_run() -> RunFigures:
+            out = ctx.run_load(broker, self._spec(ctx, topic, warm_up.run_s), name="P5 warm-up")
             requests = max(1, int(out.result["requests"]))
-            us_per_request.append(1e6 * out.broker_cpu_s / requests)
-            rates.append(requests / float(out.result["elapsed_s"]))
-            warmed_s += sizes.p5_warmup_run_s
-        ctx.notes.append(
-            f"P5 warm-up on {broker.name} (unmeasured, {len(rates)} runs of "
-            f"{sizes.p5_warmup_run_s:g} s of P5's load): requests/s "
-            + ", ".join(f"{r:,.0f}" for r in rates)
-            + "; broker CPU us/request "
-            + ", ".join(f"{u:.1f}" for u in us_per_request)
-        )
+            return {"requests/s": requests / float(out.result["elapsed_s"]),
+                    "broker CPU us/request": 1e6 * out.broker_cpu_s / requests}
+
+        runs = warm_until_steady(warm_up, one_run, "broker CPU us/request")
+        ctx.notes.append(describe(self.key, "P5's load", broker.name, warm_up, runs))
         return []
 
     def run(self, broker: BrokerUnderTest, ctx: RunContext, run: int) -> list[Figure]:
