@@ -32,6 +32,9 @@ MAX_LINE_BYTES: Final[int] = 1 << 20
 # P5's load, unmeasured, on each broker before its measured runs, while the broker's CPU per
 # request still falls (bench.warming): Kafka's JIT took 35-45 s of it in quiet slots.
 P5_WARM_UP: Final[WarmUp] = WarmUp(min_s=20.0, max_s=60.0, run_s=5.0)
+# P4's load (its rates in turn, each run's seconds split evenly over them), unmeasured, on
+# each broker before its measured runs, while the broker's CPU per record still falls.
+P4_WARM_UP: Final[WarmUp] = WarmUp(min_s=30.0, max_s=90.0, run_s=10.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +44,9 @@ class Sizes:
     p2_records: int = 1_000_000
     p4_rates: tuple[int, ...] = (10_000, 50_000)  # one P4 row per rate, in this order
     p4_duration_s: float = 15.0
-    p4_warmup_s: float = 3.0
+    # The first seconds of each P4 run's records, which its consumer does not measure.
+    p4_unmeasured_s: float = 3.0
+    p4_warm_up: WarmUp = P4_WARM_UP
     p5_producers: int = 16
     p5_duration_s: float = 10.0
     p5_warm_up: WarmUp = P5_WARM_UP
@@ -64,7 +69,8 @@ QUICK: Final[Sizes] = replace(
     p2_records=20_000,
     p4_rates=(10_000,),
     p4_duration_s=2.0,
-    p4_warmup_s=0.5,
+    p4_unmeasured_s=0.5,
+    p4_warm_up=NO_WARM_UP,
     p5_duration_s=1.5,
     p5_warm_up=NO_WARM_UP,
     p6_size_bytes=20_000_000,

@@ -20,7 +20,9 @@
   ``--quick``: 10,000), one row per rate (producer linger.ms 0, acks=1; consumer with
   librdkafka's defaults, fetch.wait.max.ms 500): p50, p99, p99.9 in ms, and the rate the
   producer achieved (records over the time to its last send) with how far behind its
-  schedule it fell at worst, and the broker's CPU microseconds per record.
+  schedule it fell at worst, and the broker's CPU microseconds per record; each broker first
+  serves this load unmeasured (the rates in turn) until its CPU per record stops falling
+  (30-90 s), so that no measured run meets a JVM still compiling P4's paths.
 - P5 small requests: 16 producers, linger 0, one record per request, one request in
   flight each: requests/s, p99 ms and the broker's CPU microseconds per request; each
   broker first serves this load unmeasured until its CPU per request stops falling (20-60 s:
@@ -39,6 +41,7 @@ MiB is 2**20 bytes (Kafka's perf tools call it MB).
 
 from __future__ import annotations
 
+import itertools
 import time
 from abc import ABC, abstractmethod
 from typing import Any, Final
@@ -358,7 +361,15 @@ class P2LargeRecords(Scenario):
 
 class P4Latency(Scenario):
     """End-to-end latency at each of ``Sizes.p4_rates``: one row per rate, the rates run
-    in turn within each run (a topic of their own each)."""
+    in turn within each run (a topic of their own each).
+
+    Before its measured runs each broker serves P4's load, unmeasured (``bench.warming``):
+    runs of ``p4_warm_up.run_s`` seconds, the rates in turn, until the broker's CPU per
+    record over a run stops falling. The general warm-up before the scenarios
+    (``bench.runner.warm_up``) is produce, consume and small requests, not P4's paced
+    produce with a consumer's long-polling fetches, and with P4 run alone a fresh JVM would
+    meet those first in its measured runs (last session's first Kafka run at 10,000/s took
+    twice the CPU per record of its others, after P5's warm-up)."""
 
     key = "P4"
     title = "end-to-end latency at fixed rates"
@@ -371,6 +382,38 @@ class P4Latency(Scenario):
             return []
         return [f"{self.key}-{rate}-{broker_name}" for rate in ctx.sizes.p4_rates]
 
+    def prepare(self, broker: BrokerUnderTest, ctx: RunContext) -> list[Figure]:
+        sizes = ctx.sizes
+        warm_up = sizes.p4_warm_up
+        if warm_up.max_s <= 0:
+            return []
+        per_rate_s = warm_up.run_s / len(sizes.p4_rates)
+        runs = itertools.count()
+
+        def one_run() -> RunFigures:
+            n = next(runs)
+            cpu_s = 0.0
+            records = 0
+            per_rate: RunFigures = {}
+            for rate in sizes.p4_rates:
+                topic = f"p4-warm-up-{n}-{rate}"
+                create_topic(broker.bootstrap, topic, 1)
+                rate_records = max(1, int(rate * per_rate_s))
+                _, consumed = self._pair(broker, ctx, topic, rate, rate_records, 0,
+                                         name=f"P4 warm-up @ {rate}")
+                cpu_s += consumed.broker_cpu_s
+                records += rate_records
+                per_rate[f"broker CPU us/record @ {rate}"] = (
+                    1e6 * consumed.broker_cpu_s / rate_records)
+                per_rate[f"p99 ms @ {rate}"] = float(consumed.result["latency_ms"]["p99"])
+            return {"broker CPU us/record": 1e6 * cpu_s / records, **per_rate}
+
+        done = warm_until_steady(warm_up, one_run, "broker CPU us/record")
+        load = (f"P4's load, {per_rate_s:g} s at each of "
+                + ", ".join(f"{rate:,}" for rate in sizes.p4_rates) + " records/s")
+        ctx.notes.append(describe(self.key, load, broker.name, warm_up, done))
+        return []
+
     def run(self, broker: BrokerUnderTest, ctx: RunContext, run: int) -> list[Figure]:
         figures: list[Figure] = []
         for rate, label in zip(ctx.sizes.p4_rates,
@@ -380,22 +423,33 @@ class P4Latency(Scenario):
                 figures += self._run_rate(broker, ctx, run, rate)
         return figures
 
+    @staticmethod
+    def _pair(broker: BrokerUnderTest, ctx: RunContext, topic: str, rate: int, records: int,
+              unmeasured: int, *, name: str) -> tuple[LoadOutcome, LoadOutcome]:
+        """P4's consumer, then (once it is ready) its producer of ``records`` records at
+        ``rate``/s on ``topic``, the first ``unmeasured`` not measured: their outcomes,
+        (produced, consumed), the consumer's broker CPU spanning the producer's."""
+        consume, produce = latency_specs(topic, rate, records, unmeasured,
+                                         ctx.sizes.record_bytes)
+        consumer = ctx.load(broker, consume, name=f"{name} consumer")
+        try:
+            consumer.wait_line("ready", timeout_s=60.0)
+            producer = ctx.load(broker, produce, name=f"{name} producer")
+            produced = producer.result(timeout_s=records / rate + 120.0)
+            consumed = consumer.result(timeout_s=120.0)
+        finally:
+            consumer.kill()
+        return produced, consumed
+
     def _run_rate(self, broker: BrokerUnderTest, ctx: RunContext, run: int,
                   rate: int) -> list[Figure]:
         sizes = ctx.sizes
         topic = f"p4-r{run}-{rate}"
         create_topic(broker.bootstrap, topic, 1)
         records = int(rate * sizes.p4_duration_s)
-        warmup = int(rate * sizes.p4_warmup_s)
-        consume, produce = latency_specs(topic, rate, records, warmup, sizes.record_bytes)
-        consumer = ctx.load(broker, consume, name=f"P4 consumer @ {rate}")
-        try:
-            consumer.wait_line("ready", timeout_s=60.0)
-            producer = ctx.load(broker, produce, name=f"P4 producer @ {rate}")
-            produced = producer.result(timeout_s=sizes.p4_duration_s + 120.0)
-            consumed = consumer.result(timeout_s=120.0)
-        finally:
-            consumer.kill()
+        unmeasured = int(rate * sizes.p4_unmeasured_s)
+        produced, consumed = self._pair(broker, ctx, topic, rate, records, unmeasured,
+                                        name=f"P4 @ {rate}")
         lat = consumed.result["latency_ms"]
         client_cpu_s = float(produced.result["cpu_s"]) + float(consumed.result["cpu_s"])
         common: dict[str, Any] = {

@@ -48,6 +48,6 @@ def test_warm_until_steady_runs_the_load_until_steady_and_returns_each_runs_figu
 
 
 def test_quick_mode_has_no_warm_up() -> None:
-    for warm_up in (QUICK.p5_warm_up,):
+    for warm_up in (QUICK.p5_warm_up, QUICK.p4_warm_up):
         assert warm_up.max_s == 0.0
         assert warm_until_steady(warm_up, lambda: {"us": 1.0}, "us") == []
