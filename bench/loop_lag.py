@@ -450,8 +450,8 @@ def main(argv: list[str] | None = None) -> int:
     if args_in[:1] == ["--child"]:
         return _child(args_in[1:])
     from bench.brokers import SHARED_SETTINGS
-    from bench.load_specs import latency_specs
-    from bench.procs import free_port, spawn, spawn_ready, stop, wait_for_port
+    from bench.load_specs import latency_specs, spawn_latency_pair
+    from bench.procs import free_port, spawn, stop, wait_for_port
     from bench.syscalls import TOPIC, _requests_served
     from client.sync import SyncClient
 
@@ -508,11 +508,7 @@ def main(argv: list[str] | None = None) -> int:
         consume, produce = latency_specs(
             TOPIC, args.rate, records, int(args.rate * args.warmup_s), 100, bootstrap,
             outliers_ms=args.stall_ms, timeout_s=args.warmup_s + args.window_s + 60)
-        consumer = spawn_ready([sys.executable, "-m", "bench.load", json.dumps(consume)],
-                               log_path=work / "consumer.log", what="the consumer")
-        producer = spawn([sys.executable, "-m", "bench.load", json.dumps(produce)],
-                         log_path=work / "producer.log", stdout_pipe=True)
-        assert producer.stdout is not None and consumer.stdout is not None
+        pair = spawn_latency_pair(consume, produce, work)
         try:
             time.sleep(args.warmup_s)
             before = _requests_served(metrics_url) if metrics_url else 0
@@ -521,11 +517,9 @@ def main(argv: list[str] | None = None) -> int:
             os.kill(broker.pid, signal.SIGUSR2)
             after = _requests_served(metrics_url) if metrics_url else 0
             probe = _wait_file(state)
-            produced = json.loads(producer.stdout.readline() or b"{}")
-            consumed = json.loads(consumer.stdout.readline() or b"{}")
+            produced, consumed = pair.results()
         finally:
-            stop(producer)
-            stop(consumer)
+            pair.stop()
     finally:
         stop(broker, sig=signal.SIGTERM)
     if not consumed.get("ok") or not produced.get("ok"):

@@ -286,9 +286,9 @@ def main(argv: list[str] | None = None) -> int:
     from bench.admin import create_topic
     from bench.brokers import BrokerUnderTest
     from bench.kafka_broker import ApacheKafka
-    from bench.load_specs import latency_specs
+    from bench.load_specs import latency_specs, spawn_latency_pair
     from bench.minikafka_broker import MiniKafka
-    from bench.procs import spawn, spawn_ready, stop
+    from bench.procs import spawn_ready, stop
 
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--broker", choices=("minikafka", "kafka"), default="minikafka")
@@ -327,17 +327,11 @@ def main(argv: list[str] | None = None) -> int:
         consume, produce = latency_specs(
             topic, args.rate, records, warmup, VALUE_BYTES, broker.bootstrap,
             outliers_ms=1e-6, max_outliers=records, timeout_s=args.warmup_s + args.window_s + 60)
-        consumer = spawn_ready([sys.executable, "-m", "bench.load", json.dumps(consume)],
-                               log_path=work / "consumer.log", what="the consumer")
-        producer = spawn([sys.executable, "-m", "bench.load", json.dumps(produce)],
-                         log_path=work / "producer.log", stdout_pipe=True)
-        assert producer.stdout is not None and consumer.stdout is not None
+        pair = spawn_latency_pair(consume, produce, work)
         try:
-            produced = json.loads(producer.stdout.readline() or b"{}")
-            consumed = json.loads(consumer.stdout.readline() or b"{}")
+            produced, consumed = pair.results()
         finally:
-            stop(producer)
-            stop(consumer)
+            pair.stop()
         stop(sniffer, grace_s=120)
     finally:
         if sniffer is not None:
