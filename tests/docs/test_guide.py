@@ -4,6 +4,7 @@ The Spark page runs as a Spark test (one session for its blocks)."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,35 @@ def test_spark_page_runs(page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPa
     """Its blocks share one Spark session (local[2]): what Spark needs on this machine, and
     a user's shell would have, is set first."""
     monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
+    _no_spark_jvm_in_this_process()
     run_page(DOCS / page, tmp_path)
+
+
+def _no_spark_jvm_in_this_process() -> None:
+    """A reader's fresh Python has no Spark yet: the page's session launches its JVM from
+    the page's directory, where the page's relative paths (``lake``, ``stream-kafka``)
+    resolve. A JVM an earlier test of this process left (a stopped session keeps PySpark's
+    gateway: tests/integration/test_spark_source.py before this page, in one process, as on
+    an xdist worker) would resolve them against the directory pytest started in: it is
+    shut down first (PySpark has no public call for it)."""
+    from pyspark import SparkContext
+
+    if SparkContext._active_spark_context is not None:
+        SparkContext._active_spark_context.stop()
+    gateway = SparkContext._gateway
+    if gateway is None:
+        return
+    gateway.shutdown()
+    proc = getattr(gateway, "proc", None)  # the JVM, which exits when its stdin closes
+    if proc is not None:
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=60)
+    SparkContext._gateway = None
+    SparkContext._jvm = None
 
 
 def test_every_block_can_be_run() -> None:
