@@ -8,6 +8,8 @@
   test at teardown, naming the broker and quoting the log entry;
 - in CI (``CI`` set to true/1/yes) a skipped test is a failed test: every check must run;
 - the garbage collector's heap is unfrozen after every test (broker.heap freezes it);
+- on parallel workers (pytest-xdist, ``--dist loadfile``: what ``scripts/test`` runs), the
+  tests that must not overlap each other share one worker (``tests/xdist_groups.py``);
 - Hypothesis has no deadline and no "too slow" health check: on a shared, loaded machine an
   example's wall time says nothing about the code (a test that bounds work measures work).
 """
@@ -61,6 +63,14 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     """A CA, a broker's key and certificate signed by it, and clients' (tests.tls_certs),
     made once per test module."""
     return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: absent with -p no:xdist
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from tests.xdist_groups import GroupedFileScheduling
+    return GroupedFileScheduling(config, log)
 
 
 # -- broker health -------------------------------------------------------------------------
