@@ -1,0 +1,622 @@
+"""Where P5's time goes on the scheduler's side: ``python -m bench.p5_sched``.
+
+P5 (16 librdkafka producers in threads of one process, one request in flight each) against
+brokers started here (``--variants``; the bench's settings), each warmed as P5 warms it
+(``bench.scenarios.P5SmallRequests.prepare``), the others paused (SIGSTOP) while one is
+measured. Rounds of windows, the variants interleaved; in each window (``--window-s``,
+after ``--settle-s`` of load):
+
+- requests/s (the topic's end offset before and after), the CPU of the broker's and the
+  client's threads per request (``/proc/<pid>/task/<tid>/schedstat``, ``status``,
+  ``sched``);
+- the broker's busiest thread (minikafka's event loop) split in wall time: **running**,
+  **runnable but waiting** for a core (the scheduler's run delay), **sleeping** (the rest:
+  waiting in ``epoll`` for something to do); its voluntary and involuntary switches,
+  timeslices and migrations per request; the same summed over all the broker's threads;
+- the broker's system calls per request (``perf stat`` on its pid: tracepoint counts);
+- then ``--trace-s`` of ``perf sched record`` (every CPU): how the machine's idle time
+  splits by what the broker's busiest thread was doing meanwhile, who ran on its core
+  while it waited (the client's librdkafka threads, its Python threads, anything else),
+  how long the other core was idle while it waited, and where the broker's wake-ups of
+  the client's threads put them (its own core or the other).
+
+Variants: ``minikafka``, ``kafka``, ``minikafka@/path/to/tree`` (that checkout's broker,
+with its ``.venv``), ``minikafka+NAME=VALUE`` (environment for that broker), and suffixes
+``:pN`` (N producers instead of 16), ``:nN`` (the load process's threads at nice N, for
+both brokers alike) and ``:bN`` (every thread of the broker at nice N during the window,
+then back to 0: Kafka's threads and minikafka's alike). Variants that differ only in suffixes share one broker.
+
+Only counts are meaningful on a loaded machine (switches, system calls per request,
+placement); the split of wall time and requests/s are read in a quiet slot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Final
+
+from bench.admin import create_topic
+from bench.brokers import BrokerUnderTest
+from bench.context import FULL, RunContext
+from bench.kafka_broker import ApacheKafka
+from bench.minikafka_broker import MiniKafka
+from bench.procs import paused, spawn, stop_all
+from bench.scenarios import P5SmallRequests
+from bench.warming import WarmUp
+from client.sync import SyncClient
+from protocol.topic_partition import TopicPartition
+
+TOPIC: Final = "p5-sched"
+HZ: Final[int] = os.sysconf("SC_CLK_TCK")
+SYSCALLS: Final[tuple[str, ...]] = (
+    "epoll_pwait", "epoll_wait", "io_uring_enter", "read", "write", "writev", "recvfrom",
+    "sendto", "sendmsg", "recvmsg", "futex", "epoll_ctl", "pwrite64")
+SCHED_EVENTS: Final[tuple[str, ...]] = ("sched:sched_switch", "sched:sched_wakeup")
+
+
+# -- per-thread counters ---------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class ThreadCounters:
+    comm: str
+    run_s: float  # on a CPU
+    wait_s: float  # runnable, waiting for a CPU (schedstat's run delay)
+    slices: int  # times it was given a CPU
+    voluntary: int
+    involuntary: int
+    migrations: int
+
+    def minus(self, before: ThreadCounters | None) -> ThreadCounters:
+        if before is None:
+            return self
+        return ThreadCounters(self.comm, self.run_s - before.run_s, self.wait_s - before.wait_s,
+                              self.slices - before.slices, self.voluntary - before.voluntary,
+                              self.involuntary - before.involuntary,
+                              self.migrations - before.migrations)
+
+
+_SWITCHES = re.compile(r"^(voluntary|nonvoluntary)_ctxt_switches:\s+(\d+)", re.M)
+_MIGRATIONS = re.compile(r"^se\.nr_migrations\s+:\s+(\d+)", re.M)
+
+
+def thread_counters(pid: int) -> dict[int, ThreadCounters]:
+    """Every thread of ``pid`` now (threads that end meanwhile are left out)."""
+    out: dict[int, ThreadCounters] = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except (FileNotFoundError, ProcessLookupError):
+        return out
+    for name in tids:
+        base = f"/proc/{pid}/task/{name}"
+        try:
+            with open(f"{base}/stat") as f:
+                stat = f.read()
+            with open(f"{base}/status") as f:
+                status = f.read()
+            with open(f"{base}/schedstat") as f:
+                run_ns, wait_ns, slices = (int(x) for x in f.read().split()[:3])
+            with open(f"{base}/sched") as f:
+                sched = f.read()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        switches = dict(_SWITCHES.findall(status))
+        migrations = _MIGRATIONS.search(sched)
+        out[int(name)] = ThreadCounters(
+            comm=stat[stat.index("(") + 1:stat.rindex(")")], run_s=run_ns / 1e9,
+            wait_s=wait_ns / 1e9, slices=slices, voluntary=int(switches.get("voluntary", 0)),
+            involuntary=int(switches.get("nonvoluntary", 0)),
+            migrations=int(migrations.group(1)) if migrations else 0)
+    return out
+
+
+def deltas(before: dict[int, ThreadCounters],
+           after: dict[int, ThreadCounters]) -> dict[int, ThreadCounters]:
+    return {tid: now.minus(before.get(tid)) for tid, now in after.items()}
+
+
+def system_cpu_s(pid: int) -> float:
+    """The process's system CPU so far (all its threads)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[12]) / HZ
+
+
+# -- perf ------------------------------------------------------------------------------------
+
+def perf_stat(pid: int, seconds: float) -> subprocess.Popen[str] | None:
+    """Count the syscalls and scheduler events of ``pid`` for ``seconds`` (None: no perf)."""
+    events = [f"syscalls:sys_enter_{name}" for name in SYSCALLS] + list(SCHED_EVENTS)
+    try:
+        return subprocess.Popen(
+            ["perf", "stat", "-x", ",", "-e", ",".join(events), "-p", str(pid), "--",
+             "sleep", f"{seconds:g}"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    except FileNotFoundError:
+        return None
+
+
+def parse_perf_stat(text: str) -> dict[str, int]:
+    """``perf stat -x ,`` output: {event name without its group: count}."""
+    counts: dict[str, int] = {}
+    for line in text.splitlines():
+        parts = line.split(",")
+        if len(parts) > 2 and parts[0].strip().isdigit():
+            counts[parts[2].split(":")[-1].removeprefix("sys_enter_")] = int(parts[0])
+    return counts
+
+
+@dataclass(frozen=True, slots=True)
+class SchedEvent:
+    time_s: float
+    cpu: int
+    tgid: int  # of the task the event ran on
+    tid: int
+    name: str  # sched_switch, sched_waking, sched_stat_runtime, ...
+    fields: dict[str, str]
+
+
+_EVENT_LINE = re.compile(r"^\s*(.+?)\s+(\d+)/(\d+)\s+\[(\d+)\]\s+([\d.]+):\s+sched:(\w+):\s+(.*)$")
+_FIELD = re.compile(r"(\w+)=(\S+)")
+
+
+def parse_perf_script(text: str) -> list[SchedEvent]:
+    """``perf script -F comm,tid,pid,cpu,time,event,trace`` lines of scheduler events."""
+    events: list[SchedEvent] = []
+    for line in text.splitlines():
+        m = _EVENT_LINE.match(line)
+        if m is None:
+            continue
+        _comm, tgid, tid, cpu, when, name, rest = m.groups()
+        # prev_* and next_* of a switch, pid/comm/target_cpu/runtime of the others (a comm
+        # may hold spaces: a waking's comm is taken whole).
+        fields = dict(_FIELD.findall(rest.replace("==>", " ")))
+        comm = re.search(r"(?:^|\s)comm=(.*?) pid=", rest)
+        if comm is not None:
+            fields["comm"] = comm.group(1)
+        events.append(SchedEvent(float(when), int(cpu), int(tgid), int(tid), name, fields))
+    events.sort(key=lambda e: e.time_s)
+    return events
+
+
+@dataclass(slots=True)
+class SchedSplit:
+    """What one ``perf sched record`` window says about the broker's busiest thread."""
+
+    window_s: float
+    broker_tid: int
+    state_s: defaultdict[str, float]  # running / runnable / sleeping
+    preempted_by: Counter[str]  # kind of task that took its core when it was preempted
+    ran_while_waiting_s: defaultdict[str, float]  # on its core while it was runnable, by kind
+    other_cpu_idle_while_waiting_s: float
+    idle_s_by_broker_state: defaultdict[str, float]  # CPU-seconds idle (all CPUs)
+    cpu_s_by_kind: defaultdict[str, float]
+    wakeups_by_broker: Counter[str]  # of client threads: "same core" / "other core"
+    waits_us: list[float]
+    # A CPU idle while a client thread or the loop waited on the other's queue, by which
+    # waited ("broker-loop" when it was among them, else "client").
+    idle_while_queued_elsewhere_s: defaultdict[str, float] = field(
+        default_factory=lambda: defaultdict(float))
+
+    def summary(self) -> dict[str, float]:
+        total = sum(self.state_s.values()) or 1.0
+        w = self.window_s or 1.0
+        waits = sorted(self.waits_us)
+        woken = sum(self.wakeups_by_broker.values()) or 1
+        out = {f"trace_{k}_pct": 100 * self.state_s[k] / total
+               for k in ("running", "runnable", "sleeping")}
+        out.update({
+            "trace_idle_pct": 100 * sum(self.idle_s_by_broker_state.values()) / (2 * w),
+            "trace_idle_while_running_pct": 100 * self.idle_s_by_broker_state["running"] / (2 * w),
+            "trace_idle_while_runnable_pct":
+                100 * self.idle_s_by_broker_state["runnable"] / (2 * w),
+            "trace_idle_while_sleeping_pct":
+                100 * self.idle_s_by_broker_state["sleeping"] / (2 * w),
+            "trace_other_core_idle_while_waiting_pct":
+                100 * self.other_cpu_idle_while_waiting_s / w,
+            "trace_client_on_broker_core_while_waiting_pct":
+                100 * (self.ran_while_waiting_s["client-rdk"]
+                       + self.ran_while_waiting_s["client-py"]) / w,
+            "trace_wait_median_us": waits[len(waits) // 2] if waits else 0.0,
+            "trace_woken_on_broker_core_pct": 100 * self.wakeups_by_broker["same core"] / woken,
+            # CPU of anything but the broker and the client (on a busy machine, others' work)
+            "trace_others_cpu_pct": 100 * self.cpu_s_by_kind["other"] / w,
+            "trace_idle_while_client_queued_elsewhere_pct":
+                100 * self.idle_while_queued_elsewhere_s["client"] / (2 * w),
+            "trace_idle_while_loop_queued_elsewhere_pct":
+                100 * self.idle_while_queued_elsewhere_s["broker-loop"] / (2 * w),
+        })
+        return out
+
+
+def split_broker_time(events: list[SchedEvent], broker_pid: int,
+                      client_pid: int) -> SchedSplit:
+    """Follow the broker's busiest thread through the scheduler's events: its running,
+    runnable and sleeping time, what ran on its core while it waited, the idle time of
+    every CPU by what it was doing, and where its wake-ups of client threads went."""
+    tgid_of: dict[int, int] = {0: 0}
+    comm_of: dict[int, str] = {}
+    runtime: Counter[int] = Counter()
+    for e in events:
+        tgid_of[e.tid] = e.tgid
+        if e.name == "sched_stat_runtime":
+            tid = int(e.fields.get("pid", "0"))
+            runtime[tid] += int(e.fields.get("runtime", "0"))
+            comm_of[tid] = e.fields.get("comm", "?")
+    broker_tids = [t for t in runtime if tgid_of.get(t) == broker_pid]
+    broker = max(broker_tids, key=lambda t: runtime[t]) if broker_tids else -1
+
+    def kind(tid: int) -> str:
+        if tid == 0:
+            return "idle"
+        if tid == broker:
+            return "broker-loop"
+        group = tgid_of.get(tid)
+        if group == broker_pid:
+            return "broker-other"
+        if group == client_pid:
+            return "client-rdk" if comm_of.get(tid, "").startswith("rdk:") else "client-py"
+        return "other"
+
+    split = SchedSplit(window_s=(events[-1].time_s - events[0].time_s) if events else 0.0,
+                       broker_tid=broker, state_s=defaultdict(float), preempted_by=Counter(),
+                       ran_while_waiting_s=defaultdict(float), other_cpu_idle_while_waiting_s=0.0,
+                       idle_s_by_broker_state=defaultdict(float), cpu_s_by_kind=defaultdict(float),
+                       wakeups_by_broker=Counter(), waits_us=[])
+    for tid, ns in runtime.items():
+        split.cpu_s_by_kind[kind(tid)] += ns / 1e9
+    if not events:
+        return split
+    current: dict[int, tuple[int, float]] = {}  # cpu -> (tid running, since)
+    state, since, broker_cpu = "unknown", events[0].time_s, -1
+    queued: dict[int, int] = {}  # the loop's or a client's thread, runnable: its CPU
+
+    def followed(tid: int) -> bool:
+        return tid == broker or tgid_of.get(tid) == client_pid
+
+    def close_intervals(now: float) -> None:
+        for cpu, (tid, start) in current.items():
+            spent = now - start
+            if spent <= 0:
+                continue
+            if tid == 0 and state != "unknown":
+                split.idle_s_by_broker_state[state] += spent
+            if tid == 0:
+                elsewhere = [t for t, c in queued.items() if c != cpu]
+                if elsewhere:
+                    split.idle_while_queued_elsewhere_s[
+                        "broker-loop" if broker in elsewhere else "client"] += spent
+            if state == "runnable":
+                if cpu == broker_cpu:
+                    split.ran_while_waiting_s[kind(tid)] += spent
+                elif tid == 0:
+                    split.other_cpu_idle_while_waiting_s += spent
+            current[cpu] = (tid, now)
+
+    def become(new_state: str, now: float) -> None:
+        nonlocal state, since
+        if state != "unknown":
+            split.state_s[state] += now - since
+            if state == "runnable":
+                split.waits_us.append(1e6 * (now - since))
+        state, since = new_state, now
+
+    for e in events:
+        if e.name == "sched_switch":
+            close_intervals(e.time_s)
+            prev, nxt = int(e.fields.get("prev_pid", "-1")), int(e.fields.get("next_pid", "-1"))
+            current[e.cpu] = (nxt, e.time_s)
+            queued.pop(nxt, None)
+            queued.pop(prev, None)
+            if followed(prev) and e.fields.get("prev_state", "").startswith("R"):
+                queued[prev] = e.cpu
+            if prev == broker:
+                if e.fields.get("prev_state", "").startswith("R"):
+                    split.preempted_by[kind(nxt)] += 1
+                    become("runnable", e.time_s)
+                else:
+                    become("sleeping", e.time_s)
+            if nxt == broker:
+                broker_cpu = e.cpu
+                become("running", e.time_s)
+        elif e.name == "sched_migrate_task":
+            moved = int(e.fields.get("pid", "-1"))
+            if moved in queued:
+                close_intervals(e.time_s)
+                queued[moved] = int(e.fields.get("dest_cpu", "-1"))
+        elif e.name == "sched_waking":
+            woken = int(e.fields.get("pid", "-1"))
+            if followed(woken):
+                close_intervals(e.time_s)
+                queued[woken] = int(e.fields.get("target_cpu", "-1"))
+            if woken == broker and state == "sleeping":
+                close_intervals(e.time_s)
+                become("runnable", e.time_s)
+            elif e.tid == broker and kind(woken).startswith("client"):
+                target = int(e.fields.get("target_cpu", "-1"))
+                split.wakeups_by_broker["same core" if target == e.cpu else "other core"] += 1
+    close_intervals(events[-1].time_s)
+    become("unknown", events[-1].time_s)
+    return split
+
+
+def perf_sched_trace(seconds: float, out: Path) -> bool:
+    """``perf sched record`` of every CPU for ``seconds`` into ``out`` (False: no perf)."""
+    try:
+        subprocess.run(["perf", "sched", "record", "-o", str(out), "--", "sleep", f"{seconds:g}"],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True,
+                       timeout=seconds + 60)
+    except (FileNotFoundError, subprocess.CalledProcessError):
+        return False
+    return True
+
+
+def read_trace(path: Path) -> list[SchedEvent]:
+    text = subprocess.run(
+        ["perf", "script", "-i", str(path), "-F", "comm,tid,pid,cpu,time,event,trace"],
+        capture_output=True, text=True, timeout=600, check=False).stdout
+    return parse_perf_script(text)
+
+
+# -- variants --------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Variant:
+    label: str
+    broker: str  # the broker's key: kind, tree and environment
+    kind: str  # minikafka | kafka
+    tree: Path | None
+    env: tuple[tuple[str, str], ...]
+    producers: int
+    client_nice: int
+    broker_nice: int
+
+
+def parse_variant(spec: str) -> Variant:
+    """``kind[@tree][+NAME=VALUE...][:pN][:nN][:bN]``."""
+    head, *suffixes = spec.split(":")
+    if "@" in head.split("+")[0]:
+        head_kind, rest = head.split("@", 1)
+        tree_text, *envs = rest.split("+")
+        tree: Path | None = Path(tree_text)
+    else:
+        head_kind, *envs = head.split("+")
+        tree = None
+    if head_kind not in ("minikafka", "kafka"):
+        raise ValueError(f"{spec}: the broker is minikafka or kafka")
+    if head_kind == "kafka" and (tree is not None or envs):
+        raise ValueError(f"{spec}: a tree or environment is for minikafka only")
+    env = tuple(tuple(item.split("=", 1)) for item in envs)
+    if any(len(item) != 2 for item in env):
+        raise ValueError(f"{spec}: environment items are NAME=VALUE")
+    producers, nice, broker_nice = FULL.p5_producers, 0, 0
+    for suffix in suffixes:
+        if suffix[:1] == "p" and suffix[1:].isdigit():
+            producers = int(suffix[1:])
+        elif suffix[:1] == "n" and suffix[1:].lstrip("-").isdigit():
+            nice = int(suffix[1:])
+        elif suffix[:1] == "b" and suffix[1:].lstrip("-").isdigit():
+            broker_nice = int(suffix[1:])
+        else:
+            raise ValueError(f"{spec}: unknown suffix :{suffix}")
+    return Variant(label=spec, broker=head, kind=head_kind, tree=tree, env=env,  # type: ignore[arg-type]
+                   producers=producers, client_nice=nice, broker_nice=broker_nice)
+
+
+class _TreeMiniKafka(MiniKafka):
+    """minikafka from another checkout (its own .venv and sources)."""
+
+    def __init__(self, work_dir: Path, *, tree: Path, name: str,
+                 env: dict[str, str] | None) -> None:
+        super().__init__(work_dir, name=name, env=env)
+        self.tree = tree
+
+    def argv(self) -> list[str]:
+        return [str(self.tree / ".venv/bin/python"), *super().argv()[1:]]
+
+    def launch(self) -> None:
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env.update(self.extra_env)
+        self._proc = spawn(self.argv(), log_path=self.work_dir / "broker.log", env=env,
+                           cwd=self.tree)
+
+
+def _broker_for(variant: Variant, work: Path, index: int) -> BrokerUnderTest:
+    if variant.kind == "kafka":
+        return ApacheKafka(work / f"b{index}")
+    env = dict(variant.env) or None
+    if variant.tree is not None:
+        return _TreeMiniKafka(work / f"b{index}", tree=variant.tree, name=f"minikafka{index}",
+                              env=env)
+    return MiniKafka(work / f"b{index}", name=f"minikafka{index}", env=env)
+
+
+def _renice(pid: int, nice: int) -> None:
+    for name in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.setpriority(os.PRIO_PROCESS, int(name), nice)
+
+
+# -- a window --------------------------------------------------------------------------------
+
+def _window(variant: Variant, broker: BrokerUnderTest, ctx: RunContext, args: argparse.Namespace,
+            trace_dir: Path) -> dict[str, Any]:
+    duration = args.settle_s + args.window_s + args.trace_s + 2.0
+    load = ctx.load(broker, {"workload": "small", "topic": TOPIC, "producers": variant.producers,
+                             "duration_s": duration, "record_bytes": ctx.sizes.record_bytes},
+                    name=f"p5-sched {variant.label}")
+    client = SyncClient(broker.bootstrap, timeout_ms=60_000)
+    tp = TopicPartition(TOPIC, 0)
+    try:
+        time.sleep(args.settle_s)
+        if variant.client_nice:
+            _renice(load.proc.pid, variant.client_nice)
+        if variant.broker_nice:
+            _renice(broker.pid, variant.broker_nice)
+        end0 = int(client.list_offsets({tp: -1})[tp].offset)
+        t0 = time.monotonic()
+        broker0, client0 = thread_counters(broker.pid), thread_counters(load.proc.pid)
+        sys0 = system_cpu_s(broker.pid)
+        stat = perf_stat(broker.pid, args.window_s)
+        time.sleep(args.window_s)
+        broker1, client1 = thread_counters(broker.pid), thread_counters(load.proc.pid)
+        sys1 = system_cpu_s(broker.pid)
+        end1 = int(client.list_offsets({tp: -1})[tp].offset)
+        wall = time.monotonic() - t0
+        counts = parse_perf_stat(stat.communicate()[1]) if stat is not None else {}
+        traced = args.trace_s > 0 and perf_sched_trace(args.trace_s, trace_dir / "perf.data")
+    finally:
+        client.close()
+        if variant.broker_nice:
+            _renice(broker.pid, 0)
+    outcome = load.result(120.0)
+    del outcome
+    requests = max(1, end1 - end0)
+    b, c = deltas(broker0, broker1), deltas(client0, client1)
+    loop = max(b.values(), key=lambda t: t.run_s)
+    row: dict[str, Any] = {
+        "requests_per_s": requests / wall,
+        "broker_cpu_us": 1e6 * sum(t.run_s for t in b.values()) / requests,
+        "broker_system_us": 1e6 * (sys1 - sys0) / requests,
+        "broker_cpu_pct": 100 * sum(t.run_s for t in b.values()) / wall,
+        "broker_wait_us": 1e6 * sum(t.wait_s for t in b.values()) / requests,
+        "broker_voluntary": sum(t.voluntary for t in b.values()) / requests,
+        "broker_involuntary": sum(t.involuntary for t in b.values()) / requests,
+        "broker_threads_busy": sum(1 for t in b.values() if t.run_s > 0.01 * wall),
+        "loop_thread": loop.comm,
+        "loop_running_pct": 100 * loop.run_s / wall,
+        "loop_runnable_pct": 100 * loop.wait_s / wall,
+        "loop_sleeping_pct": 100 * max(0.0, wall - loop.run_s - loop.wait_s) / wall,
+        "loop_slices": loop.slices / requests,
+        "loop_voluntary": loop.voluntary / requests,
+        "loop_involuntary": loop.involuntary / requests,
+        "loop_migrations": loop.migrations / requests,
+        "client_cpu_us": 1e6 * sum(t.run_s for t in c.values()) / requests,
+        "client_cpu_pct": 100 * sum(t.run_s for t in c.values()) / wall,
+        "client_wait_us": 1e6 * sum(t.wait_s for t in c.values()) / requests,
+        "client_voluntary": sum(t.voluntary for t in c.values()) / requests,
+        "client_involuntary": sum(t.involuntary for t in c.values()) / requests,
+        "load_average": os.getloadavg()[0],
+    }
+    row.update({f"syscall_{name}": n / requests for name, n in counts.items()})
+    if traced:
+        (trace_dir / "pids.json").write_text(json.dumps({"broker": broker.pid,
+                                                         "client": load.proc.pid}))
+        split = split_broker_time(read_trace(trace_dir / "perf.data"), broker.pid,
+                                  load.proc.pid)
+        row.update(split.summary())
+        if not args.keep_traces:
+            (trace_dir / "perf.data").unlink(missing_ok=True)  # large; the summary is kept
+    return row
+
+
+REPORTED: Final[tuple[str, ...]] = (
+    "requests_per_s", "broker_cpu_us", "broker_system_us", "broker_cpu_pct", "broker_wait_us",
+    "broker_voluntary", "broker_involuntary", "loop_running_pct", "loop_runnable_pct",
+    "loop_sleeping_pct", "loop_involuntary", "loop_migrations", "client_cpu_us",
+    "client_cpu_pct", "client_voluntary", "client_involuntary", "syscall_epoll_pwait",
+    "syscall_io_uring_enter", "syscall_read", "trace_idle_pct", "trace_idle_while_running_pct",
+    "trace_idle_while_runnable_pct", "trace_idle_while_sleeping_pct",
+    "trace_other_core_idle_while_waiting_pct", "trace_client_on_broker_core_while_waiting_pct",
+    "trace_wait_median_us", "trace_woken_on_broker_core_pct",
+    "trace_idle_while_client_queued_elsewhere_pct", "trace_idle_while_loop_queued_elsewhere_pct",
+    "trace_others_cpu_pct", "load_average")
+
+
+def report(rows: dict[str, list[dict[str, Any]]]) -> str:
+    """Markdown: one column per variant, medians [min-max] of its windows."""
+    labels = list(rows)
+    lines = ["| per window | " + " | ".join(labels) + " |",
+             "|---|" + "---|" * len(labels)]
+    for key in REPORTED:
+        cells = []
+        for label in labels:
+            values = [float(r[key]) for r in rows[label] if key in r]
+            cells.append(f"{statistics.median(values):.4g} [{min(values):.3g}-{max(values):.3g}]"
+                         if values else "-")
+        if any(cell != "-" for cell in cells):
+            lines.append(f"| {key} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+@contextlib.contextmanager
+def _brokers(variants: list[Variant], work: Path) -> Iterator[dict[str, BrokerUnderTest]]:
+    started: dict[str, BrokerUnderTest] = {}
+    try:
+        for variant in variants:
+            if variant.broker not in started:
+                broker = _broker_for(variant, work, len(started))
+                broker.start()
+                started[variant.broker] = broker
+        yield started
+    finally:
+        for broker in started.values():
+            broker.stop()
+        stop_all()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--variants", default="minikafka,kafka",
+                        help="comma-separated (see the module's docstring)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--settle-s", type=float, default=2.5)
+    parser.add_argument("--window-s", type=float, default=3.0)
+    parser.add_argument("--trace-s", type=float, default=1.0, help="0: no perf sched trace")
+    parser.add_argument("--warmup-s", type=float, default=None,
+                        help="minikafka's P5 warm-up (default: the bench's); Kafka always "
+                             "gets the bench's")
+    parser.add_argument("--out-dir", type=Path, default=None)
+    parser.add_argument("--keep-traces", action="store_true",
+                        help="keep each window's perf.data (tens of MB each)")
+    args = parser.parse_args(argv)
+    variants = [parse_variant(spec) for spec in args.variants.split(",") if spec]
+    work = args.out_dir or Path(tempfile.mkdtemp(prefix="p5-sched-"))
+    work.mkdir(parents=True, exist_ok=True)
+    rows: dict[str, list[dict[str, Any]]] = {v.label: [] for v in variants}
+    with _brokers(variants, work) as brokers:
+        pids = [b.pid for b in brokers.values()]
+        for key, broker in brokers.items():
+            sizes = FULL
+            if not key.startswith("kafka") and args.warmup_s is not None:
+                sizes = replace(FULL, p5_warm_up=WarmUp(min_s=args.warmup_s,
+                                                        max_s=args.warmup_s,
+                                                        run_s=FULL.p5_warm_up.run_s))
+            ctx = RunContext(work_dir=work, results_dir=work, sizes=sizes)
+            with paused([p for p in pids if p != broker.pid]):
+                P5SmallRequests().prepare(broker, ctx)
+                create_topic(broker.bootstrap, TOPIC, 1)
+            print(f"{key}: {'; '.join(ctx.notes)}", flush=True)
+        for round_index in range(args.rounds):
+            for n, variant in enumerate(variants):
+                broker = brokers[variant.broker]
+                ctx = RunContext(work_dir=work, results_dir=work, sizes=FULL)
+                trace_dir = work / f"trace-{round_index}-{n}"
+                trace_dir.mkdir(exist_ok=True)
+                with paused([p for p in pids if p != broker.pid]):
+                    row = _window(variant, broker, ctx, args, trace_dir)
+                rows[variant.label].append(row)
+                print(f"{variant.label} round {round_index}: " + " ".join(
+                    f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                    for k, v in row.items()), flush=True)
+    (work / "rows.json").write_text(json.dumps(rows, indent=1))
+    print(report(rows))
+    print(f"rows: {work / 'rows.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
