@@ -23,8 +23,10 @@ after ``--settle-s`` of load):
 Variants: ``minikafka``, ``kafka``, ``minikafka@/path/to/tree`` (that checkout's broker,
 with its ``.venv``), ``minikafka+NAME=VALUE`` (environment for that broker), and suffixes
 ``:pN`` (N producers instead of 16), ``:nN`` (the load process's threads at nice N, for
-both brokers alike) and ``:bN`` (every thread of the broker at nice N during the window,
-then back to 0: Kafka's threads and minikafka's alike). Variants that differ only in suffixes share one broker.
+both brokers alike), ``:bN`` (every thread of the broker at nice N during the window,
+then back to 0: Kafka's threads and minikafka's alike) and ``:sN`` (every thread of the
+broker asks the scheduler for N-microsecond slices, ``sched_setattr``'s ``sched_runtime``
+for SCHED_OTHER since Linux 6.12, during the window, then the default again). Variants that differ only in suffixes share one broker.
 
 Only counts are meaningful on a loaded machine (switches, system calls per request,
 placement); the split of wall time and requests/s are read in a quiet slot.
@@ -34,10 +36,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
+import errno
 import json
 import os
+import platform
 import re
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -382,10 +388,11 @@ class Variant:
     producers: int
     client_nice: int
     broker_nice: int
+    broker_slice_us: int  # 0: the kernel's default slice
 
 
 def parse_variant(spec: str) -> Variant:
-    """``kind[@tree][+NAME=VALUE...][:pN][:nN][:bN]``."""
+    """``kind[@tree][+NAME=VALUE...][:pN][:nN][:bN][:sN]``."""
     head, *suffixes = spec.split(":")
     if "@" in head.split("+")[0]:
         head_kind, rest = head.split("@", 1)
@@ -401,7 +408,7 @@ def parse_variant(spec: str) -> Variant:
     env = tuple(tuple(item.split("=", 1)) for item in envs)
     if any(len(item) != 2 for item in env):
         raise ValueError(f"{spec}: environment items are NAME=VALUE")
-    producers, nice, broker_nice = FULL.p5_producers, 0, 0
+    producers, nice, broker_nice, slice_us = FULL.p5_producers, 0, 0, 0
     for suffix in suffixes:
         if suffix[:1] == "p" and suffix[1:].isdigit():
             producers = int(suffix[1:])
@@ -409,10 +416,13 @@ def parse_variant(spec: str) -> Variant:
             nice = int(suffix[1:])
         elif suffix[:1] == "b" and suffix[1:].lstrip("-").isdigit():
             broker_nice = int(suffix[1:])
+        elif suffix[:1] == "s" and suffix[1:].isdigit() and int(suffix[1:]) > 0:
+            slice_us = int(suffix[1:])
         else:
             raise ValueError(f"{spec}: unknown suffix :{suffix}")
     return Variant(label=spec, broker=head, kind=head_kind, tree=tree, env=env,  # type: ignore[arg-type]
-                   producers=producers, client_nice=nice, broker_nice=broker_nice)
+                   producers=producers, client_nice=nice, broker_nice=broker_nice,
+                   broker_slice_us=slice_us)
 
 
 class _TreeMiniKafka(MiniKafka):
@@ -444,6 +454,24 @@ def _broker_for(variant: Variant, work: Path, index: int) -> BrokerUnderTest:
     return MiniKafka(work / f"b{index}", name=f"minikafka{index}", env=env)
 
 
+_SYS_SCHED_SETATTR: Final[int] = 314  # x86-64
+_SCHED_ATTR: Final = struct.Struct("<IIQiIQQQII")  # struct sched_attr (size 56)
+
+
+def _set_slice(pid: int, slice_us: int) -> None:
+    """Ask for ``slice_us`` slices for every thread of ``pid`` (0: the default again)."""
+    if platform.machine() != "x86_64":
+        raise OSError(errno.ENOSYS, "sched_setattr's number is known here for x86-64 only")
+    syscall = ctypes.CDLL(None, use_errno=True).syscall
+    for name in os.listdir(f"/proc/{pid}/task"):
+        tid = int(name)
+        nice = os.getpriority(os.PRIO_PROCESS, tid)
+        attr = ctypes.create_string_buffer(_SCHED_ATTR.pack(
+            _SCHED_ATTR.size, os.SCHED_OTHER, 0, nice, 0, slice_us * 1000, 0, 0, 0, 0))
+        if syscall(_SYS_SCHED_SETATTR, tid, attr, 0) != 0 and ctypes.get_errno() != errno.ESRCH:
+            raise OSError(ctypes.get_errno(), f"sched_setattr of thread {tid}")
+
+
 def _renice(pid: int, nice: int) -> None:
     for name in os.listdir(f"/proc/{pid}/task"):
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -466,6 +494,8 @@ def _window(variant: Variant, broker: BrokerUnderTest, ctx: RunContext, args: ar
             _renice(load.proc.pid, variant.client_nice)
         if variant.broker_nice:
             _renice(broker.pid, variant.broker_nice)
+        if variant.broker_slice_us:
+            _set_slice(broker.pid, variant.broker_slice_us)
         end0 = int(client.list_offsets({tp: -1})[tp].offset)
         t0 = time.monotonic()
         broker0, client0 = thread_counters(broker.pid), thread_counters(load.proc.pid)
@@ -482,6 +512,8 @@ def _window(variant: Variant, broker: BrokerUnderTest, ctx: RunContext, args: ar
         client.close()
         if variant.broker_nice:
             _renice(broker.pid, 0)
+        if variant.broker_slice_us:
+            _set_slice(broker.pid, 0)
     outcome = load.result(120.0)
     del outcome
     requests = max(1, end1 - end0)

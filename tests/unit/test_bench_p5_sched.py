@@ -88,7 +88,8 @@ def test_variants() -> None:
     assert (tree.producers, tree.client_nice, tree.broker_nice, tree.broker) == (
         32, 5, -5, "minikafka@/tmp/main-tree+MINIKAFKA_IO_URING=0")
     assert parse_variant("kafka:n5").broker == "kafka"
-    for bad in ("redpanda", "kafka+X=1", "minikafka:q3", "minikafka+NOVALUE"):
+    assert parse_variant("minikafka:s300").broker_slice_us == 300
+    for bad in ("redpanda", "kafka+X=1", "minikafka:q3", "minikafka+NOVALUE", "minikafka:s0"):
         with pytest.raises(ValueError):
             parse_variant(bad)
 
