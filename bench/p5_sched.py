@@ -547,12 +547,20 @@ def _window(variant: Variant, broker: BrokerUnderTest, ctx: RunContext, args: ar
     if traced:
         (trace_dir / "pids.json").write_text(json.dumps({"broker": broker.pid,
                                                          "client": load.proc.pid}))
-        split = split_broker_time(read_trace(trace_dir / "perf.data"), broker.pid,
-                                  load.proc.pid)
-        row.update(split.summary())
-        if not args.keep_traces:
-            (trace_dir / "perf.data").unlink(missing_ok=True)  # large; the summary is kept
+        row["trace_dir"] = str(trace_dir)
+        if not args.analyse_later:
+            row.update(analyse_trace(trace_dir, keep=args.keep_traces))
     return row
+
+
+def analyse_trace(trace_dir: Path, *, keep: bool) -> dict[str, float]:
+    """The summary of a window's ``perf sched`` trace (``perf.data`` and ``pids.json``)."""
+    pids = json.loads((trace_dir / "pids.json").read_text())
+    split = split_broker_time(read_trace(trace_dir / "perf.data"), int(pids["broker"]),
+                              int(pids["client"]))
+    if not keep:
+        (trace_dir / "perf.data").unlink(missing_ok=True)  # large; the summary is kept
+    return split.summary()
 
 
 REPORTED: Final[tuple[str, ...]] = (
@@ -614,7 +622,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out-dir", type=Path, default=None)
     parser.add_argument("--keep-traces", action="store_true",
                         help="keep each window's perf.data (tens of MB each)")
+    parser.add_argument("--analyse-later", action="store_true",
+                        help="keep the traces unread (no CPU spent between windows); read "
+                             "them afterwards with --analyse DIR")
+    parser.add_argument("--analyse", type=Path, default=None, metavar="DIR",
+                        help="read the traces a run with --analyse-later left in DIR and "
+                             "rewrite its rows.json and report")
     args = parser.parse_args(argv)
+    if args.analyse is not None:
+        return _analyse_run(args.analyse, keep=args.keep_traces)
     variants = [parse_variant(spec) for spec in args.variants.split(",") if spec]
     work = args.out_dir or Path(tempfile.mkdtemp(prefix="p5-sched-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -647,6 +663,18 @@ def main(argv: list[str] | None = None) -> int:
     (work / "rows.json").write_text(json.dumps(rows, indent=1))
     print(report(rows))
     print(f"rows: {work / 'rows.json'}")
+    return 0
+
+
+def _analyse_run(work: Path, *, keep: bool) -> int:
+    rows: dict[str, list[dict[str, Any]]] = json.loads((work / "rows.json").read_text())
+    for windows in rows.values():
+        for row in windows:
+            trace_dir = Path(row.get("trace_dir", ""))
+            if "trace_dir" in row and (trace_dir / "perf.data").exists():
+                row.update(analyse_trace(trace_dir, keep=keep))
+    (work / "rows.json").write_text(json.dumps(rows, indent=1))
+    print(report(rows))
     return 0
 
 
