@@ -657,6 +657,7 @@ def main(argv: list[str] | None = None) -> int:
                 with paused([p for p in pids if p != broker.pid]):
                     row = _window(variant, broker, ctx, args, trace_dir)
                 rows[variant.label].append(row)
+                (work / "rows.json").write_text(json.dumps(rows, indent=1))  # (so far)
                 print(f"{variant.label} round {round_index}: " + " ".join(
                     f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
                     for k, v in row.items()), flush=True)
