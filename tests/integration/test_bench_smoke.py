@@ -71,7 +71,7 @@ NAMED_EFFICIENCY_ROWS = [
     *((f"P4 e2e latency @ {rate} rec/s", "broker CPU us/record") for rate in (10_000, 50_000)),
 ]
 NUMBER = re.compile(r"^\d[\d,]*(\.\d+)?(e[+-]?\d+)?( \[.*\])?$")
-SIGNED_NUMBER = re.compile(r"^-?\d[\d,]*(\.\d+)?(e[+-]?\d+)?( \[.*\])?$")
+SIGNED_NUMBER = re.compile("^-?" + NUMBER.pattern.removeprefix("^"))
 
 
 def _run_quick(results_dir: Path, *extra: str) -> str:
