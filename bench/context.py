@@ -2,18 +2,15 @@
 
 ``Sizes`` holds the workload sizes (full run and ``--quick``). ``RunContext.load`` starts a
 ``bench.load`` process (librdkafka in its own process) against a broker and returns a
-``LoadProc``; ``LoadProc.result`` waits for its JSON line, charging the broker's process
-tree with the CPU it used meanwhile. ``RunContext.profiled`` wraps a run in py-spy.
+``bench.load_procs.LoadProc``; ``LoadProc.result`` waits for its JSON line, charging the
+broker's process tree with the CPU it used meanwhile. ``RunContext.profiled`` wraps a run in
+py-spy.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
-import os
-import select
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -22,13 +19,12 @@ from pathlib import Path
 from typing import Any, Final
 
 from bench.brokers import BrokerUnderTest
-from bench.procs import BenchError, spawn, stop, tree_cpu_s
+from bench.load_procs import LoadOutcome, LoadProc, start_load
+from bench.procs import spawn, stop
 from bench.warming import NO_WARM_UP, WarmUp
 
-REPO_ROOT: Final[Path] = Path(__file__).resolve().parent.parent
 PY_SPY: Final[Path] = Path(sys.executable).parent / "py-spy"
 PROFILED: Final[tuple[str, ...]] = ("minikafka", "minikafka-metrics")  # py-spy watches these
-MAX_LINE_BYTES: Final[int] = 1 << 20
 # P5's load, unmeasured, on each broker before its measured runs, while the broker's CPU per
 # request still falls (bench.warming): Kafka's JIT took 35-45 s of it in quiet slots.
 P5_WARM_UP: Final[WarmUp] = WarmUp(min_s=20.0, max_s=60.0, run_s=5.0)
@@ -84,68 +80,6 @@ QUICK: Final[Sizes] = replace(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class LoadOutcome:
-    result: dict[str, Any]
-    wall_s: float  # the load process's lifetime as seen by the harness
-    broker_cpu_s: float  # the broker tree's CPU over that lifetime
-
-
-class LoadProc:
-    """A running ``bench.load`` process; read its lines, then its JSON result."""
-
-    def __init__(self, proc: subprocess.Popen[bytes], broker: BrokerUnderTest, name: str) -> None:
-        self.proc = proc
-        self.broker = broker
-        self.name = name
-        self.t0 = time.monotonic()
-        self.cpu0 = tree_cpu_s(broker.pid) if broker.pid else 0.0
-        self._buffer = b""
-
-    def _readline(self, deadline: float) -> str:
-        assert self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
-        while b"\n" not in self._buffer:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise BenchError(f"load {self.name}: no output before the timeout")
-            ready, _, _ = select.select([fd], [], [], min(remaining, 1.0))
-            if not ready:
-                continue
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                raise BenchError(f"load {self.name}: exited without a result")
-            self._buffer += chunk
-            if len(self._buffer) > MAX_LINE_BYTES:
-                raise BenchError(f"load {self.name}: output line over {MAX_LINE_BYTES} bytes")
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        return line.decode(errors="replace")
-
-    def wait_line(self, expected: str, timeout_s: float) -> None:
-        line = self._readline(time.monotonic() + timeout_s)
-        if line.strip() != expected:
-            raise BenchError(f"load {self.name}: expected {expected!r}, got {line[:300]!r}")
-
-    def result(self, timeout_s: float) -> LoadOutcome:
-        try:
-            line = self._readline(time.monotonic() + timeout_s)
-            wall_s = time.monotonic() - self.t0
-            broker_cpu_s = (tree_cpu_s(self.broker.pid) - self.cpu0) if self.broker.pid else 0.0
-            self.proc.wait(timeout=30)
-        finally:
-            stop(self.proc, grace_s=5.0)
-        try:
-            result: dict[str, Any] = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise BenchError(f"load {self.name}: not JSON: {line[:300]!r}") from exc
-        if not result.get("ok"):
-            raise BenchError(f"load {self.name} on {self.broker.name}: {result.get('error')}")
-        return LoadOutcome(result=result, wall_s=wall_s, broker_cpu_s=broker_cpu_s)
-
-    def kill(self) -> None:
-        stop(self.proc, grace_s=2.0)
-
-
 @dataclass(slots=True)
 class RunContext:
     work_dir: Path
@@ -163,13 +97,8 @@ class RunContext:
     def load(self, broker: BrokerUnderTest, spec: dict[str, Any], *, name: str) -> LoadProc:
         """Start a librdkafka load process against broker (see bench.load for specs)."""
         full = {"bootstrap": broker.bootstrap, "timeout_s": 300, **spec}
-        proc = spawn(
-            [sys.executable, "-m", "bench.load", json.dumps(full)],
-            log_path=self.work_dir / "load.log",
-            cwd=REPO_ROOT,
-            stdout_pipe=True,
-        )
-        return LoadProc(proc, broker, name)
+        return start_load(full, name=name, log_path=self.work_dir / "load.log",
+                          cpu_pid=broker.pid, broker_name=broker.name)
 
     def run_load(self, broker: BrokerUnderTest, spec: dict[str, Any], *, name: str) -> LoadOutcome:
         """Run one load process to completion and return its outcome."""

@@ -450,8 +450,9 @@ def main(argv: list[str] | None = None) -> int:
     if args_in[:1] == ["--child"]:
         return _child(args_in[1:])
     from bench.brokers import SHARED_SETTINGS
-    from bench.load_specs import latency_specs, spawn_latency_pair
-    from bench.procs import free_port, spawn, stop, wait_for_port
+    from bench.load_procs import start_latency_pair
+    from bench.load_specs import latency_specs
+    from bench.procs import BenchError, free_port, spawn, stop, wait_for_port
     from bench.syscalls import TOPIC, _requests_served
     from client.sync import SyncClient
 
@@ -508,8 +509,7 @@ def main(argv: list[str] | None = None) -> int:
         consume, produce = latency_specs(
             TOPIC, args.rate, records, int(args.rate * args.warmup_s), 100, bootstrap,
             outliers_ms=args.stall_ms, timeout_s=args.warmup_s + args.window_s + 60)
-        pair = spawn_latency_pair(consume, produce, work)
-        try:
+        with start_latency_pair(consume, produce, name="P4", log_dir=work) as pair:
             time.sleep(args.warmup_s)
             before = _requests_served(metrics_url) if metrics_url else 0
             os.kill(broker.pid, signal.SIGUSR1)
@@ -517,14 +517,13 @@ def main(argv: list[str] | None = None) -> int:
             os.kill(broker.pid, signal.SIGUSR2)
             after = _requests_served(metrics_url) if metrics_url else 0
             probe = _wait_file(state)
-            produced, consumed = pair.results()
-        finally:
-            pair.stop()
+            produced_out, consumed_out = pair.results(produce_timeout_s=120)
+    except BenchError as exc:
+        print(f"load failed: {exc}", file=sys.stderr)
+        return 1
     finally:
         stop(broker, sig=signal.SIGTERM)
-    if not consumed.get("ok") or not produced.get("ok"):
-        print(f"load failed: producer {produced}, consumer {consumed}", file=sys.stderr)
-        return 1
+    produced, consumed = produced_out.result, consumed_out.result
     requests = after - before
     seconds = probe["seconds"]
     print(f"P4 at {args.rate:,} records/s: producer held {produced['records'] / produced['send_s']:,.0f}"

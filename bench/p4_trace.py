@@ -286,9 +286,10 @@ def main(argv: list[str] | None = None) -> int:
     from bench.admin import create_topic
     from bench.brokers import BrokerUnderTest
     from bench.kafka_broker import ApacheKafka
-    from bench.load_specs import latency_specs, spawn_latency_pair
+    from bench.load_procs import start_latency_pair
+    from bench.load_specs import latency_specs
     from bench.minikafka_broker import MiniKafka
-    from bench.procs import spawn_ready, stop
+    from bench.procs import BenchError, spawn_ready, stop
 
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--broker", choices=("minikafka", "kafka"), default="minikafka")
@@ -327,19 +328,17 @@ def main(argv: list[str] | None = None) -> int:
         consume, produce = latency_specs(
             topic, args.rate, records, warmup, VALUE_BYTES, broker.bootstrap,
             outliers_ms=1e-6, max_outliers=records, timeout_s=args.warmup_s + args.window_s + 60)
-        pair = spawn_latency_pair(consume, produce, work)
-        try:
-            produced, consumed = pair.results()
-        finally:
-            pair.stop()
+        with start_latency_pair(consume, produce, name="P4", log_dir=work) as pair:
+            produced_out, consumed_out = pair.results(produce_timeout_s=records / args.rate + 120)
         stop(sniffer, grace_s=120)
+    except BenchError as exc:
+        print(f"load failed: {exc}", file=sys.stderr)
+        return 1
     finally:
         if sniffer is not None:
             stop(sniffer, grace_s=120)
         broker.stop()
-    if not consumed.get("ok") or not produced.get("ok"):
-        print(f"load failed: producer {produced}, consumer {consumed}", file=sys.stderr)
-        return 1
+    produced, consumed = produced_out.result, consumed_out.result
     (work / "run.json").write_text(json.dumps({"port": port, "produced": produced,
                                                "consumed": consumed}))
     segments, dropped = _segments(segments_path)

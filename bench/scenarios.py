@@ -49,8 +49,9 @@ from typing import Any, Final
 from bench import java_perf
 from bench.admin import create_topic
 from bench.brokers import BrokerUnderTest
-from bench.context import PROFILED, LoadOutcome, RunContext
+from bench.context import PROFILED, RunContext
 from bench.figures import Figure, cpu_pct
+from bench.load_procs import LoadOutcome, start_latency_pair
 from bench.load_specs import latency_specs
 from bench.loopback import LoopbackResult, measure_sendfile
 from bench.procs import BenchError, tree_cpu_s
@@ -426,20 +427,14 @@ class P4Latency(Scenario):
     @staticmethod
     def _pair(broker: BrokerUnderTest, ctx: RunContext, topic: str, rate: int, records: int,
               unmeasured: int, *, name: str) -> tuple[LoadOutcome, LoadOutcome]:
-        """P4's consumer, then (once it is ready) its producer of ``records`` records at
-        ``rate``/s on ``topic``, the first ``unmeasured`` not measured: their outcomes,
-        (produced, consumed), the consumer's broker CPU spanning the producer's."""
+        """P4's pair (``start_latency_pair``): ``records`` records at ``rate``/s on ``topic``,
+        the first ``unmeasured`` not measured: their outcomes, (produced, consumed), the
+        consumer's broker CPU spanning the producer's."""
         consume, produce = latency_specs(topic, rate, records, unmeasured,
-                                         ctx.sizes.record_bytes)
-        consumer = ctx.load(broker, consume, name=f"{name} consumer")
-        try:
-            consumer.wait_line("ready", timeout_s=60.0)
-            producer = ctx.load(broker, produce, name=f"{name} producer")
-            produced = producer.result(timeout_s=records / rate + 120.0)
-            consumed = consumer.result(timeout_s=120.0)
-        finally:
-            consumer.kill()
-        return produced, consumed
+                                         ctx.sizes.record_bytes, broker.bootstrap)
+        with start_latency_pair(consume, produce, name=name, log_dir=ctx.work_dir / "p4-load",
+                                cpu_pid=broker.pid, broker_name=broker.name) as pair:
+            return pair.results(produce_timeout_s=records / rate + 120.0)
 
     def _run_rate(self, broker: BrokerUnderTest, ctx: RunContext, run: int,
                   rate: int) -> list[Figure]:
