@@ -67,6 +67,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from bench.p4_sched import Occupancy, format_tail, read_slices, record_argv, tail_sched
+
 if TYPE_CHECKING:
     from bench.brokers import BrokerUnderTest
 
@@ -85,6 +87,8 @@ PARTS: Final[tuple[str, ...]] = ("producer", "broker append", "no fetch out", "b
 PRODUCE: Final[int] = 0  # api keys
 FETCH: Final[int] = 1
 WARM_UP_RUN_S: Final[float] = 10.0
+SCHED_DATA: Final[str] = "sched.data"  # --sched: perf's recording, in the work dir
+ROLES_JSON: Final[str] = "roles.json"  # --sched: pid -> role (bench.p4_sched.ROLES)
 
 
 class _SockFilter(ctypes.Structure):
@@ -292,9 +296,10 @@ def _pcts(values: list[float]) -> dict[str, float]:
     return {f"p{p:g}": _pct(values, p) for p in (50, 90, 99, 99.9)}
 
 
-def analyse(segments: list[list[Any]], samples: list[list[float]], broker_port: int
-            ) -> dict[str, Any]:
-    """Each sampled record's parts (see the module docstring) and their summaries."""
+def analyse(segments: list[list[Any]], samples: list[list[float]], broker_port: int,
+            occupancy: Occupancy | None = None) -> dict[str, Any]:
+    """Each sampled record's parts (see the module docstring) and their summaries; with
+    ``occupancy`` (``bench.p4_sched``), what the CPUs did during each part in the tails."""
     request_end: dict[tuple[int, int], tuple[int, int]] = {}  # (port, corr) -> (time, api key)
     answer_end: dict[tuple[int, int], int] = {}  # (port, corr) -> time
     produced_in: dict[int, tuple[int, int]] = {}  # stamp -> (producer port, corr)
@@ -356,6 +361,9 @@ def analyse(segments: list[list[Any]], samples: list[list[float]], broker_port: 
             "turnaround": (f_in - previous_out) / 1e6,
             # the previous answer left after this record was appended, without it
             "missed": 1.0 if f_in > appended and previous_out >= appended else 0.0,
+            # the times the parts were cut at (ns; bench.p4_sched)
+            "sent": float(stamp), "produce in": float(p_in), "appended": float(appended),
+            "fetch in": float(f_in), "answer out": float(a_out), "received": float(received),
         })
     summary: dict[str, Any] = {"records": len(samples), "matched": len(rows), "missing": missing}
     produce_times = sorted(
@@ -405,6 +413,8 @@ def analyse(segments: list[list[Any]], samples: list[list[float]], broker_port: 
                                       if waited else 0.0),
             "missed by an earlier answer": sum(1 for r in waited if r["missed"]),
         }
+        if occupancy is not None:
+            tails[f">= p{p:g}" if p > 50 else "all"]["sched"] = tail_sched(tail, occupancy)
     summary["tails"] = tails
     return summary
 
@@ -440,6 +450,17 @@ def _print(summary: dict[str, Any]) -> None:
               + f"; {t['waited for a fetch']:,} waited for a fetch (the consumer's turnaround "
               f"before it {t['their turnaround mean']:.3f} on average; "
               f"{t['missed by an earlier answer']:,} missed by an earlier answer)")
+    for name, t in summary["tails"].items():
+        if "sched" in t:
+            print("\n".join(format_tail(name, t["sched"])))
+
+
+def _occupancy(work: Path) -> Occupancy | None:
+    """The scheduler's record of a run made with ``--sched``, if there is one."""
+    if not (work / SCHED_DATA).exists():
+        return None
+    roles = {int(pid): role for pid, role in json.loads((work / ROLES_JSON).read_text()).items()}
+    return Occupancy(read_slices(work / SCHED_DATA), roles)
 
 
 def _warm_up(broker: BrokerUnderTest, rate: int, seconds: float, log_dir: Path) -> None:
@@ -473,7 +494,7 @@ def main(argv: list[str] | None = None) -> int:
     from bench.load_procs import start_latency_pair
     from bench.load_specs import latency_specs
     from bench.minikafka_broker import MiniKafka
-    from bench.procs import BenchError, spawn_ready, stop
+    from bench.procs import BenchError, spawn, spawn_ready, stop, tree_pids
 
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--broker", choices=("minikafka", "kafka"), default="minikafka")
@@ -485,13 +506,17 @@ def main(argv: list[str] | None = None) -> int:
                         "a JVM compiles its paths meanwhile")
     parser.add_argument("--out-dir", type=Path, default=Path(tempfile.gettempdir()) / "p4-trace")
     parser.add_argument("--json", type=Path, default=None, help="also write the summary here")
+    parser.add_argument("--sched", action="store_true",
+                        help="also record the scheduler's events (perf sched) and say what the "
+                        "CPUs did during each part of the tail's records (bench.p4_sched)")
     parser.add_argument("--again", type=Path, default=None, metavar="WORK_DIR",
                         help="analyse a run's work dir again (no load)")
     args = parser.parse_args(args_in)
     if args.again is not None:
         run = json.loads((args.again / "run.json").read_text())
         segments, counts = _segments(args.again / "segments.jsonl")
-        summary = analyse(segments, run["consumed"].get("outliers", []), run["port"])
+        summary = analyse(segments, run["consumed"].get("outliers", []), run["port"],
+                          _occupancy(args.again))
         print(f"{len(segments):,} segments with data captured; {_counts(counts)}")
         _print(summary)
         return 0
@@ -500,7 +525,7 @@ def main(argv: list[str] | None = None) -> int:
     broker: BrokerUnderTest = (MiniKafka(work / "broker") if args.broker == "minikafka"
                                else ApacheKafka(work / "broker"))
     broker.start()
-    sniffer = None
+    sniffer = perf = None
     try:
         _warm_up(broker, args.rate, args.broker_warm_up_s, work / "warm-up")
         topic = "p4-trace"
@@ -516,21 +541,31 @@ def main(argv: list[str] | None = None) -> int:
         consume, produce = latency_specs(
             topic, args.rate, records, warmup, VALUE_BYTES, broker.bootstrap,
             outliers_ms=1e-6, max_outliers=records, timeout_s=args.warmup_s + args.window_s + 60)
+        if args.sched:
+            perf = spawn(record_argv(work / SCHED_DATA), log_path=work / "perf.log")
         with start_latency_pair(consume, produce, name="P4", log_dir=work) as pair:
+            roles = {**{p: "broker" for p in tree_pids(broker.pid)},
+                     pair.producer.proc.pid: "producer", pair.consumer.proc.pid: "consumer",
+                     sniffer.pid: "capture", **({perf.pid: "capture"} if perf else {})}
+            (work / ROLES_JSON).write_text(json.dumps(roles))
             produced_out, consumed_out = pair.results(produce_timeout_s=records / args.rate + 120)
         stop(sniffer, grace_s=120)
+        if perf is not None:
+            stop(perf, grace_s=120, sig=signal.SIGINT)  # perf writes its file on SIGINT
     except BenchError as exc:
         print(f"load failed: {exc}", file=sys.stderr)
         return 1
     finally:
         if sniffer is not None:
             stop(sniffer, grace_s=120)
+        if perf is not None:
+            stop(perf, grace_s=120, sig=signal.SIGINT)
         broker.stop()
     produced, consumed = produced_out.result, consumed_out.result
     (work / "run.json").write_text(json.dumps({"port": port, "produced": produced,
                                                "consumed": consumed}))
     segments, counts = _segments(segments_path)
-    summary = analyse(segments, consumed.get("outliers", []), port)
+    summary = analyse(segments, consumed.get("outliers", []), port, _occupancy(work))
     summary.update(broker=args.broker, rate=args.rate, segments=len(segments), **counts,
                    producer_max_behind_ms=produced.get("max_behind_ms"),
                    bench_latency_ms=consumed["latency_ms"])

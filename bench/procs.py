@@ -189,6 +189,11 @@ def _tree(pid: int) -> list[int]:
     return found
 
 
+def tree_pids(pid: int) -> list[int]:
+    """pid and its live descendants (at most 1,000)."""
+    return _tree(pid)
+
+
 def tree_cpu_s(pid: int) -> float:
     """utime+stime of pid and its live descendants, in seconds (depth and count bounded)."""
     return sum(_own_cpu_ticks(p) for p in _tree(pid)) / CLOCK_TICKS_PER_S

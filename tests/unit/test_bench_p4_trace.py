@@ -1,5 +1,6 @@
-"""``bench.p4_trace``: a connection's bytes cut into Kafka frames segment by segment, and a
-record's latency split into parts that add up to it."""
+"""``bench.p4_trace``: a connection's bytes cut into Kafka frames segment by segment, a
+record's latency split into parts that add up to it; ``bench.p4_sched``: perf's scheduler
+record cut into each role's running and waiting time."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import struct
 
 import pytest
 
+from bench.p4_sched import Occupancy, parse_timehist
 from bench.p4_trace import FETCH, PARTS, PRODUCE, _Frames, analyse
 
 
@@ -87,3 +89,27 @@ def test_a_records_parts_add_up_to_its_latency() -> None:
     assert tail["waited for a fetch"] == 1 and tail["missed by an earlier answer"] == 0
     assert tail["their turnaround mean"] == pytest.approx(2.8)
     assert summary["produce requests"]["in to answer out ms"]["p50"] == pytest.approx(1.0)
+
+
+def test_the_scheduler_record_is_cut_into_running_and_waiting_time_by_role() -> None:
+    lines = [
+        "           time    cpu  task name                       wait time  sch delay   run time",
+        "   10.002000 [0000]  python[100]                          0.000      0.500      1.000 ",
+        "   10.004000 [0001]  rdk:broker-1[201/200]                0.000      0.000      2.000 ",
+        "   10.004000 [0000]  other thing[300/300]                 0.000      1.000      2.000 ",
+        "   10.005000 [0001]  <idle>[0]                            0.000      0.000      1.000 ",
+    ]
+    slices = parse_timehist(lines)
+    assert [(s.pid, s.tid) for s in slices] == [(100, 100), (200, 201), (300, 300)]
+    ms = 1_000_000
+    broker = slices[0]  # woken at 10.0005 s, ran 10.001-10.002
+    assert (broker.ready, broker.start, broker.end) == (10_000 * ms + ms // 2, 10_001 * ms,
+                                                        10_002 * ms)
+    occupancy = Occupancy(slices, {100: "broker", 200: "consumer"})
+    window = (10_000 * ms, 10_005 * ms)
+    assert occupancy.ns("broker", "running", *window) == ms
+    assert occupancy.ns("broker", "waiting for a CPU", *window) == ms // 2
+    assert occupancy.ns("consumer", "running", *window) == 2 * ms
+    assert occupancy.ns("other", "running", *window) == 2 * ms
+    assert occupancy.ns("other", "waiting for a CPU", *window) == ms
+    assert occupancy.ns("broker", "running", 10_002 * ms, 10_005 * ms) == 0
