@@ -2,8 +2,9 @@
 
 ``perf sched record -k CLOCK_MONOTONIC`` runs beside the capture (the scheduler's switch and
 wake-up events, on the clock of the records' stamps and the capture's segments), and
-``perf sched timehist`` turns them into one line per time a thread left a CPU: when, how
-long it had run, how long before that it had waited for a CPU once woken ("sch delay").
+``perf sched timehist --state`` turns them into one line per time a thread left a CPU: when,
+how long it had run, how long before that it had waited for a CPU once woken ("sch delay"),
+and whether it left the CPU still runnable (preempted: it waited for a CPU from then on).
 From those lines each thread's time is cut into running and runnable-but-waiting intervals,
 and the threads are grouped by role: the broker (every thread of its process tree), the
 producer and the consumer (``bench.load`` processes, librdkafka's threads with the Python
@@ -42,9 +43,11 @@ PART_ROLES: Final[dict[str, str]] = {
     "broker answer": "broker",
     "consumer": "consumer",
 }
-# "  34989.572056 [0001]  rdk:broker-1[8300/26736]   12.034   0.000   3.982"
+# "  34989.572056 [0001]  rdk:broker-1[8300/26736]   12.034   0.000   3.982   S"
+# (time it left the CPU, CPU, thread, wait time, sch delay, run time, its state then)
 _LINE: Final[re.Pattern[str]] = re.compile(
-    r"^\s*(\d+\.\d+)\s+\[(\d+)\]\s+(.*)\[(\d+)(?:/(\d+))?\]\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$")
+    r"^\s*(\d+\.\d+)\s+\[(\d+)\]\s+(.*)\[(\d+)(?:/(\d+))?\]\s+([\d.]+)\s+([\d.]+)"
+    r"\s+([\d.]+)\s+(\S+)\s*$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,13 +69,17 @@ def record_argv(out: Path) -> list[str]:
 
 def read_slices(data: Path) -> list[Slice]:
     """The slices of every thread in perf's recording ``data`` (``perf sched timehist``)."""
-    text = subprocess.run(["perf", "sched", "timehist", "-i", str(data)], check=True,
-                          capture_output=True, text=True, timeout=600).stdout
+    text = subprocess.run(["perf", "sched", "timehist", "--state", "-i", str(data)],
+                          check=True, capture_output=True, text=True, timeout=600).stdout
     return parse_timehist(text.splitlines())
 
 
 def parse_timehist(lines: Iterable[str]) -> list[Slice]:
+    """Slices from ``perf sched timehist --state``'s lines. A thread woken waited for a CPU
+    from its wake-up ("sch delay"); one that left its CPU still runnable (state R: preempted)
+    waited from then on (perf counts that in its "wait time")."""
     slices = []
+    preempted_at: dict[int, int] = {}  # tid -> when it left its CPU runnable
     for line in lines:
         m = _LINE.match(line)
         if m is None:
@@ -83,7 +90,10 @@ def parse_timehist(lines: Iterable[str]) -> list[Slice]:
             continue  # the idle task
         end = round(float(m.group(1)) * 1e9)
         start = end - round(float(m.group(8)) * 1e6)
-        slices.append(Slice(pid, tid, start - round(float(m.group(7)) * 1e6), start, end))
+        ready = preempted_at.pop(tid, start - round(float(m.group(7)) * 1e6))
+        slices.append(Slice(pid, tid, min(ready, start), start, end))
+        if m.group(9).startswith("R"):
+            preempted_at[tid] = end
     return slices
 
 

@@ -93,23 +93,26 @@ def test_a_records_parts_add_up_to_its_latency() -> None:
 
 def test_the_scheduler_record_is_cut_into_running_and_waiting_time_by_role() -> None:
     lines = [
-        "           time    cpu  task name                       wait time  sch delay   run time",
-        "   10.002000 [0000]  python[100]                          0.000      0.500      1.000 ",
-        "   10.004000 [0001]  rdk:broker-1[201/200]                0.000      0.000      2.000 ",
-        "   10.004000 [0000]  other thing[300/300]                 0.000      1.000      2.000 ",
-        "   10.005000 [0001]  <idle>[0]                            0.000      0.000      1.000 ",
+        "           time    cpu  task name                  wait time  sch delay   run time  state",
+        "   10.002000 [0000]  python[100]                     0.000      0.500      1.000      R ",
+        "   10.004000 [0001]  rdk:broker-1[201/200]           0.000      0.000      2.000      S ",
+        "   10.004000 [0000]  other thing[300/300]            0.000      1.000      2.000      S ",
+        "   10.005000 [0001]  <idle>[0]                       0.000      0.000      1.000      I ",
+        # preempted at 10.002 s (R above), it ran again from 10.0045 s: 2.5 ms runnable
+        "   10.005000 [0000]  python[100]                     2.500      0.000      0.500      S ",
     ]
     slices = parse_timehist(lines)
-    assert [(s.pid, s.tid) for s in slices] == [(100, 100), (200, 201), (300, 300)]
+    assert [(s.pid, s.tid) for s in slices] == [(100, 100), (200, 201), (300, 300), (100, 100)]
     ms = 1_000_000
     broker = slices[0]  # woken at 10.0005 s, ran 10.001-10.002
     assert (broker.ready, broker.start, broker.end) == (10_000 * ms + ms // 2, 10_001 * ms,
                                                         10_002 * ms)
+    assert slices[3].ready == 10_002 * ms
     occupancy = Occupancy(slices, {100: "broker", 200: "consumer"})
     window = (10_000 * ms, 10_005 * ms)
-    assert occupancy.ns("broker", "running", *window) == ms
-    assert occupancy.ns("broker", "waiting for a CPU", *window) == ms // 2
+    assert occupancy.ns("broker", "running", *window) == ms + ms // 2
+    assert occupancy.ns("broker", "waiting for a CPU", *window) == 3 * ms
     assert occupancy.ns("consumer", "running", *window) == 2 * ms
     assert occupancy.ns("other", "running", *window) == 2 * ms
     assert occupancy.ns("other", "waiting for a CPU", *window) == ms
-    assert occupancy.ns("broker", "running", 10_002 * ms, 10_005 * ms) == 0
+    assert occupancy.ns("broker", "running", 10_002 * ms, 10_004 * ms) == 0
