@@ -19,12 +19,20 @@ CPUs meanwhile (CPU-milliseconds each). So a slow part is told apart as work (it
 a wait for a CPU (its role runnable, the CPUs held by others: who), or a wait for an event
 (its role asleep: the other side, a timer).
 
+A thread the guest's scheduler has on a CPU is not always running: this machine is a
+2-vCPU microVM, and when the hypervisor does not run a virtual CPU, whatever the guest had
+on it seems to run on, for milliseconds (both vCPUs at once, at times). The scheduler
+charges a thread only the CPU time it got (``sched_stat_runtime`` events, which perf sched
+records too: the host's steal is left out of them, and so is interrupt time); the rest of
+a slice is counted as "stolen", not as running.
+
 Time is counted in bins of ``BIN_NS`` (50 us): figures are for parts of a millisecond and
 up.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 import subprocess
 from collections.abc import Iterable, Mapping
@@ -34,7 +42,9 @@ from typing import Final
 
 BIN_NS: Final[int] = 50_000
 ROLES: Final[tuple[str, ...]] = ("broker", "producer", "consumer", "capture", "other")
-STATES: Final[tuple[str, ...]] = ("running", "waiting for a CPU")
+# "stolen": on a CPU by the guest's scheduler, not charged CPU time: the virtual CPU was
+# not running (the hypervisor's steal: this machine is a 2-vCPU microVM) or served interrupts
+STATES: Final[tuple[str, ...]] = ("running", "waiting for a CPU", "stolen")
 # the role a part of the latency waits on
 PART_ROLES: Final[dict[str, str]] = {
     "producer": "producer",
@@ -60,6 +70,10 @@ class Slice:
     ready: int
     start: int
     end: int
+    # (until, ns run) pieces of [start, end], in order (``add_runtimes``): the CPU time the
+    # scheduler charged it up to each moment; the rest of the wall time it was "on" the
+    # CPU, the virtual CPU itself did not run (the hypervisor's steal) or served interrupts
+    runtimes: tuple[tuple[int, int], ...] = ()
 
 
 def record_argv(out: Path) -> list[str]:
@@ -68,10 +82,45 @@ def record_argv(out: Path) -> list[str]:
 
 
 def read_slices(data: Path) -> list[Slice]:
-    """The slices of every thread in perf's recording ``data`` (``perf sched timehist``)."""
+    """The slices of every thread in perf's recording ``data`` (``perf sched timehist``),
+    with the CPU time charged within each (``sched_stat_runtime`` events)."""
     text = subprocess.run(["perf", "sched", "timehist", "--state", "-i", str(data)],
                           check=True, capture_output=True, text=True, timeout=600).stdout
-    return parse_timehist(text.splitlines())
+    events = subprocess.run(["perf", "script", "-i", str(data), "-F", "tid,time,event,trace"],
+                            check=True, capture_output=True, text=True, timeout=600).stdout
+    return add_runtimes(parse_timehist(text.splitlines()), parse_runtimes(events.splitlines()))
+
+
+# "20865 35791.507550: sched:sched_stat_runtime: comm=perf pid=20865 runtime=54923 [ns]"
+_RUNTIME: Final[re.Pattern[str]] = re.compile(
+    r"^\s*\d+\s+(\d+\.\d+): sched:sched_stat_runtime: .* pid=(\d+) runtime=(\d+)")
+
+
+def parse_runtimes(lines: Iterable[str]) -> dict[int, list[tuple[int, int]]]:
+    """tid -> [(time, ns run since the previous such event)] from ``perf script``'s
+    ``sched_stat_runtime`` lines (the scheduler charging a running thread its CPU time:
+    at each tick, switch and wake-up on its CPU)."""
+    runtimes: dict[int, list[tuple[int, int]]] = {}
+    for line in lines:
+        if "sched_stat_runtime" not in line:
+            continue
+        m = _RUNTIME.match(line)
+        if m is not None:
+            runtimes.setdefault(int(m.group(2)), []).append(
+                (round(float(m.group(1)) * 1e9), int(m.group(3))))
+    return runtimes
+
+
+def add_runtimes(slices: list[Slice], runtimes: Mapping[int, list[tuple[int, int]]]
+                 ) -> list[Slice]:
+    """Each slice with the CPU time charged to its thread within it."""
+    out = []
+    for s in slices:
+        events = runtimes.get(s.tid, [])
+        i = bisect.bisect_right(events, (s.start, 1 << 62))
+        j = bisect.bisect_right(events, (s.end, 1 << 62))
+        out.append(Slice(s.pid, s.tid, s.ready, s.start, s.end, tuple(events[i:j])))
+    return out
 
 
 def parse_timehist(lines: Iterable[str]) -> list[Slice]:
@@ -109,7 +158,19 @@ class Occupancy:
         for s in slices:
             role = roles.get(s.pid, "other")
             self._add(counts[(role, "waiting for a CPU")], s.ready, s.start)
-            self._add(counts[(role, "running")], s.start, s.end)
+            if not s.runtimes:  # nothing charged: all of it counted as run
+                self._add(counts[(role, "running")], s.start, s.end)
+                continue
+            # Between two charges, what was not charged is the virtual CPU's own absence
+            # (or interrupts), spread over that stretch.
+            lo = s.start
+            for until, run_ns in (*s.runtimes, (s.end, 0)):
+                hi = min(max(until, lo), s.end)
+                if hi > lo:
+                    share = min(1.0, run_ns / (hi - lo))
+                    self._add(counts[(role, "running")], lo, hi, share)
+                    self._add(counts[(role, "stolen")], lo, hi, 1.0 - share)
+                lo = hi
         self._prefix: dict[tuple[str, str], list[int]] = {}
         for key, values in counts.items():
             total = 0
@@ -119,13 +180,15 @@ class Occupancy:
                 prefix.append(total)
             self._prefix[key] = prefix
 
-    def _add(self, bins: list[int], lo: int, hi: int) -> None:
+    def _add(self, bins: list[int], lo: int, hi: int, share: float = 1.0) -> None:
+        if share <= 0:
+            return
         t = lo
         while t < hi:
             i = (t - self.t0) // BIN_NS
             edge = self.t0 + (i + 1) * BIN_NS
             step = min(hi, edge) - t
-            bins[i] += step
+            bins[i] += round(step * share)
             t += step
 
     def ns(self, role: str, state: str, lo: int, hi: int) -> int:
@@ -170,6 +233,8 @@ def tail_sched(rows: list[dict[str, float]], occupancy: Occupancy) -> dict[str, 
             for other in ROLES:
                 key = f"CPU held by {other}"
                 sums[key] = sums.get(key, 0.0) + occupancy.ns(other, "running", lo, hi) / 1e6
+                sums["stolen"] = (sums.get("stolen", 0.0)
+                                  + occupancy.ns(other, "stolen", lo, hi) / 1e6)
         out[part] = {key: value / n for key, value in sums.items()}
     return out
 
@@ -184,6 +249,8 @@ def format_tail(name: str, sched: Mapping[str, Mapping[str, float]]) -> list[str
         lines.append(
             f"    {part:>14} {figures['ms']:.3f}: {role} running "
             f"{figures[f'{role} running']:.3f}, waiting for a CPU "
-            f"{figures[f'{role} waiting for a CPU']:.3f}; CPUs held by "
-            + ", ".join(f"{other} {figures[f'CPU held by {other}']:.3f}" for other in ROLES))
+            f"{figures[f'{role} waiting for a CPU']:.3f}, stolen {figures[f'{role} stolen']:.3f}"
+            "; CPUs held by "
+            + ", ".join(f"{other} {figures[f'CPU held by {other}']:.3f}" for other in ROLES)
+            + f"; stolen {figures['stolen']:.3f}")
     return lines

@@ -509,6 +509,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sched", action="store_true",
                         help="also record the scheduler's events (perf sched) and say what the "
                         "CPUs did during each part of the tail's records (bench.p4_sched)")
+    parser.add_argument("--capture-only", action="store_true",
+                        help="save the run, analyse it later with --again (in a quiet slot: "
+                        "the analysis's minute of CPU is not spent there)")
     parser.add_argument("--again", type=Path, default=None, metavar="WORK_DIR",
                         help="analyse a run's work dir again (no load)")
     args = parser.parse_args(args_in)
@@ -564,6 +567,11 @@ def main(argv: list[str] | None = None) -> int:
     produced, consumed = produced_out.result, consumed_out.result
     (work / "run.json").write_text(json.dumps({"port": port, "produced": produced,
                                                "consumed": consumed}))
+    if args.capture_only:
+        print(f"{args.broker} at {args.rate:,} records/s: bench latency ms "
+              + ", ".join(f"{k} {consumed['latency_ms'][k]:.3g}" for k in ("p50", "p99", "p99.9"))
+              + f"; analyse with --again {work}")
+        return 0
     segments, counts = _segments(segments_path)
     summary = analyse(segments, consumed.get("outliers", []), port, _occupancy(work))
     summary.update(broker=args.broker, rate=args.rate, segments=len(segments), **counts,
