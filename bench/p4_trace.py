@@ -522,6 +522,10 @@ def main(argv: list[str] | None = None) -> int:
                           _occupancy(args.again))
         print(f"{len(segments):,} segments with data captured; {_counts(counts)}")
         _print(summary)
+        if args.json is not None:
+            summary.update(segments=len(segments), **counts,
+                           bench_latency_ms=run["consumed"]["latency_ms"])
+            args.json.write_text(json.dumps(summary, indent=1))
         return 0
     args.out_dir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f"{args.broker}-{args.rate}-", dir=args.out_dir))
