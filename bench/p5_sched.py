@@ -18,7 +18,10 @@ after ``--settle-s`` of load):
   splits by what the broker's busiest thread was doing meanwhile, who ran on its core
   while it waited (the client's librdkafka threads, its Python threads, anything else),
   how long the other core was idle while it waited, and where the broker's wake-ups of
-  the client's threads put them (its own core or the other).
+  the client's threads put them (its own core or the other); and through the loop's
+  turns (``idle_through_turns``: a turn's answers go out in one burst of wake-ups, a
+  cycle runs from one burst to the next) how idle the other core was while the loop ran
+  the first half of its cycle and the second, and during the bursts (the sends).
 
 Variants: ``minikafka``, ``kafka``, ``minikafka@/path/to/tree`` (that checkout's broker,
 with its ``.venv``), ``minikafka+NAME=VALUE`` (environment for that broker), and suffixes
@@ -35,9 +38,11 @@ placement); the split of wall time and requests/s are read in a quiet slot.
 from __future__ import annotations
 
 import argparse
+import bisect
 import contextlib
 import ctypes
 import errno
+import itertools
 import json
 import os
 import platform
@@ -553,14 +558,98 @@ def _window(variant: Variant, broker: BrokerUnderTest, ctx: RunContext, args: ar
     return row
 
 
+TURN_GAP_S: Final = 30e-6  # the loop's wake-ups of client threads closer than this: one burst
+TURN_MIN_WAKEUPS: Final = 3  # a burst of at least this many: the answers of a turn sent
+
+
+def idle_through_turns(events: list[SchedEvent], loop_tid: int,
+                       client_pid: int) -> dict[str, float]:
+    """How the other CPUs' idle time falls in the loop's turns. A turn's answers go out in
+    one burst of the loop's wake-ups of client threads (at least ``TURN_MIN_WAKEUPS``, less
+    than ``TURN_GAP_S`` apart); a cycle runs from the end of one burst to the start of the
+    next, and the loop's running time in it is cut in two halves: the other CPUs' idle
+    time while the loop ran the first half and while it ran the second, in % of that
+    running time (100: every other CPU idle throughout), and the idle time of all CPUs
+    during the bursts themselves."""
+    clients = {ev.tid for ev in events if ev.tgid == client_pid}
+    segments: dict[int, list[tuple[float, float, int]]] = defaultdict(list)
+    current: dict[int, tuple[int, float]] = {}
+    wakes: list[float] = []
+    for ev in events:
+        if ev.name == "sched_switch":
+            if ev.cpu in current:
+                tid, since = current[ev.cpu]
+                segments[ev.cpu].append((since, ev.time_s, tid))
+            current[ev.cpu] = (int(ev.fields.get("next_pid", "-1")), ev.time_s)
+        elif (ev.name == "sched_waking" and ev.tid == loop_tid
+              and int(ev.fields.get("pid", "-1")) in clients):
+            wakes.append(ev.time_s)
+    bursts: list[list[float]] = []  # [first, last, wake-ups]
+    for t in wakes:
+        if bursts and t - bursts[-1][1] < TURN_GAP_S:
+            bursts[-1][1] = t
+            bursts[-1][2] += 1
+        else:
+            bursts.append([t, t, 1])
+    bursts = [b for b in bursts if b[2] >= TURN_MIN_WAKEUPS]
+    idle = {cpu: [(s, e) for s, e, tid in segs if tid == 0] for cpu, segs in segments.items()}
+    idle_starts = {cpu: [s for s, _ in spans] for cpu, spans in idle.items()}
+    runs = sorted((s, e, cpu) for cpu, segs in segments.items() for s, e, tid in segs
+                  if tid == loop_tid)
+
+    def idle_during(start: float, end: float, cpus: list[int]) -> float:
+        total = 0.0
+        for cpu in cpus:
+            spans = idle.get(cpu, [])
+            i = max(0, bisect.bisect_right(idle_starts.get(cpu, []), start) - 1)
+            while i < len(spans) and spans[i][0] < end:
+                total += max(0.0, min(end, spans[i][1]) - max(start, spans[i][0]))
+                i += 1
+        return total
+
+    cpus = sorted(segments)
+    run_s = [0.0, 0.0]
+    idle_s = [0.0, 0.0]
+    sends_s = sends_idle_s = 0.0
+    cycles = 0
+    for before, after in itertools.pairwise(bursts):
+        begin, end = before[1], after[0]
+        pieces = [(max(s, begin), min(e, end), cpu) for s, e, cpu in runs
+                  if e > begin and s < end]
+        total = sum(e - s for s, e, _ in pieces)
+        if total <= 0:
+            continue
+        cycles += 1
+        done = 0.0
+        for s, e, cpu in pieces:
+            others = [c for c in cpus if c != cpu]
+            cut = min(e, max(s, s + total / 2 - done))  # the cycle's half-way point in it
+            for half, (a, b) in enumerate(((s, cut), (cut, e))):
+                if b > a:
+                    run_s[half] += b - a
+                    idle_s[half] += idle_during(a, b, others)
+            done += e - s
+        sends_s += after[1] - after[0]
+        sends_idle_s += idle_during(after[0], after[1], cpus)
+    window = (events[-1].time_s - events[0].time_s) if events else 0.0
+    return {
+        "trace_cycles_per_s": cycles / window if window else 0.0,
+        "trace_loop_run_per_cycle_us": 1e6 * sum(run_s) / cycles if cycles else 0.0,
+        "trace_other_idle_first_half_pct": 100 * idle_s[0] / run_s[0] if run_s[0] else 0.0,
+        "trace_other_idle_second_half_pct": 100 * idle_s[1] / run_s[1] if run_s[1] else 0.0,
+        "trace_sends_us_per_cycle": 1e6 * sends_s / cycles if cycles else 0.0,
+        "trace_idle_in_sends_us_per_cycle": 1e6 * sends_idle_s / cycles if cycles else 0.0,
+    }
+
+
 def analyse_trace(trace_dir: Path, *, keep: bool) -> dict[str, float]:
     """The summary of a window's ``perf sched`` trace (``perf.data`` and ``pids.json``)."""
     pids = json.loads((trace_dir / "pids.json").read_text())
-    split = split_broker_time(read_trace(trace_dir / "perf.data"), int(pids["broker"]),
-                              int(pids["client"]))
+    events = read_trace(trace_dir / "perf.data")
+    split = split_broker_time(events, int(pids["broker"]), int(pids["client"]))
     if not keep:
         (trace_dir / "perf.data").unlink(missing_ok=True)  # large; the summary is kept
-    return split.summary()
+    return split.summary() | idle_through_turns(events, split.broker_tid, int(pids["client"]))
 
 
 REPORTED: Final[tuple[str, ...]] = (
@@ -573,7 +662,9 @@ REPORTED: Final[tuple[str, ...]] = (
     "trace_other_core_idle_while_waiting_pct", "trace_client_on_broker_core_while_waiting_pct",
     "trace_wait_median_us", "trace_woken_on_broker_core_pct",
     "trace_idle_while_client_queued_elsewhere_pct", "trace_idle_while_loop_queued_elsewhere_pct",
-    "trace_others_cpu_pct", "load_average")
+    "trace_others_cpu_pct", "trace_cycles_per_s", "trace_loop_run_per_cycle_us",
+    "trace_other_idle_first_half_pct", "trace_other_idle_second_half_pct",
+    "trace_sends_us_per_cycle", "trace_idle_in_sends_us_per_cycle", "load_average")
 
 
 def report(rows: dict[str, list[dict[str, Any]]]) -> str:

@@ -9,6 +9,8 @@ import threading
 import pytest
 
 from bench.p5_sched import (
+    SchedEvent,
+    idle_through_turns,
     parse_perf_script,
     parse_perf_stat,
     parse_variant,
@@ -69,6 +71,33 @@ def test_what_ran_on_the_broker_core_while_it_waited_and_the_idle_time() -> None
     assert summary["trace_idle_pct"] == pytest.approx(55.0)
     assert summary["trace_woken_on_broker_core_pct"] == pytest.approx(50.0)
     assert summary["trace_client_on_broker_core_while_waiting_pct"] == pytest.approx(20.0)
+
+
+def _switch(t_us: float, cpu: int, prev: int, nxt: int) -> SchedEvent:
+    return SchedEvent(t_us / 1e6, cpu, 0, prev, "sched_switch",
+                      {"prev_pid": str(prev), "prev_state": "S", "next_pid": str(nxt)})
+
+
+def test_the_other_cores_idle_time_through_the_loops_turns() -> None:
+    """The loop (tid 100, CPU 0) sends a turn's answers (three client threads woken at 0,
+    5 and 10 us), runs until the next turn's answers (400-410 us); CPU 1 runs a client
+    thread until 100 us, then idles until 500 us."""
+    wake = [SchedEvent(t / 1e6, 0, BROKER, 100, "sched_waking", {"pid": str(tid)})
+            for t, tid in ((0, 201), (5, 202), (10, 203), (400, 201), (405, 202), (410, 203))]
+    clients = [SchedEvent(0.0, 1, CLIENT, tid, "sched_stat_runtime", {"pid": str(tid)})
+               for tid in (201, 202, 203)]
+    events = sorted([_switch(0, 0, 0, 100), _switch(0, 1, 0, 201), *clients, *wake,
+                     _switch(100, 1, 201, 0), _switch(420, 0, 100, 0),
+                     _switch(500, 1, 0, 201)], key=lambda e: e.time_s)
+    turns = idle_through_turns(events, 100, CLIENT)
+    # One cycle, 10-400 us: the loop's 390 us cut at 205 us; CPU 1 idle 105 of the first
+    # 195 us and all of the second; idle during the sends (400-410 us): CPU 1's 10 us.
+    assert turns["trace_cycles_per_s"] == pytest.approx(1 / 500e-6)
+    assert turns["trace_loop_run_per_cycle_us"] == pytest.approx(390)
+    assert turns["trace_other_idle_first_half_pct"] == pytest.approx(100 * 105 / 195)
+    assert turns["trace_other_idle_second_half_pct"] == pytest.approx(100)
+    assert turns["trace_sends_us_per_cycle"] == pytest.approx(10)
+    assert turns["trace_idle_in_sends_us_per_cycle"] == pytest.approx(10)
 
 
 def test_perf_stat_counts_per_event() -> None:
