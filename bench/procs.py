@@ -178,7 +178,7 @@ def _own_cpu_ticks(pid: int) -> int:
     return int(fields[11]) + int(fields[12])  # utime (14) + stime (15), 1-based from pid
 
 
-def _tree(pid: int) -> list[int]:
+def tree_pids(pid: int) -> list[int]:
     """pid and its live descendants (at most 1,000)."""
     found: list[int] = []
     pending = [pid]
@@ -189,14 +189,9 @@ def _tree(pid: int) -> list[int]:
     return found
 
 
-def tree_pids(pid: int) -> list[int]:
-    """pid and its live descendants (at most 1,000)."""
-    return _tree(pid)
-
-
 def tree_cpu_s(pid: int) -> float:
     """utime+stime of pid and its live descendants, in seconds (depth and count bounded)."""
-    return sum(_own_cpu_ticks(p) for p in _tree(pid)) / CLOCK_TICKS_PER_S
+    return sum(_own_cpu_ticks(p) for p in tree_pids(pid)) / CLOCK_TICKS_PER_S
 
 
 def _own_rss_bytes(pid: int) -> int:
@@ -212,7 +207,7 @@ def _own_rss_bytes(pid: int) -> int:
 
 def tree_rss_bytes(pid: int) -> int:
     """Resident set size of pid and its live descendants, in bytes."""
-    return sum(_own_rss_bytes(p) for p in _tree(pid))
+    return sum(_own_rss_bytes(p) for p in tree_pids(pid))
 
 
 def self_cpu_s() -> float:
