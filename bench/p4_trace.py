@@ -556,17 +556,14 @@ def main(argv: list[str] | None = None) -> int:
                      sniffer.pid: "capture", **({perf.pid: "capture"} if perf else {})}
             (work / ROLES_JSON).write_text(json.dumps(roles))
             produced_out, consumed_out = pair.results(produce_timeout_s=records / args.rate + 120)
-        stop(sniffer, grace_s=120)
-        if perf is not None:
-            stop(perf, grace_s=120, sig=signal.SIGINT)  # perf writes its file on SIGINT
     except BenchError as exc:
         print(f"load failed: {exc}", file=sys.stderr)
         return 1
-    finally:
+    finally:  # (the capture and perf write their files as they stop, before the analysis)
         if sniffer is not None:
             stop(sniffer, grace_s=120)
         if perf is not None:
-            stop(perf, grace_s=120, sig=signal.SIGINT)
+            stop(perf, grace_s=120, sig=signal.SIGINT)  # perf writes its file on SIGINT
         broker.stop()
     produced, consumed = produced_out.result, consumed_out.result
     (work / "run.json").write_text(json.dumps({"port": port, "produced": produced,
