@@ -43,9 +43,17 @@ out to its next Fetch request in); percentiles of each part over all records, an
 records at or above the latency's p99 and p99.9 the mean of each part (what the tail is
 made of). The capture costs CPU (a Python process receiving every segment; parsed after
 the load stops), so on this 2-core machine it moves the latencies themselves: compare parts
-and brokers within one run, not with a bench run. ``--broker-warm-up-s`` first serves P4's
-load, not captured (a JVM compiles its paths meanwhile: Kafka took 50-70 s of it in
-``bench.warming``). ``--again WORK_DIR`` analyses a run's saved capture again.
+and brokers within one run, not with a bench run.
+
+Before the traced run the broker is warmed up as the bench's P4 warms it (``warm_up``:
+``bench.scenarios.P4Latency.prepare``, ``bench.warming``'s rule): P4's load at the bench's
+rates in turn, not captured, in runs of 10 s for 30-90 s (``bench.context.P4_WARM_UP``),
+until the broker's CPU per record stops falling over two runs in a row (a JVM compiles its
+paths meanwhile), so that the trace meets the broker the bench's measured runs meet; its
+note (each run's figures) is printed once it ends.
+``--no-broker-warm-up`` skips it (a cold broker: to try the capture and its analysis
+quickly, or to see a cold broker's tail). ``--again WORK_DIR`` analyses a run's saved
+capture again.
 """
 
 from __future__ import annotations
@@ -55,7 +63,6 @@ import bisect
 import ctypes
 import itertools
 import json
-import math
 import re
 import signal
 import socket
@@ -71,6 +78,7 @@ from bench.p4_sched import Occupancy, format_tail, read_slices, record_argv, tai
 
 if TYPE_CHECKING:
     from bench.brokers import BrokerUnderTest
+    from bench.context import Sizes
 
 ETH_P_ALL: Final[int] = 0x0003
 SO_ATTACH_FILTER: Final[int] = 26
@@ -86,7 +94,6 @@ PARTS: Final[tuple[str, ...]] = ("producer", "broker append", "no fetch out", "b
                                   "consumer")
 PRODUCE: Final[int] = 0  # api keys
 FETCH: Final[int] = 1
-WARM_UP_RUN_S: Final[float] = 10.0
 SCHED_DATA: Final[str] = "sched.data"  # --sched: perf's recording, in the work dir
 ROLES_JSON: Final[str] = "roles.json"  # --sched: pid -> role (bench.p4_sched.ROLES)
 
@@ -463,26 +470,17 @@ def _occupancy(work: Path) -> Occupancy | None:
     return Occupancy(read_slices(work / SCHED_DATA), roles)
 
 
-def _warm_up(broker: BrokerUnderTest, rate: int, seconds: float, log_dir: Path) -> None:
-    """P4's load on ``broker`` for ``seconds``, in runs of up to 10 s (a topic each), not
-    captured; each run's p99 and the broker's CPU per record printed."""
-    from bench.admin import create_topic
-    from bench.load_procs import start_latency_pair
-    from bench.load_specs import latency_specs
+def warm_up(broker: BrokerUnderTest, log_dir: Path, sizes: Sizes | None = None) -> str:
+    """The bench's P4 warm-up on ``broker`` (``bench.scenarios.P4Latency.prepare``: P4's
+    load at ``sizes.p4_rates`` in turn, not captured, until ``bench.warming``'s rule with
+    ``sizes.p4_warm_up`` says the broker is steady; the bench's full sizes by default), the
+    pairs' logs in ``log_dir``: the note it leaves, each run's figures."""
+    from bench.context import FULL, RunContext
+    from bench.scenarios import P4Latency
 
-    for run in range(math.ceil(seconds / WARM_UP_RUN_S)):
-        run_s = min(WARM_UP_RUN_S, seconds - run * WARM_UP_RUN_S)
-        topic = f"p4-trace-warm-up-{run}"
-        create_topic(broker.bootstrap, topic, 1)
-        records = max(1, int(rate * run_s))
-        consume, produce = latency_specs(topic, rate, records, 0, VALUE_BYTES, broker.bootstrap,
-                                         timeout_s=run_s + 60)
-        with start_latency_pair(consume, produce, name="P4 warm-up", log_dir=log_dir,
-                                cpu_pid=broker.pid, broker_name=broker.name) as pair:
-            _, consumed = pair.results(produce_timeout_s=run_s + 120)
-        print(f"warm-up run {run}: {run_s:g} s at {rate:,}/s, p99 "
-              f"{consumed.result['latency_ms']['p99']:.3g} ms, broker CPU "
-              f"{1e6 * consumed.broker_cpu_s / records:.1f} us/record", flush=True)
+    ctx = RunContext(work_dir=log_dir, results_dir=log_dir, sizes=sizes or FULL)
+    P4Latency().prepare(broker, ctx)
+    return "; ".join(ctx.notes)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -501,9 +499,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=int, default=10_000, help="records/s")
     parser.add_argument("--warmup-s", type=float, default=3.0)
     parser.add_argument("--window-s", type=float, default=10.0)
-    parser.add_argument("--broker-warm-up-s", type=float, default=0.0, metavar="S",
-                        help="first serve P4's load for S seconds (runs of 10 s), not captured: "
-                        "a JVM compiles its paths meanwhile")
+    parser.add_argument("--no-broker-warm-up", action="store_true",
+                        help="trace a cold broker: no warm-up first (by default the bench's P4 "
+                        "warm-up: its load until the broker's CPU per record stops falling)")
     parser.add_argument("--out-dir", type=Path, default=Path(tempfile.gettempdir()) / "p4-trace")
     parser.add_argument("--json", type=Path, default=None, help="also write the summary here")
     parser.add_argument("--sched", action="store_true",
@@ -534,7 +532,8 @@ def main(argv: list[str] | None = None) -> int:
     broker.start()
     sniffer = perf = None
     try:
-        _warm_up(broker, args.rate, args.broker_warm_up_s, work / "warm-up")
+        if not args.no_broker_warm_up:
+            print(warm_up(broker, work / "warm-up"), flush=True)
         topic = "p4-trace"
         create_topic(broker.bootstrap, topic, 1)
         records = int(args.rate * (args.warmup_s + args.window_s))

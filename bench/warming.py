@@ -9,7 +9,8 @@ brokers paused) with ``warm_until_steady``: runs of its own load, ``WarmUp.run_s
 each, for at least ``min_s``, then until two runs in a row no longer cut the scenario's
 steadiness measure (lower is better: the broker's CPU per request or per record) by
 ``STEP`` below the lowest before them, for at most ``max_s``. Both brokers get the same;
-``describe`` says what it did, for the report's notes. P5 and P4 use it (``bench.scenarios``).
+``describe`` says what it did, for the report's notes. P5 and P4 use it (``bench.scenarios``);
+``bench.p5_sched`` and ``bench.p4_trace`` warm their brokers through those scenarios' prepare.
 """
 
 from __future__ import annotations
