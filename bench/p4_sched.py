@@ -40,6 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from bench.perf_script import parse_runtimes, script
+
 BIN_NS: Final[int] = 50_000
 ROLES: Final[tuple[str, ...]] = ("broker", "producer", "consumer", "capture", "other")
 # "stolen": on a CPU by the guest's scheduler, not charged CPU time: the virtual CPU was
@@ -83,32 +85,11 @@ def record_argv(out: Path) -> list[str]:
 
 def read_slices(data: Path) -> list[Slice]:
     """The slices of every thread in perf's recording ``data`` (``perf sched timehist``),
-    with the CPU time charged within each (``sched_stat_runtime`` events)."""
+    with the CPU time charged within each (``sched_stat_runtime`` events,
+    ``bench.perf_script.parse_runtimes``)."""
     text = subprocess.run(["perf", "sched", "timehist", "--state", "-i", str(data)],
                           check=True, capture_output=True, text=True, timeout=600).stdout
-    events = subprocess.run(["perf", "script", "-i", str(data), "-F", "tid,time,event,trace"],
-                            check=True, capture_output=True, text=True, timeout=600).stdout
-    return add_runtimes(parse_timehist(text.splitlines()), parse_runtimes(events.splitlines()))
-
-
-# "20865 35791.507550: sched:sched_stat_runtime: comm=perf pid=20865 runtime=54923 [ns]"
-_RUNTIME: Final[re.Pattern[str]] = re.compile(
-    r"^\s*\d+\s+(\d+\.\d+): sched:sched_stat_runtime: .* pid=(\d+) runtime=(\d+)")
-
-
-def parse_runtimes(lines: Iterable[str]) -> dict[int, list[tuple[int, int]]]:
-    """tid -> [(time, ns run since the previous such event)] from ``perf script``'s
-    ``sched_stat_runtime`` lines (the scheduler charging a running thread its CPU time:
-    at each tick, switch and wake-up on its CPU)."""
-    runtimes: dict[int, list[tuple[int, int]]] = {}
-    for line in lines:
-        if "sched_stat_runtime" not in line:
-            continue
-        m = _RUNTIME.match(line)
-        if m is not None:
-            runtimes.setdefault(int(m.group(2)), []).append(
-                (round(float(m.group(1)) * 1e9), int(m.group(3))))
-    return runtimes
+    return add_runtimes(parse_timehist(text.splitlines()), parse_runtimes(script(data)))
 
 
 def add_runtimes(slices: list[Slice], runtimes: Mapping[int, list[tuple[int, int]]]

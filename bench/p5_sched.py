@@ -64,6 +64,7 @@ from bench.brokers import BrokerUnderTest
 from bench.context import FULL, RunContext
 from bench.kafka_broker import ApacheKafka
 from bench.minikafka_broker import MiniKafka
+from bench.perf_script import SchedEvent, parse_events, script
 from bench.procs import paused, spawn, stop_all
 from bench.scenarios import P5SmallRequests
 from bench.warming import WarmUp
@@ -167,39 +168,6 @@ def parse_perf_stat(text: str) -> dict[str, int]:
         if len(parts) > 2 and parts[0].strip().isdigit():
             counts[parts[2].split(":")[-1].removeprefix("sys_enter_")] = int(parts[0])
     return counts
-
-
-@dataclass(frozen=True, slots=True)
-class SchedEvent:
-    time_s: float
-    cpu: int
-    tgid: int  # of the task the event ran on
-    tid: int
-    name: str  # sched_switch, sched_waking, sched_stat_runtime, ...
-    fields: dict[str, str]
-
-
-_EVENT_LINE = re.compile(r"^\s*(.+?)\s+(\d+)/(\d+)\s+\[(\d+)\]\s+([\d.]+):\s+sched:(\w+):\s+(.*)$")
-_FIELD = re.compile(r"(\w+)=(\S+)")
-
-
-def parse_perf_script(text: str) -> list[SchedEvent]:
-    """``perf script -F comm,tid,pid,cpu,time,event,trace`` lines of scheduler events."""
-    events: list[SchedEvent] = []
-    for line in text.splitlines():
-        m = _EVENT_LINE.match(line)
-        if m is None:
-            continue
-        _comm, tgid, tid, cpu, when, name, rest = m.groups()
-        # prev_* and next_* of a switch, pid/comm/target_cpu/runtime of the others (a comm
-        # may hold spaces: a waking's comm is taken whole).
-        fields = dict(_FIELD.findall(rest.replace("==>", " ")))
-        comm = re.search(r"(?:^|\s)comm=(.*?) pid=", rest)
-        if comm is not None:
-            fields["comm"] = comm.group(1)
-        events.append(SchedEvent(float(when), int(cpu), int(tgid), int(tid), name, fields))
-    events.sort(key=lambda e: e.time_s)
-    return events
 
 
 @dataclass(slots=True)
@@ -375,10 +343,7 @@ def perf_sched_trace(seconds: float, out: Path) -> bool:
 
 
 def read_trace(path: Path) -> list[SchedEvent]:
-    text = subprocess.run(
-        ["perf", "script", "-i", str(path), "-F", "comm,tid,pid,cpu,time,event,trace"],
-        capture_output=True, text=True, timeout=600, check=False).stdout
-    return parse_perf_script(text)
+    return parse_events(script(path, check=False))
 
 
 # -- variants --------------------------------------------------------------------------------

@@ -9,8 +9,9 @@ import struct
 
 import pytest
 
-from bench.p4_sched import Occupancy, Slice, add_runtimes, parse_runtimes, parse_timehist
+from bench.p4_sched import Occupancy, Slice, add_runtimes, parse_timehist
 from bench.p4_trace import FETCH, PARTS, PRODUCE, _Frames, analyse
+from bench.perf_script import parse_runtimes
 
 
 def _request(api_key: int, corr: int, body: bytes) -> bytes:
@@ -122,13 +123,12 @@ def test_time_on_a_cpu_not_charged_to_the_thread_counts_as_stolen() -> None:
     ms = 1_000_000
     # on its CPU from 10 to 30 ms; charged 1 ms up to 11 ms, then 1 ms up to 29 ms (the
     # virtual CPU away for 17 of those 18 ms), then 1 ms up to 30 ms
-    runtimes = parse_runtimes([
-        "  7 0.011000: sched:sched_stat_runtime: comm=python pid=7 runtime=1000000 [ns]",
-        "  7 0.029000: sched:sched_stat_runtime: comm=python pid=7 runtime=1000000 [ns]",
-        "  7 0.030000: sched:sched_stat_runtime: comm=python pid=7 runtime=1000000 [ns]",
-        "  8 0.030000: sched:sched_stat_runtime: comm=other pid=8 runtime=1000000 [ns]",
-        "  0 0.030000: sched:sched_switch: prev_comm=python prev_pid=7 ==> next_comm=x",
-    ])
+    runtimes = parse_runtimes(
+        "    7/7     [000]     0.011000: sched:sched_stat_runtime: comm=python pid=7 runtime=1000000 [ns]\n"
+        "    7/7     [000]     0.029000: sched:sched_stat_runtime: comm=python pid=7 runtime=1000000 [ns]\n"
+        "    7/7     [000]     0.030000: sched:sched_stat_runtime: comm=python pid=7 runtime=1000000 [ns]\n"
+        "    8/8     [001]     0.030000: sched:sched_stat_runtime: comm=other pid=8 runtime=1000000 [ns]\n"
+        "    7/7     [000]     0.030000:       sched:sched_switch: prev_comm=python prev_pid=7 ==> next_comm=x\n")
     assert runtimes[7][1] == (29 * ms, ms) and list(runtimes) == [7, 8]
     (broker,) = add_runtimes([Slice(7, 7, 10 * ms, 10 * ms, 30 * ms)], runtimes)
     assert [until for until, _run in broker.runtimes] == [11 * ms, 29 * ms, 30 * ms]

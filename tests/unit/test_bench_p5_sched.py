@@ -9,42 +9,41 @@ import threading
 import pytest
 
 from bench.p5_sched import (
-    SchedEvent,
     idle_through_turns,
-    parse_perf_script,
     parse_perf_stat,
     parse_variant,
     split_broker_time,
     thread_counters,
 )
+from bench.perf_script import SchedEvent, parse_events
 
 BROKER, CLIENT = 100, 200
 
-# One millisecond on two CPUs, as `perf script -F comm,tid,pid,cpu,time,event,trace` prints
-# it: the broker's loop (tid 100) runs on CPU 0, wakes a librdkafka thread of the client on
-# its own core and the client's Python thread on the other, is preempted by the first,
-# runs again, sleeps, and is woken onto CPU 1.
+# One millisecond on two CPUs, as `perf script -F pid,tid,cpu,time,event,trace` prints it
+# (bench.perf_script): the broker's loop (tid 100) runs on CPU 0, wakes a librdkafka thread
+# of the client on its own core and the client's Python thread on the other, is preempted by
+# the first, runs again, sleeps, and is woken onto CPU 1.
 TRACE = """\
-          python   100/100   [000]     1.000000: sched:sched_stat_runtime: comm=python pid=100 runtime=600000 [ns]
-     rdk:broker1   200/201   [000]     1.000000: sched:sched_stat_runtime: comm=rdk:broker1 pid=201 runtime=200000 [ns]
-          python   200/202   [001]     1.000000: sched:sched_stat_runtime: comm=python pid=202 runtime=100000 [ns]
-         swapper     0/0     [000]     1.000000:       sched:sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=python next_pid=100 next_prio=120
-          python   200/202   [001]     1.000000:       sched:sched_switch: prev_comm=python prev_pid=202 prev_prio=120 prev_state=S ==> next_comm=swapper/1 next_pid=0 next_prio=120
-          python   100/100   [000]     1.000100:       sched:sched_waking: comm=rdk:broker1 pid=201 prio=120 target_cpu=000
-          python   100/100   [000]     1.000100:       sched:sched_waking: comm=python pid=202 prio=120 target_cpu=001
-          python   100/100   [000]     1.000200:       sched:sched_switch: prev_comm=python prev_pid=100 prev_prio=120 prev_state=R ==> next_comm=rdk:broker1 next_pid=201 next_prio=120
-         swapper     0/0     [001]     1.000200:       sched:sched_switch: prev_comm=swapper/1 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=python next_pid=202 next_prio=120
-          python   200/202   [001]     1.000300:       sched:sched_switch: prev_comm=python prev_pid=202 prev_prio=120 prev_state=S ==> next_comm=swapper/1 next_pid=0 next_prio=120
-     rdk:broker1   200/201   [000]     1.000400:       sched:sched_switch: prev_comm=rdk:broker1 prev_pid=201 prev_prio=120 prev_state=S ==> next_comm=python next_pid=100 next_prio=120
-          python   100/100   [000]     1.000500:       sched:sched_switch: prev_comm=python prev_pid=100 prev_prio=120 prev_state=S ==> next_comm=swapper/0 next_pid=0 next_prio=120
-         swapper     0/0     [001]     1.000600:       sched:sched_waking: comm=python pid=100 prio=120 target_cpu=001
-         swapper     0/0     [001]     1.000700:       sched:sched_switch: prev_comm=swapper/1 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=python next_pid=100 next_prio=120
-          python   100/100   [001]     1.001000: sched:sched_stat_runtime: comm=python pid=100 runtime=300000 [ns]
+  100/100   [000]     1.000000: sched:sched_stat_runtime: comm=python pid=100 runtime=600000 [ns]
+  200/201   [000]     1.000000: sched:sched_stat_runtime: comm=rdk:broker1 pid=201 runtime=200000 [ns]
+  200/202   [001]     1.000000: sched:sched_stat_runtime: comm=python pid=202 runtime=100000 [ns]
+    0/0     [000]     1.000000:       sched:sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=python next_pid=100 next_prio=120
+  200/202   [001]     1.000000:       sched:sched_switch: prev_comm=python prev_pid=202 prev_prio=120 prev_state=S ==> next_comm=swapper/1 next_pid=0 next_prio=120
+  100/100   [000]     1.000100:       sched:sched_waking: comm=rdk:broker1 pid=201 prio=120 target_cpu=000
+  100/100   [000]     1.000100:       sched:sched_waking: comm=python pid=202 prio=120 target_cpu=001
+  100/100   [000]     1.000200:       sched:sched_switch: prev_comm=python prev_pid=100 prev_prio=120 prev_state=R ==> next_comm=rdk:broker1 next_pid=201 next_prio=120
+    0/0     [001]     1.000200:       sched:sched_switch: prev_comm=swapper/1 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=python next_pid=202 next_prio=120
+  200/202   [001]     1.000300:       sched:sched_switch: prev_comm=python prev_pid=202 prev_prio=120 prev_state=S ==> next_comm=swapper/1 next_pid=0 next_prio=120
+  200/201   [000]     1.000400:       sched:sched_switch: prev_comm=rdk:broker1 prev_pid=201 prev_prio=120 prev_state=S ==> next_comm=python next_pid=100 next_prio=120
+  100/100   [000]     1.000500:       sched:sched_switch: prev_comm=python prev_pid=100 prev_prio=120 prev_state=S ==> next_comm=swapper/0 next_pid=0 next_prio=120
+    0/0     [001]     1.000600:       sched:sched_waking: comm=python pid=100 prio=120 target_cpu=001
+    0/0     [001]     1.000700:       sched:sched_switch: prev_comm=swapper/1 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=python next_pid=100 next_prio=120
+  100/100   [001]     1.001000: sched:sched_stat_runtime: comm=python pid=100 runtime=300000 [ns]
 """
 
 
 def test_the_broker_time_splits_into_running_runnable_and_sleeping() -> None:
-    split = split_broker_time(parse_perf_script(TRACE), BROKER, CLIENT)
+    split = split_broker_time(parse_events(TRACE), BROKER, CLIENT)
     assert split.broker_tid == 100
     us = {state: round(1e6 * s) for state, s in split.state_s.items()}
     assert us == {"running": 600, "runnable": 300, "sleeping": 100}
@@ -53,7 +52,7 @@ def test_the_broker_time_splits_into_running_runnable_and_sleeping() -> None:
 
 
 def test_what_ran_on_the_broker_core_while_it_waited_and_the_idle_time() -> None:
-    split = split_broker_time(parse_perf_script(TRACE), BROKER, CLIENT)
+    split = split_broker_time(parse_events(TRACE), BROKER, CLIENT)
     waiting = {kind: round(1e6 * s) for kind, s in split.ran_while_waiting_s.items()}
     # First wait: the client's librdkafka thread on the broker's core; second: that core
     # idle (the broker was woken onto the other one).
