@@ -144,7 +144,21 @@ GROUP_MAX_BEHIND = 64
 class Connection:
     """An asyncio protocol (its six methods), not an ``asyncio.Protocol`` subclass: so that
     where mypyc compiles this module (``protocol.native``) it is a native class, whose
-    attributes are struct fields rather than a dict (the loop only calls the methods)."""
+    attributes are struct fields rather than a dict (the loop only calls the methods).
+
+    Slotted where it runs as Python (the default): its 42 attributes are more than CPython
+    3.11 keeps in an instance's shared-key dict (28 here), so without slots each instance has a
+    plain dict and each of the ~100 attribute reads and writes of a request is a dict
+    lookup rather than the specialised slot access."""
+
+    __slots__ = ("_authenticator", "_behind", "_buf", "_channel", "_copy", "_drain_waiter",
+                 "_eof", "_frame_size", "_grouping", "_groups_produce", "_held", "_loop",
+                 "_lost", "_max_frame_bytes", "_metrics", "_parts", "_parts_bytes",
+                 "_pause_at_bytes", "_pool", "_pool_bounded", "_process_scheduled",
+                 "_processing", "_reading_paused", "_request", "_reserve_task",
+                 "_reserved_bytes", "_sendfile_fd", "_socket_fd", "_stopping", "_throttle_ms",
+                 "_transport", "_write_batch", "_write_task", "_writing_paused", "closed",
+                 "host", "id", "in_flight", "last_active_ns", "port", "principal", "security")
 
     def __init__(self, channel: RequestChannel, *, max_frame_bytes: int, copy_fetch_data: bool,
                  memory_pool: MemoryPool, read_limit_bytes: int,
