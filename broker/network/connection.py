@@ -146,7 +146,7 @@ class Connection:
     where mypyc compiles this module (``protocol.native``) it is a native class, whose
     attributes are struct fields rather than a dict (the loop only calls the methods).
 
-    Slotted where it runs as Python (the default): its 42 attributes are more than CPython
+    Slotted where it runs as Python (the default): its 43 attributes are more than CPython
     3.11 keeps in an instance's shared-key dict (28 here), so without slots each instance has a
     plain dict and each of the ~100 attribute reads and writes of a request is a dict
     lookup rather than the specialised slot access."""
@@ -157,8 +157,9 @@ class Connection:
                  "_pause_at_bytes", "_pool", "_pool_bounded", "_process_scheduled",
                  "_processing", "_reading_paused", "_request", "_reserve_task",
                  "_reserved_bytes", "_sendfile_fd", "_socket_fd", "_stopping", "_throttle_ms",
-                 "_transport", "_write_batch", "_write_task", "_writing_paused", "closed",
-                 "host", "id", "in_flight", "last_active_ns", "port", "principal", "security")
+                 "_transport", "_write_batch", "_write_task", "_writing_paused", "active",
+                 "closed", "host", "id", "in_flight", "last_active_ns", "port", "principal",
+                 "security")
 
     def __init__(self, channel: RequestChannel, *, max_frame_bytes: int, copy_fetch_data: bool,
                  memory_pool: MemoryPool, read_limit_bytes: int,
@@ -181,7 +182,13 @@ class Connection:
         self.host = "?"
         self.port = 0
         self.id = "?"
+        # Idle time (connections.max.idle.ms): since last_active_ns, or since the socket
+        # server's sweep that finds ``active`` set (a byte read or an answer finished since
+        # the sweep before; it then clears it). A flag per read and per answer, not a clock
+        # read each (two per request): the idle time counts from at most one sweep interval
+        # after the last activity, so a connection is closed that much later, never earlier.
         self.last_active_ns = time.monotonic_ns()
+        self.active = False
         # The loop this connection lives on, looked up once: on CPython 3.11
         # asyncio.get_running_loop() makes a getpid system call each time (fork check).
         self._loop = asyncio.get_running_loop()
@@ -252,7 +259,7 @@ class Connection:
             self.close()
 
     def data_received(self, data: bytes) -> None:
-        self.last_active_ns = time.monotonic_ns()  # idle time counts from the last byte
+        self.active = True  # idle time counts from the last byte (at most a sweep later)
         parts = self._parts
         n = len(data)
         if (n > 4 and parts is None and not self._buf and self._frame_size == -1
@@ -941,7 +948,7 @@ class Connection:
                 return
             self._behind.clear()  # their answers, when they come, go nowhere
         self.in_flight = False
-        self.last_active_ns = time.monotonic_ns()
+        self.active = True
         transport = self._transport
         if self._lost or transport is None or transport.is_closing():  # self._closing
             return

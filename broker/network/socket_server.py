@@ -277,9 +277,15 @@ class SocketServer:
         interval_s = min(max(idle_ms / 4000, 0.01), MAX_SWEEP_INTERVAL_S)
         while True:
             await asyncio.sleep(interval_s)
-            deadline_ns = time.monotonic_ns() - idle_ms * 1_000_000
+            now_ns = time.monotonic_ns()
+            deadline_ns = now_ns - idle_ms * 1_000_000
             for connection in list(self._connections):
-                if connection.idle and connection.last_active_ns < deadline_ns:
+                if connection.active:
+                    # Bytes read or an answer finished since the last sweep: idle from now
+                    # at most (a flag per request, not a clock read: Connection).
+                    connection.active = False
+                    connection.last_active_ns = now_ns
+                elif connection.idle and connection.last_active_ns < deadline_ns:
                     log.info("Closing idle connection %s (connections.max.idle.ms=%d)",
                              connection.id, idle_ms)
                     connection.close()
