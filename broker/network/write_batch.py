@@ -51,7 +51,7 @@ class HeldWriter(Protocol):
 
     def sent_held(self, data: bytes, sent: int) -> None:
         """``data`` taken by ``take_held`` went out up to ``sent`` bytes (or ``-errno``):
-        the rest is the transport's."""
+        the rest is the transport's. Not called when all of it went out."""
 
 
 class WriteBatch:
@@ -137,7 +137,8 @@ class WriteBatch:
             self._sender = None
             results = exc.results
         for writer, (_fd, data), sent in zip(takers, items, results, strict=True):
-            writer.sent_held(data, sent)
+            if sent != len(data):  # (all sent: nothing left for the transport, no call)
+                writer.sent_held(data, sent)
 
     def close(self) -> None:
         """Release the io_uring (the loop is ending)."""
