@@ -41,7 +41,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NewType
+from typing import TYPE_CHECKING, NewType, cast
 
 from broker.producer_state import (
     NO_PRODUCER_ID,
@@ -56,7 +56,7 @@ from broker.record_validation import (
     ValidationConfig,
     check_crc,
     validate_client_batch,
-    validate_client_batches,
+    validate_group,
 )
 from protocol import checksum
 from protocol.batch_header import CRC_START
@@ -653,55 +653,39 @@ class Partition:
             return [self.append_records_as_leader(r, produce_version, 1) for r in records]
         now_ms = int(time.time() * 1000)
         config = self.validation
-        checked = validate_client_batches(records, produce_version, config, now_ms)
-        producers: set[int] = set()
-        for batch in checked:
-            if not isinstance(batch, RecordValidationError) and batch[1].producer_id >= 0:
-                pid = batch[1].producer_id  # (buffer, head)
-                if pid in producers:  # one producer twice: each must see the one before
-                    return [self.append_records_as_leader(r, produce_version, 1)
-                            for r in records]
-                producers.add(pid)
-        plog = self.log
-        producer_state = self.producer_state
+        checked, plain = validate_group(records, produce_version, config, now_ms)
         # The log's own checks, for each batch that passes the CRC: only timestamp bounds.
         log_checks = (config.timestamp_before_max_ms < LONG_MAX
                       or config.timestamp_after_max_ms < LONG_MAX)
-        results: list[AppendResult] = []  # _UNANSWERED where the log's answer goes
-        ready: list[CheckedBatch] = []
-        at: list[int] = []  # ready[k]'s index in results
-        for batch in checked:
-            if isinstance(batch, RecordValidationError):
-                results.append(self._refused(batch))
-                continue
-            buffer, head = batch
-            try:
-                if head.producer_id != NO_PRODUCER_ID:
-                    try:
-                        duplicate = producer_state.check_append(head)
-                    except ProducerStateError:
-                        check_crc(batch)
-                        raise
-                    if duplicate is not None:
-                        check_crc(batch)
-                        log.info("%s-%d: duplicate batch of producer %d (seq %d-%d) at "
-                                 "offsets %d-%d", self.topic, self.partition, head.producer_id,
-                                 duplicate.first_seq, duplicate.last_seq,
-                                 duplicate.first_offset, duplicate.last_offset)
-                        results.append(AppendResult(_NO_ERROR, duplicate.first_offset,
-                                                    duplicate.last_offset,
-                                                    duplicate.timestamp_ms,
-                                                    self.log_start_offset))
-                        continue
-                # batch_crc, inline (a call less per batch)
-                if log_checks or checksum.crc32c(buffer[CRC_START:]) != head.crc:
-                    plog.check_client_batch(buffer, head, now_ms)
-            except Exception as exc:  # each as append_records_as_leader answers it
-                results.append(self._refused(exc))
-                continue
-            at.append(len(results))
-            results.append(_UNANSWERED)
-            ready.append(batch)
+        results: list[AppendResult]  # _UNANSWERED where the log's answer goes
+        ready: list[CheckedBatch]
+        at: list[int]  # ready[k]'s index in results
+        if plain and not log_checks:
+            # Nothing refused, no producer state: only the CRCs are left to check (what
+            # _check_group would do with nothing else to do; a batch that fails its CRC
+            # goes through it).
+            ready = cast("list[CheckedBatch]", checked)
+            for buffer, head in ready:
+                if checksum.crc32c(buffer[CRC_START:]) != head.crc:
+                    plain = False
+                    break
+        else:
+            plain = False
+        if plain:
+            at = list(range(len(ready)))
+            results = [_UNANSWERED] * len(ready)
+        else:
+            producers: set[int] = set()
+            for batch in checked:
+                if not isinstance(batch, RecordValidationError) and batch[1].producer_id >= 0:
+                    pid = batch[1].producer_id  # (buffer, head)
+                    if pid in producers:  # one producer twice: each must see the one before
+                        return [self.append_records_as_leader(r, produce_version, 1)
+                                for r in records]
+                    producers.add(pid)
+            results, ready, at = self._check_group(checked, log_checks, now_ms)
+        plog = self.log
+        producer_state = self.producer_state
         if ready:
             epoch = self.leader_epoch
             try:
@@ -737,6 +721,51 @@ class Partition:
                         results[i] = AppendResult(_NO_ERROR, first, last, -1, start)
             self.maybe_increment_high_watermark()
         return results
+
+    def _check_group(self, checked: list[CheckedBatch | RecordValidationError],
+                     log_checks: bool, now_ms: int
+                     ) -> tuple[list[AppendResult], list[CheckedBatch], list[int]]:
+        """``append_records_group``'s checks of each batch, as ``append_records_as_leader``
+        checks it: (the answers, ``_UNANSWERED`` where the log's goes; the batches ready
+        for the log; the index in the answers of each)."""
+        plog = self.log
+        producer_state = self.producer_state
+        results: list[AppendResult] = []
+        ready: list[CheckedBatch] = []
+        at: list[int] = []
+        for batch in checked:
+            if isinstance(batch, RecordValidationError):
+                results.append(self._refused(batch))
+                continue
+            buffer, head = batch
+            try:
+                if head.producer_id != NO_PRODUCER_ID:
+                    try:
+                        duplicate = producer_state.check_append(head)
+                    except ProducerStateError:
+                        check_crc(batch)
+                        raise
+                    if duplicate is not None:
+                        check_crc(batch)
+                        log.info("%s-%d: duplicate batch of producer %d (seq %d-%d) at "
+                                 "offsets %d-%d", self.topic, self.partition, head.producer_id,
+                                 duplicate.first_seq, duplicate.last_seq,
+                                 duplicate.first_offset, duplicate.last_offset)
+                        results.append(AppendResult(_NO_ERROR, duplicate.first_offset,
+                                                    duplicate.last_offset,
+                                                    duplicate.timestamp_ms,
+                                                    self.log_start_offset))
+                        continue
+                # batch_crc, inline (a call less per batch)
+                if log_checks or checksum.crc32c(buffer[CRC_START:]) != head.crc:
+                    plog.check_client_batch(buffer, head, now_ms)
+            except Exception as exc:  # each as append_records_as_leader answers it
+                results.append(self._refused(exc))
+                continue
+            at.append(len(results))
+            results.append(_UNANSWERED)
+            ready.append(batch)
+        return results, ready, at
 
     def _appended(self, head: BatchHeader, info: AppendInfo, active_base: int) -> AppendResult:
         """The producer state and flush flags after a client batch's append (alone or in a

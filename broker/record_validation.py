@@ -184,12 +184,25 @@ def validate_client_batches(
     now_ms: int,
 ) -> list[CheckedBatch | RecordValidationError]:
     """``validate_client_batch(..., verify_crc=False)`` of each of several requests' records
-    (a group appended together): for each, the batch it returns or the error it raises.
+    (a group appended together): for each, the batch it returns or the error it raises."""
+    return validate_group(records, produce_version, config, now_ms)[0]
+
+
+def validate_group(
+    records: Sequence[memoryview | bytes | bytearray | None],
+    produce_version: int,
+    config: ValidationConfig,
+    now_ms: int,
+) -> tuple[list[CheckedBatch | RecordValidationError], bool]:
+    """``validate_client_batches``, and whether the group is plain: every batch passed the
+    inline checks and has no producer id (-1), so the caller has neither refusals nor
+    producer state to handle (P5's and most non-idempotent producers' groups).
 
     A batch with nothing to refuse takes the checks inline here (one call per group rather
     than three per batch); anything else, and every batch of a topic that needs the
     per-record checks, goes through ``validate_client_batch`` itself, whose answer it is."""
     out: list[CheckedBatch | RecordValidationError] = []
+    plain = True
     max_bytes = config.max_message_bytes
     inline = not (config.compacted or config.timestamp_before_max_ms < LONG_MAX
                   or config.timestamp_after_max_ms < LONG_MAX)
@@ -212,13 +225,16 @@ def validate_client_batches(
                         and not attributes & (ATTR_CONTROL | ATTR_TRANSACTIONAL)
                         and (f[9] < 0 or f[11] >= 0)):
                     out.append((view, _new_tuple(BatchHeader, (0, *f))))
+                    if f[9] != -1:
+                        plain = False
                     continue
+        plain = False
         try:
             out.append(validate_client_batch(r, produce_version, config, now_ms,
                                              verify_crc=False))
         except RecordValidationError as refused:
             out.append(refused)
-    return out
+    return out, plain
 
 
 def _refuse(records: memoryview | bytes | bytearray, produce_version: int) -> NoReturn:
