@@ -127,43 +127,69 @@ def encode_single_response(correlation_id: int, version: int, topic: str, index:
                            log_start_offset: int, throttle_time_ms: int) -> bytes | None:
     """The whole response frame (size, header, body) for one partition answered with no
     record errors and no error message; None where a general encoding is needed (a version
-    outside 3-11, a topic name of 127 bytes or more). One ``struct`` call."""
+    outside 3-11, a topic name of 127 bytes or more). One ``struct`` call, with what does
+    not change from one answer to the next for the partition and version (the frame's
+    size, the topic's name and count, the partition's count and index) made once
+    (``_FRAMES``)."""
+    known = _FRAMES.get((topic, index, version))
+    if known is None:
+        known = _frame(topic, index, version)
+        if known is None:
+            return None
+    size, layout, fixed = known
+    if version >= FLEXIBLE_FROM:
+        return layout.pack(size, correlation_id, fixed, error_code, base_offset,
+                           log_append_time_ms, log_start_offset, 1, throttle_time_ms)
+    if version >= 8:
+        return layout.pack(size, correlation_id, fixed, error_code, base_offset,
+                           log_append_time_ms, log_start_offset, 0, -1, throttle_time_ms)
+    if version >= 5:
+        return layout.pack(size, correlation_id, fixed, error_code, base_offset,
+                           log_append_time_ms, log_start_offset, throttle_time_ms)
+    return layout.pack(size, correlation_id, fixed, error_code, base_offset,
+                       log_append_time_ms, throttle_time_ms)
+
+
+# Whole response frames by version range: size, correlation id, then the bytes from the
+# header's end up to the partition's index included (``{}``: their length), then the
+# partition's answer and what follows it:
+# v9+: [header tags 0, topics 2, name length + 1, name, partitions 2, index], error, base
+# offset, log append time, log start offset, 1 (no record errors), 0 (null message), 0
+# (tags), 0 (topic tags), throttle, 0 (tags)
+_V9_FORMAT = ">ii{}shqqqB3xix"
+# v8: [topics 1, name length, name, partitions 1, index], ..., log start offset, 0 record
+# errors, -1 (null message), throttle
+_V8_FORMAT = ">ii{}shqqqihi"
+_V5_FORMAT = ">ii{}shqqqi"  # v5-7: ..., log start offset, throttle
+_V3_FORMAT = ">ii{}shqqi"  # v3-4: ..., log append time, throttle
+_V9_LAYOUTS: dict[int, struct.Struct] = {}  # by the length of the fixed bytes
+_V8_LAYOUTS: dict[int, struct.Struct] = {}
+_V5_LAYOUTS: dict[int, struct.Struct] = {}
+_V3_LAYOUTS: dict[int, struct.Struct] = {}
+# (topic, partition index, version) -> (the frame's size field, its layout, its fixed
+# bytes); emptied when it holds FRAMES_MAX (a broker answering many partitions).
+_FRAMES: dict[tuple[str, int, int], tuple[int, struct.Struct, bytes]] = {}
+FRAMES_MAX: Final = 4096
+
+
+def _frame(topic: str, index: int, version: int) -> tuple[int, struct.Struct, bytes] | None:
+    """``_FRAMES``' entry for the key (added), or None: not encoded here."""
     name = topic.encode()
     n = len(name)
     if n >= 0x7F or not MIN_VERSION <= version <= MAX_VERSION:
         return None
     if version >= FLEXIBLE_FROM:
-        layout = _V9_LAYOUTS.get(n) or _layout(_V9_LAYOUTS, _V9_FORMAT, n)
-        return layout.pack(layout.size - 4, correlation_id, 0, 2, n + 1, name, 2, index,
-                           error_code, base_offset, log_append_time_ms, log_start_offset,
-                           1, 0, 0, 0, throttle_time_ms, 0)
-    if version >= 8:
-        layout = _V8_LAYOUTS.get(n) or _layout(_V8_LAYOUTS, _V8_FORMAT, n)
-        return layout.pack(layout.size - 4, correlation_id, 1, n, name, 1, index, error_code,
-                           base_offset, log_append_time_ms, log_start_offset, 0, -1,
-                           throttle_time_ms)
-    if version >= 5:
-        layout = _V5_LAYOUTS.get(n) or _layout(_V5_LAYOUTS, _V5_FORMAT, n)
-        return layout.pack(layout.size - 4, correlation_id, 1, n, name, 1, index, error_code,
-                           base_offset, log_append_time_ms, log_start_offset,
-                           throttle_time_ms)
-    layout = _V3_LAYOUTS.get(n) or _layout(_V3_LAYOUTS, _V3_FORMAT, n)
-    return layout.pack(layout.size - 4, correlation_id, 1, n, name, 1, index, error_code,
-                       base_offset, log_append_time_ms, throttle_time_ms)
-
-
-# Whole response frames by version range, ``{}`` the topic name's length in bytes (< 127,
-# so each range has at most 127 layouts, made on first use).
-_V9_FORMAT = ">iiBBB{}sBihqqqBBBBiB"  # size, correlation id, header tags, 2, name, 2, ...
-_V8_FORMAT = ">iiih{}siihqqqihi"  # size, correlation id, 1, name, 1, ..., 0, -1, throttle
-_V5_FORMAT = ">iiih{}siihqqqi"
-_V3_FORMAT = ">iiih{}siihqqi"
-_V9_LAYOUTS: dict[int, struct.Struct] = {}
-_V8_LAYOUTS: dict[int, struct.Struct] = {}
-_V5_LAYOUTS: dict[int, struct.Struct] = {}
-_V3_LAYOUTS: dict[int, struct.Struct] = {}
-
-
-def _layout(layouts: dict[int, struct.Struct], fmt: str, name_bytes: int) -> struct.Struct:
-    layout = layouts[name_bytes] = struct.Struct(fmt.format(name_bytes))
-    return layout
+        fixed = struct.pack(f">BBB{n}sBi", 0, 2, n + 1, name, 2, index)
+        layouts, fmt = _V9_LAYOUTS, _V9_FORMAT
+    else:
+        fixed = struct.pack(f">ih{n}sii", 1, n, name, 1, index)
+        layouts, fmt = ((_V8_LAYOUTS, _V8_FORMAT) if version >= 8 else
+                        (_V5_LAYOUTS, _V5_FORMAT) if version >= 5 else (_V3_LAYOUTS, _V3_FORMAT))
+    m = len(fixed)
+    layout = layouts.get(m)
+    if layout is None:
+        layout = layouts[m] = struct.Struct(fmt.format(m))
+    if len(_FRAMES) >= FRAMES_MAX:
+        _FRAMES.clear()
+    known = _FRAMES[(topic, index, version)] = (layout.size - 4, layout, fixed)
+    return known

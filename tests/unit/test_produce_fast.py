@@ -8,6 +8,7 @@ import random
 
 import pytest
 
+from protocol import produce_fast
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.frames import RequestHeader, decode_request_header, encode_request, encode_response
 from protocol.messages.produce import ProduceRequest, ProduceResponse
@@ -160,3 +161,31 @@ def test_response_long_names_and_other_versions_are_left_to_the_generated_encode
     assert encode_single_response(1, 11, "é" * 64, 0, 0, 0, -1, 0, 0) is None  # 128 bytes
     for version in (0, 1, 2, 12):
         assert encode_single_response(1, version, "t", 0, 0, 0, -1, 0, 0) is None
+
+
+def _generated_response(correlation_id: int, version: int, topic: str, index: int,
+                        base: int, start: int) -> bytes:
+    expected = encode_response(correlation_id, 0, version, Resp(
+        responses=[Resp.TopicProduceResponse(topic, [Resp.PartitionProduceResponse(
+            index=index, error_code=0, base_offset=base, log_append_time_ms=-1,
+            log_start_offset=start)])], throttle_time_ms=0))
+    return b"".join(bytes(p) for p in expected)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_response_frames_made_again_from_what_is_kept_per_partition(version: int) -> None:
+    """The second answer for a partition and version comes from what the first kept (its
+    fixed bytes and layout), and so do answers after the kept entries were emptied (more
+    partitions answered than ``FRAMES_MAX``)."""
+    for correlation_id, base in enumerate((0, 7, 2**40, 3)):
+        for index in (0, 1):
+            got = encode_single_response(correlation_id, version, "kept", index, 0, base, -1,
+                                         base // 2, 0)
+            assert got == _generated_response(correlation_id, version, "kept", index, base,
+                                              base // 2)
+    for index in range(produce_fast.FRAMES_MAX + 5):
+        encode_single_response(1, version, "many", index, 0, 0, -1, 0, 0)
+    assert len(produce_fast._FRAMES) <= produce_fast.FRAMES_MAX
+    for index in (0, produce_fast.FRAMES_MAX + 4, 5):
+        got = encode_single_response(9, version, "many", index, 0, 11, -1, 2, 0)
+        assert got == _generated_response(9, version, "many", index, 11, 2)
