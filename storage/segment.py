@@ -69,6 +69,10 @@ _new_tuple = tuple.__new__
 # baseTimestamp, maxTimestamp: the first 43 bytes of a batch header (protocol.batch_header).
 _HEAD = HEAD_TO_MAX_TIMESTAMP
 _HEAD_BYTES = _HEAD.size
+# Of those 43 bytes, what a BatchHead keeps of a batch just written: baseOffset,
+# partitionLeaderEpoch, lastOffsetDelta, maxTimestamp (the rest skipped: fewer objects).
+_RECENT_HEAD = struct.Struct(">q4xi7xi8xq")
+assert _RECENT_HEAD.size == _HEAD_BYTES
 _REMAP_STEP_BYTES = 8 * 1024 * 1024
 _MAX_SCAN_BATCHES = 1 << 24  # bound on batch walks inside one segment (>= any real count)
 _TAIL_READ_BYTES = 4 * 1024 * 1024  # start-up reads at most this much of a segment's tail
@@ -446,11 +450,10 @@ class LogSegment:
                 self._bytes_since_last_index_entry += size
             if k >= keep_from:
                 # The head as head_at would read it back from the file: the same bytes.
-                fields = _HEAD.unpack_from(data if head is None or position != start else head,
-                                           position - start)
-                recent.append(_new_tuple(BatchHead, (position, fields[0], size,
-                                                     fields[0] + fields[6], fields[8],
-                                                     fields[2])))
+                base, epoch, delta, max_ts = _RECENT_HEAD.unpack_from(
+                    data if head is None or position != start else head, position - start)
+                recent.append(_new_tuple(BatchHead, (position, base, size, base + delta, max_ts,
+                                                     epoch)))
             position += size
 
     def mark(self) -> SegmentMark:
