@@ -69,13 +69,17 @@ class ProduceAppends:
         # A plain tuple each (the TopicPartition is made once per group, in _run).
         self._pending: dict[tuple[str, int, int], list[PendingAppend]] = {}
         self._turn: Turn | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # the turn's (its call_soon)
         # The last turn's appends held more than one request: under such a load the first
         # request of a turn is added here too (it would be appended alone otherwise).
         self._concurrent = False
 
     def attach(self, turn: Turn) -> None:
-        """The network's turn (set when it starts serving; until then nothing is added)."""
+        """The network's turn (set when it starts serving, on its loop; until then nothing
+        is added)."""
         self._turn = turn
+        # Kept: asyncio.get_running_loop() checks the process id (a getpid system call).
+        self._loop = asyncio.get_running_loop()
 
     def deferring(self) -> bool:
         """Whether a produce read now is added here rather than appended at once: the turn
@@ -94,7 +98,8 @@ class ProduceAppends:
             if turn.holding:
                 turn.before_writing(self._run)
             else:  # the first of the turn: nothing else marks its end
-                asyncio.get_running_loop().call_soon(self._run)
+                assert self._loop is not None
+                self._loop.call_soon(self._run)
         key = (topic, partition, produce_version)
         group = waiting.get(key)
         if group is None:
