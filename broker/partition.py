@@ -708,17 +708,23 @@ class Partition:
                     if group.needs_flush:
                         self.needs_flush = True
                     start = group.log_start_offset
-                    for i, (_, head), first in zip(at, ready, group.first_offsets,
-                                                   strict=True):
-                        last = first + head.last_offset_delta
-                        if head.producer_id >= 0:  # _appended, inline
-                            first_seq = head.base_sequence
-                            max_ts = head.max_timestamp
-                            producer_state.update(
-                                head.producer_id, head.producer_epoch, first_seq,
-                                increment_sequence(first_seq, head.last_offset_delta), first,
-                                last, max_ts if max_ts > -1 else -1)
-                        results[i] = AppendResult(_NO_ERROR, first, last, -1, start)
+                    if plain:  # no producer state: the answers alone, in order
+                        results = [AppendResult(_NO_ERROR, first,
+                                                first + head.last_offset_delta, -1, start)
+                                   for (_, head), first in zip(ready, group.first_offsets,
+                                                               strict=True)]
+                    else:
+                        for i, (_, head), first in zip(at, ready, group.first_offsets,
+                                                       strict=True):
+                            last = first + head.last_offset_delta
+                            if head.producer_id >= 0:  # _appended, inline
+                                first_seq = head.base_sequence
+                                max_ts = head.max_timestamp
+                                producer_state.update(
+                                    head.producer_id, head.producer_epoch, first_seq,
+                                    increment_sequence(first_seq, head.last_offset_delta), first,
+                                    last, max_ts if max_ts > -1 else -1)
+                            results[i] = AppendResult(_NO_ERROR, first, last, -1, start)
             self.maybe_increment_high_watermark()
         return results
 
