@@ -364,12 +364,16 @@ def leader_and_isr_old_epoch(e: Env, v: int) -> None:
 
 @case(StopReplicaRequest)
 def stop_replica_old_epoch(e: Env, v: int) -> None:
+    # Its own record first: the case must not lean on what earlier cases produced (run
+    # alone, or first on an xdist worker's broker, the partition was empty).
+    offset = produce(e, [b"before-stop-replica"])
     resp = e.call(StopReplicaRequest(controller_id=e.broker.broker_id, controller_epoch=99, broker_epoch=1,
                                      topic_states=[StopReplicaRequest.StopReplicaTopicState(TOPIC, [
                                          StopReplicaRequest.StopReplicaPartitionState(0, -2, True)])]), v)
     assert resp.error_code == ErrorCode.STALE_BROKER_EPOCH, resp
     assert resp.partition_errors == []  # Kafka names no partition then
-    assert fetch_values(e, 0)  # the partition is still here with its records
+    # The partition is still here with its records.
+    assert fetch_values(e, offset)[:1] == [b"before-stop-replica"]
 
 
 @case(UpdateMetadataRequest)
