@@ -177,26 +177,17 @@ def validate_client_batch(
     return batch
 
 
-def validate_client_batches(
-    records: Sequence[memoryview | bytes | bytearray | None],
-    produce_version: int,
-    config: ValidationConfig,
-    now_ms: int,
-) -> list[CheckedBatch | RecordValidationError]:
-    """``validate_client_batch(..., verify_crc=False)`` of each of several requests' records
-    (a group appended together): for each, the batch it returns or the error it raises."""
-    return validate_group(records, produce_version, config, now_ms)[0]
-
-
 def validate_group(
     records: Sequence[memoryview | bytes | bytearray | None],
     produce_version: int,
     config: ValidationConfig,
     now_ms: int,
 ) -> tuple[list[CheckedBatch | RecordValidationError], bool]:
-    """``validate_client_batches``, and whether the group is plain: every batch passed the
-    inline checks and has no producer id (-1), so the caller has neither refusals nor
-    producer state to handle (P5's and most non-idempotent producers' groups).
+    """``validate_client_batch(..., verify_crc=False)`` of each of several requests' records
+    (a group appended together): for each, the batch it returns or the error it raises;
+    and whether the group is plain: every batch passed the inline checks and has no
+    producer id (-1), so the caller has neither refusals nor producer state to handle (P5's
+    and most non-idempotent producers' groups).
 
     A batch with nothing to refuse takes the checks inline here (one call per group rather
     than three per batch); anything else, and every batch of a topic that needs the

@@ -22,7 +22,7 @@ from broker.record_validation import (
     RecordValidationError,
     ValidationConfig,
     validate_client_batch,
-    validate_client_batches,
+    validate_group,
 )
 from broker.replica_manager import ReplicaManager
 from protocol.compression import CompressionType
@@ -184,7 +184,7 @@ def _outcome(r: object) -> object:
     ValidationConfig(timestamp_before_max_ms=3_600_000),
 ])
 def test_validating_a_group_answers_as_each_alone(config: ValidationConfig) -> None:
-    """validate_client_batches (the group's inline checks) against validate_client_batch."""
+    """validate_group (the group's inline checks) against validate_client_batch."""
     cases = _validation_cases()
     now = int(NOW_S * 1000)
     for version in range(3, 12):
@@ -195,6 +195,6 @@ def test_validating_a_group_answers_as_each_alone(config: ValidationConfig) -> N
                                                             verify_crc=False)))
             except RecordValidationError as exc:
                 alone.append(_outcome(exc))
-        together = [_outcome(r) for r in validate_client_batches(cases, version, config, now)]
+        together = [_outcome(r) for r in validate_group(cases, version, config, now)[0]]
         assert together == alone
         assert 0 < sum(isinstance(o, tuple) and len(o) == 2 for o in alone) < len(alone)
