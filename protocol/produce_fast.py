@@ -48,6 +48,10 @@ MAX_VERSION: Final = 11
 FLEXIBLE_FROM: Final = 9
 
 _HI = struct.Struct(">hi")
+# v9+: transactional id length + 1 (0: null), acks, timeout, topic count + 1, name length + 1
+_FLEX_HEAD = struct.Struct(">BhiBB")
+# v9+, after the name: partition count + 1, index, the records length's first varint byte
+_FLEX_PARTITION = struct.Struct(">BiB")
 _I = struct.Struct(">i")
 _CLASSIC_TOPIC = struct.Struct(">ih")  # topic count, name length
 _CLASSIC_PARTITION = struct.Struct(">iii")  # partition count, index, records length
@@ -61,35 +65,32 @@ def decode_single(frame: bytes, p: int, version: int
     n = len(frame)
     try:
         if version >= FLEXIBLE_FROM:
-            if version > MAX_VERSION or p + 9 > n or frame[p] != 0:
+            if version > MAX_VERSION:
                 return None
-            acks, timeout_ms = _HI.unpack_from(frame, p + 1)
-            if frame[p + 7] != 2:
-                return None
-            name_len = frame[p + 8] - 1
-            if name_len < 0 or name_len >= 0x7F:
+            # One struct call for what precedes the name, one for what follows it (a frame
+            # too short for either raises struct.error: None)
+            txn, acks, timeout_ms, topics, name_len = _FLEX_HEAD.unpack_from(frame, p)
+            name_len -= 1
+            if txn != 0 or topics != 2 or name_len < 0 or name_len >= 0x7F:
                 return None
             p += 9
             end = p + name_len
-            if end + 6 > n or frame[end] != 2:
+            partitions, index, raw = _FLEX_PARTITION.unpack_from(frame, end)
+            if partitions != 2:
                 return None
             topic = frame[p:end].decode()
-            (index,) = _I.unpack_from(frame, end + 1)
-            p = end + 5
-            raw = frame[p]
-            if raw < 0x80:
-                p += 1
-            else:
-                second = frame[p + 1]
+            p = end + 6
+            if raw >= 0x80:
+                second = frame[p]
                 if second < 0x80:
                     raw = (raw & 0x7F) | (second << 7)
-                    p += 2
+                    p += 1
                 else:
-                    third = frame[p + 2]
+                    third = frame[p + 1]
                     if third >= 0x80:
                         return None
                     raw = (raw & 0x7F) | ((second & 0x7F) << 7) | (third << 14)
-                    p += 3
+                    p += 2
             if raw == 0:
                 return None
             end = p + raw - 1
@@ -148,6 +149,7 @@ def encode_single_response(correlation_id: int, version: int, topic: str, index:
                            log_append_time_ms, log_start_offset, throttle_time_ms)
     return layout.pack(size, correlation_id, fixed, error_code, base_offset,
                        log_append_time_ms, throttle_time_ms)
+
 
 
 # Whole response frames by version range: size, correlation id, then the bytes from the
