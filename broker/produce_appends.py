@@ -47,6 +47,12 @@ class PendingAppend(Protocol):
 
     def failed(self) -> None: ...
 
+    def answer_group(self, group: list[PendingAppend], results: list[AppendResult]) -> None:
+        """Answer each request of ``group`` (this one is its first; all are the same
+        handler's) with its result, in order, as ``appended`` would one by one: together,
+        where the handler's answers share what they can. Each answer that fails is logged
+        and its request ``failed``."""
+
 
 class Turn(Protocol):
     """The loop's turn as the connections' held answers see it (``WriteBatch``)."""
@@ -121,13 +127,7 @@ class ProduceAppends:
                 for pending in group:
                     pending.failed()
                 continue
-            for pending, result in zip(group, results, strict=True):
-                try:
-                    pending.appended(result)
-                except Exception:
-                    log.exception("Answering a produce request to %s-%d failed; closing its "
-                                  "connection", tp[0], tp[1])
-                    pending.failed()
+            group[0].answer_group(group, results)
         turn = self._turn
         if turn is not None:  # the answers held (when run outside the end of the turn)
             turn.write_now()

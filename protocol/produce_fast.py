@@ -41,7 +41,7 @@ successful append), no current-leader hint and no node endpoints::
 from __future__ import annotations
 
 import struct
-from typing import Final
+from typing import Final, TypeAlias
 
 MIN_VERSION: Final = 3
 MAX_VERSION: Final = 11
@@ -151,6 +151,33 @@ def encode_single_response(correlation_id: int, version: int, topic: str, index:
                        log_append_time_ms, throttle_time_ms)
 
 
+
+def single_response_template(version: int, topic: str, index: int, error_code: int,
+                             log_append_time_ms: int, log_start_offset: int,
+                             throttle_time_ms: int) -> ResponseTemplate | None:
+    """The frames ``encode_single_response`` writes for answers of one partition that differ
+    only in their correlation id and base offset (a group append's requests): (layout,
+    head, middle, tail), each answer ``layout.pack(head, correlation_id, middle,
+    base_offset, tail)``, the same bytes; None where it answers None. A call of 5
+    arguments per answer where ``encode_single_response`` is a call of 9 and its lookup."""
+    whole = encode_single_response(0, version, topic, index, error_code, 0, log_append_time_ms,
+                                   log_start_offset, throttle_time_ms)
+    if whole is None:
+        return None
+    # The size and correlation id, the fixed bytes and the error code, the base offset,
+    # then the rest (log append time, ...).
+    m = len(_FRAMES[(topic, index, version)][2]) + 2
+    head, middle, tail = whole[:4], whole[8:8 + m], whole[16 + m:]
+    key = (m, len(tail))
+    layout = _TEMPLATE_LAYOUTS.get(key)
+    if layout is None:  # (at most ~130 name lengths x the 4 tails of the version ranges)
+        layout = _TEMPLATE_LAYOUTS[key] = struct.Struct(f">4si{m}sq{len(tail)}s")
+    return layout, head, middle, tail
+
+
+# single_response_template's: (layout, head, middle, tail)
+ResponseTemplate: TypeAlias = tuple[struct.Struct, bytes, bytes, bytes]
+_TEMPLATE_LAYOUTS: dict[tuple[int, int], struct.Struct] = {}
 
 # Whole response frames by version range: size, correlation id, then the bytes from the
 # header's end up to the partition's index included (``{}``: their length), then the

@@ -8,19 +8,27 @@ being one, a waiting request costs one object, not two.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from broker.handlers.base import CloseConnection, Parked, Respond
 from protocol.errors import ErrorCode
 from protocol.messages.produce import ProduceResponse
-from protocol.produce_fast import encode_single_response
+from protocol.produce_fast import (
+    ResponseTemplate,
+    encode_single_response,
+    single_response_template,
+)
 from protocol.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     from broker.partition import AppendResult
+    from broker.produce_appends import PendingAppend
     from broker.security.principal import KafkaPrincipal
     from broker.services import Broker
     from protocol.frames import RequestHeader
+
+log = logging.getLogger(__name__)
 
 _Resp = ProduceResponse
 _new_tuple = tuple.__new__  # a NamedTuple's own __new__ is Python code; this is C
@@ -76,6 +84,41 @@ class PendingProduce(Parked):
     def failed(self) -> None:
         if self.answer_via is not None:
             self.deliver(CloseConnection("handler error"))
+
+    def answer_group(self, group: list[PendingAppend], results: list[AppendResult]) -> None:
+        """``appended`` of each request of a group append (broker.produce_appends), this
+        one first: a plain success (no quota, no error, no record errors) with the
+        response frame of the group's template (``single_response_template``: the same
+        bytes as ``encode_single_response``, its correlation id and base offset set per
+        answer), made once for the group; anything else by ``appended``. Never raises:
+        an answer that fails is logged and its request ``failed``."""
+        template: ResponseTemplate | None = None
+        made = False  # template made (None: encode_single_response does not encode these)
+        append_time = start_offset = 0  # the template's (set with it)
+        # producer_byte_rate: with a quota each answer is appended's (its throttle time);
+        # a group of one too (a template costs more than one encoding).
+        plain = len(group) > 1 and not self._broker.quotas.produce.enabled
+        for pending, r in zip(group, results, strict=True):
+            try:
+                if (plain and type(pending) is PendingProduce and r.error is _NO_ERROR
+                        and not r.record_errors and pending.send_frame is not None):
+                    if (not made or r.log_append_time_ms != append_time
+                            or r.log_start_offset != start_offset):
+                        template = single_response_template(
+                            self._header.api_version, self._topic, self._index, _NO_ERROR,
+                            r.log_append_time_ms, r.log_start_offset, 0)
+                        append_time, start_offset = r.log_append_time_ms, r.log_start_offset
+                        made = True
+                    if template is not None:
+                        layout, head, middle, tail = template
+                        pending.send_frame(layout.pack(head, pending._header.correlation_id,
+                                                       middle, r.base_offset, tail))
+                        continue
+                pending.appended(r)
+            except Exception:
+                log.exception("Answering a produce request to %s-%d failed; closing its "
+                              "connection", self._topic, self._index)
+                pending.failed()
 
 
 def respond(results: dict[TopicPartition, AppendResult], denied: list[TopicPartition],

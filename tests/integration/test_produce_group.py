@@ -13,7 +13,7 @@ import pytest
 
 from client.sync import SyncClient
 from protocol.errors import ErrorCode
-from protocol.frames import decode_response
+from protocol.frames import decode_response, encode_response
 from protocol.messages.produce import ProduceResponse
 from pytest_minikafka import BrokerHandle
 from pytest_minikafka.inprocess import InProcessBroker
@@ -60,8 +60,13 @@ def test_requests_of_one_turn_appended_together_each_answered_alone(
                 conn.send(conn.frame(0, VERSION, request)[1])
             answers = []
             for conn in conns:
-                _, body = decode_response(conn.recv_frame(), 0, VERSION)
+                frame = conn.recv_frame()
+                correlation_id, body = decode_response(frame, 0, VERSION)
                 assert isinstance(body, ProduceResponse)
+                # Byte for byte the generated encoding of what it says (the group's answer
+                # template included: broker.handlers.produce_answer.answer_group).
+                assert frame == b"".join(bytes(p) for p in  # type: ignore[arg-type]
+                                         encode_response(correlation_id, 0, VERSION, body))[4:]
                 answers.append(body.responses[0].partition_responses[0])
             assert answers[3].error_code == ErrorCode.CORRUPT_MESSAGE
             assert answers[7].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -12,7 +12,11 @@ from protocol import produce_fast
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.frames import RequestHeader, decode_request_header, encode_request, encode_response
 from protocol.messages.produce import ProduceRequest, ProduceResponse
-from protocol.produce_fast import decode_single, encode_single_response
+from protocol.produce_fast import (
+    decode_single,
+    encode_single_response,
+    single_response_template,
+)
 from protocol.records import NewRecord, build_batch
 
 VERSIONS = range(3, 12)
@@ -189,3 +193,30 @@ def test_response_frames_made_again_from_what_is_kept_per_partition(version: int
     for index in (0, produce_fast.FRAMES_MAX + 4, 5):
         got = encode_single_response(9, version, "many", index, 0, 11, -1, 2, 0)
         assert got == _generated_response(9, version, "many", index, 11, 2)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("topic", ["t", "ünïcode-töpic", "x" * 126])
+def test_response_template_frames_are_the_generated_encoding(version: int, topic: str) -> None:
+    """A group's answers from its template (correlation id and base offset set in it) are
+    the generated encoding byte for byte, as encode_single_response's."""
+    for index, append_time, start in ((0, -1, 0), (7, 1_700_000_000_000, 42), (2**31 - 1, -1, -1)):
+        template = single_response_template(version, topic, index, 0, append_time, start, 0)
+        assert template is not None
+        layout, head, middle, tail = template
+        for correlation_id, base in ((0, 0), (1, 5), (2**31 - 1, 2**63 - 1), (-1, 123_456)):
+            got = layout.pack(head, correlation_id, middle, base, tail)
+            expected = encode_response(correlation_id, 0, version, Resp(
+                responses=[Resp.TopicProduceResponse(topic, [Resp.PartitionProduceResponse(
+                    index=index, error_code=0, base_offset=base,
+                    log_append_time_ms=append_time, log_start_offset=start)])],
+                throttle_time_ms=0))
+            assert got == b"".join(bytes(p) for p in expected)  # type: ignore[arg-type]
+            assert got == encode_single_response(correlation_id, version, topic, index, 0,
+                                                 base, append_time, start, 0)
+
+
+def test_response_template_is_none_where_the_single_encoding_is() -> None:
+    assert single_response_template(11, "x" * 127, 0, 0, -1, 0, 0) is None
+    for version in (0, 1, 2, 12):
+        assert single_response_template(version, "t", 0, 0, -1, 0, 0) is None
