@@ -41,7 +41,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NewType, cast
+from typing import TYPE_CHECKING, NewType
 
 from broker.producer_state import (
     NO_PRODUCER_ID,
@@ -52,6 +52,7 @@ from broker.producer_state import (
 from broker.record_validation import (
     LONG_MAX,
     CheckedBatch,
+    PlainBatch,
     RecordValidationError,
     ValidationConfig,
     check_crc,
@@ -78,6 +79,7 @@ log = logging.getLogger(__name__)
 # Enum members read on the per-request path, looked up once: on Python 3.11 a class
 # attribute of an Enum costs a metaclass __getattr__ hook call (~10x a global read).
 _NO_ERROR = ErrorCode.NO_ERROR
+_new_tuple = tuple.__new__  # a NamedTuple's own __new__ is Python code; this is C
 
 Offset = NewType("Offset", int)  # a log offset of any kind; the names below say which
 
@@ -654,26 +656,13 @@ class Partition:
         now_ms = int(time.time() * 1000)
         config = self.validation
         checked, plain = validate_group(records, produce_version, config, now_ms)
-        # The log's own checks, for each batch that passes the CRC: only timestamp bounds.
-        log_checks = (config.timestamp_before_max_ms < LONG_MAX
-                      or config.timestamp_after_max_ms < LONG_MAX)
         results: list[AppendResult]  # _UNANSWERED where the log's answer goes
-        ready: list[CheckedBatch]
-        at: list[int]  # ready[k]'s index in results
-        if plain and not log_checks:
-            # Nothing refused, no producer state: only the CRCs are left to check (what
-            # _check_group would do with nothing else to do; a batch that fails its CRC
-            # goes through it).
-            ready = cast("list[CheckedBatch]", checked)
-            for buffer, head in ready:
-                if checksum.crc32c(buffer[CRC_START:]) != head.crc:
-                    plain = False
-                    break
-        else:
-            plain = False
-        if plain:
-            at = list(range(len(ready)))
-            results = [_UNANSWERED] * len(ready)
+        ready: list[PlainBatch]  # (buffer, its header's fields), for the log
+        at: list[int] | None  # ready[k]'s index in results; None: k (a plain group)
+        if plain is not None:
+            # Nothing refused, no producer id, every CRC checked (and no timestamp bounds:
+            # those take the per-record checks, never plain): the log's answers alone.
+            results, ready, at = [], plain, None
         else:
             producers: set[int] = set()
             for batch in checked:
@@ -683,61 +672,72 @@ class Partition:
                         return [self.append_records_as_leader(r, produce_version, 1)
                                 for r in records]
                     producers.add(pid)
+            # The log's own checks, for each batch that passes the CRC: only timestamp bounds.
+            log_checks = (config.timestamp_before_max_ms < LONG_MAX
+                          or config.timestamp_after_max_ms < LONG_MAX)
             results, ready, at = self._check_group(checked, log_checks, now_ms)
+            if not ready:
+                return results
         plog = self.log
-        producer_state = self.producer_state
-        if ready:
-            epoch = self.leader_epoch
-            try:
-                group = plog.append_client_batches(ready, epoch, now_ms)
-            except StorageError as failed:  # nothing of the group is in the log
+        epoch = self.leader_epoch
+        try:
+            group = plog.append_client_batches(ready, epoch, now_ms)
+        except StorageError as failed:  # nothing of the group is in the log
+            if at is None:
+                results = [self._refused(failed) for _ in ready]
+            else:
                 for i in at:
                     results[i] = self._refused(failed)
+        else:
+            if group is None:  # one after the other
+                if at is None:
+                    results, at = [_UNANSWERED] * len(ready), list(range(len(ready)))
+                for i, (buffer, f) in zip(at, ready, strict=True):
+                    head = _new_tuple(BatchHeader, (0, *f))
+                    active_base = plog.active_segment.base_offset
+                    try:
+                        info = plog.append_checked_client_batch(buffer, head, epoch, now_ms)
+                    except Exception as exc:
+                        results[i] = self._refused(exc)
+                        continue
+                    results[i] = self._appended(head, info, active_base)
             else:
-                if group is None:  # one after the other
-                    for i, (buffer, head) in zip(at, ready, strict=True):
-                        active_base = plog.active_segment.base_offset
-                        try:
-                            info = plog.append_checked_client_batch(buffer, head, epoch,
-                                                                    now_ms)
-                        except Exception as exc:
-                            results[i] = self._refused(exc)
-                            continue
-                        results[i] = self._appended(head, info, active_base)
+                if group.needs_flush:
+                    self.needs_flush = True
+                start = group.log_start_offset
+                if at is None:  # no producer state: the answers alone, in order
+                    # (f: the header's fields; f[6] lastOffsetDelta)
+                    results = [AppendResult(_NO_ERROR, first, first + f[6], -1, start)
+                               for (_, f), first in zip(ready, group.first_offsets, strict=True)]
                 else:
-                    if group.needs_flush:
-                        self.needs_flush = True
-                    start = group.log_start_offset
-                    if plain:  # no producer state: the answers alone, in order
-                        results = [AppendResult(_NO_ERROR, first,
-                                                first + head.last_offset_delta, -1, start)
-                                   for (_, head), first in zip(ready, group.first_offsets,
-                                                               strict=True)]
-                    else:
-                        for i, (_, head), first in zip(at, ready, group.first_offsets,
-                                                       strict=True):
-                            last = first + head.last_offset_delta
-                            if head.producer_id >= 0:  # _appended, inline
-                                first_seq = head.base_sequence
-                                max_ts = head.max_timestamp
-                                producer_state.update(
-                                    head.producer_id, head.producer_epoch, first_seq,
-                                    increment_sequence(first_seq, head.last_offset_delta), first,
-                                    last, max_ts if max_ts > -1 else -1)
-                            results[i] = AppendResult(_NO_ERROR, first, last, -1, start)
-            self.maybe_increment_high_watermark()
+                    producer_state = self.producer_state
+                    for i, (_, f), first in zip(at, ready, group.first_offsets, strict=True):
+                        # f: baseOffset, batchLength, partitionLeaderEpoch, magic, crc,
+                        # attributes, lastOffsetDelta, baseTimestamp, maxTimestamp,
+                        # producerId, producerEpoch, baseSequence, recordsCount
+                        delta = f[6]
+                        last = first + delta
+                        if f[9] >= 0:  # _appended, inline
+                            first_seq = f[11]
+                            max_ts = f[8]
+                            producer_state.update(
+                                f[9], f[10], first_seq, increment_sequence(first_seq, delta),
+                                first, last, max_ts if max_ts > -1 else -1)
+                        results[i] = AppendResult(_NO_ERROR, first, last, -1, start)
+        self.maybe_increment_high_watermark()
         return results
 
     def _check_group(self, checked: list[CheckedBatch | RecordValidationError],
                      log_checks: bool, now_ms: int
-                     ) -> tuple[list[AppendResult], list[CheckedBatch], list[int]]:
+                     ) -> tuple[list[AppendResult], list[PlainBatch], list[int]]:
         """``append_records_group``'s checks of each batch, as ``append_records_as_leader``
         checks it: (the answers, ``_UNANSWERED`` where the log's goes; the batches ready
-        for the log; the index in the answers of each)."""
+        for the log, each with its header's fields; the index in the answers of each)."""
         plog = self.log
         producer_state = self.producer_state
+        crc32c = checksum.crc32c  # (a module with __getattr__: its attributes are not cached)
         results: list[AppendResult] = []
-        ready: list[CheckedBatch] = []
+        ready: list[PlainBatch] = []
         at: list[int] = []
         for batch in checked:
             if isinstance(batch, RecordValidationError):
@@ -763,14 +763,14 @@ class Partition:
                                                     self.log_start_offset))
                         continue
                 # batch_crc, inline (a call less per batch)
-                if log_checks or checksum.crc32c(buffer[CRC_START:]) != head.crc:
+                if log_checks or crc32c(buffer[CRC_START:]) != head.crc:
                     plog.check_client_batch(buffer, head, now_ms)
             except Exception as exc:  # each as append_records_as_leader answers it
                 results.append(self._refused(exc))
                 continue
             at.append(len(results))
             results.append(_UNANSWERED)
-            ready.append(batch)
+            ready.append((buffer, head[1:]))  # (the position, 0, left out)
         return results, ready, at
 
     def _appended(self, head: BatchHeader, info: AppendInfo, active_base: int) -> AppendResult:

@@ -36,6 +36,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, NoReturn, TypeAlias
 
+from protocol import checksum
+from protocol.batch_header import CRC_START, HeaderFields
 from protocol.batch_header import HEADER as _HEADER
 from protocol.compression import CompressionType, CorruptRecordError
 from protocol.errors import ErrorCode, ProtocolError
@@ -99,6 +101,9 @@ class ValidBatch(NamedTuple):
 # group's validation makes (a NamedTuple made with ``tuple.__new__`` costs ~1,300
 # instructions more per batch); read by unpacking.
 CheckedBatch: TypeAlias = "tuple[builtins.memoryview, BatchHeader]"
+# A batch of a plain group (``validate_group``): its bytes, the whole buffer, and its
+# header's fields, read by index (no ``BatchHeader`` made: see ``HeaderFields``).
+PlainBatch: TypeAlias = "tuple[builtins.memoryview, HeaderFields]"
 
 
 def validate_client_batch(
@@ -182,22 +187,27 @@ def validate_group(
     produce_version: int,
     config: ValidationConfig,
     now_ms: int,
-) -> tuple[list[CheckedBatch | RecordValidationError], bool]:
+) -> tuple[list[CheckedBatch | RecordValidationError], list[PlainBatch] | None]:
     """``validate_client_batch(..., verify_crc=False)`` of each of several requests' records
-    (a group appended together): for each, the batch it returns or the error it raises;
-    and whether the group is plain: every batch passed the inline checks and has no
-    producer id (-1), so the caller has neither refusals nor producer state to handle (P5's
-    and most non-idempotent producers' groups).
+    (a group appended together), as ``(checked, plain)``.
+
+    A plain group, where every batch passed the inline checks and its CRC and has no
+    producer id (-1), so that the caller has neither refusals nor producer state to handle
+    (P5's and most non-idempotent producers' groups): ``plain`` holds each batch with its
+    header's fields (``PlainBatch``: no ``BatchHeader`` made) and ``checked`` is empty.
+    Otherwise ``plain`` is None and ``checked`` holds, for each, the batch
+    ``validate_client_batch`` returns or the error it raises (the CRCs left to the caller).
 
     A batch with nothing to refuse takes the checks inline here (one call per group rather
     than three per batch); anything else, and every batch of a topic that needs the
     per-record checks, goes through ``validate_client_batch`` itself, whose answer it is."""
+    plain: list[PlainBatch] | None = []
     out: list[CheckedBatch | RecordValidationError] = []
-    plain = True
     max_bytes = config.max_message_bytes
     inline = not (config.compacted or config.timestamp_before_max_ms < LONG_MAX
                   or config.timestamp_after_max_ms < LONG_MAX)
     zstd_ok = produce_version >= ZSTD_MIN_PRODUCE_VERSION
+    crc32c = checksum.crc32c  # (a module with __getattr__: its attributes are not cached)
     for r in records:
         if inline and r is not None:
             # read_single_batch's common case, then validate_client_batch's checks in its
@@ -215,17 +225,26 @@ def validate_group(
                         and f[12] > 0 and f[6] + 1 == f[12]
                         and not attributes & (ATTR_CONTROL | ATTR_TRANSACTIONAL)
                         and (f[9] < 0 or f[11] >= 0)):
+                    if plain is not None and f[9] == -1 and crc32c(view[CRC_START:]) == f[4]:
+                        plain.append((view, f))
+                        continue
+                    if plain is not None:
+                        out, plain = _with_headers(plain), None
                     out.append((view, _new_tuple(BatchHeader, (0, *f))))
-                    if f[9] != -1:
-                        plain = False
                     continue
-        plain = False
+        if plain is not None:
+            out, plain = _with_headers(plain), None
         try:
             out.append(validate_client_batch(r, produce_version, config, now_ms,
                                              verify_crc=False))
         except RecordValidationError as refused:
             out.append(refused)
     return out, plain
+
+
+def _with_headers(plain: list[PlainBatch]) -> list[CheckedBatch | RecordValidationError]:
+    """A plain group's batches so far, as ``validate_group`` returns a group that is not."""
+    return [(view, _new_tuple(BatchHeader, (0, *f))) for view, f in plain]
 
 
 def _refuse(records: memoryview | bytes | bytearray, produce_version: int) -> NoReturn:

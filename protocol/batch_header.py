@@ -19,7 +19,7 @@ Thread-safety: ``struct.Struct`` objects and these functions hold no state.
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+from typing import NamedTuple, TypeAlias
 
 LOG_OVERHEAD_BYTES = 12  # baseOffset + batchLength
 HEADER_SIZE_BYTES = 61
@@ -32,6 +32,13 @@ CRC_START = 21  # a batch's CRC32C covers its bytes from here (attributes) to it
 BATCH_LENGTH = struct.Struct(">i")
 
 assert HEADER.size == HEADER_SIZE_BYTES
+
+# A header's fields as ``HEADER.unpack_from`` returns them (baseOffset, batchLength,
+# partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta, baseTimestamp, maxTimestamp,
+# producerId, producerEpoch, baseSequence, recordsCount), read by index: a ``BatchHeader``
+# (the same fields after ``position``) costs ~2,600 instructions more to make, and each of
+# its fields is read by a descriptor call where an index into a tuple is a direct access.
+HeaderFields: TypeAlias = "tuple[int, int, int, int, int, int, int, int, int, int, int, int, int]"
 assert HEAD_TO_MAX_TIMESTAMP.size == 43
 assert UP_TO_MAGIC.size == 17
 

@@ -53,6 +53,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from protocol.batch_header import HeaderFields
 from protocol.fileslice import FileSlice
 from protocol.records import ATTR_CONTROL, HEADER_SIZE_BYTES, BatchHeader, batch_crc
 from storage.batches import (
@@ -93,6 +94,7 @@ log = logging.getLogger(__name__)
 
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
+_OFFSET_LENGTH_EPOCH = struct.Struct(">qii")  # a batch's first 16 bytes
 # NamedTuples built once per produce request: their own __new__ is Python code,
 # tuple.__new__ builds the same object in C.
 _new_tuple = tuple.__new__
@@ -406,9 +408,11 @@ class Log:
         not computed again)."""
         return self._append_one_as_leader(batch, head, leader_epoch, now)
 
-    def append_client_batches(self, batches: Sequence[tuple[memoryview, BatchHeader]],
+    def append_client_batches(self, batches: Sequence[tuple[memoryview, HeaderFields]],
                               leader_epoch: int, now: int) -> GroupAppend | None:
-        """Client batches, each passed by ``check_client_batch``, appended as
+        """Client batches, each a buffer holding one batch whole with its header's fields
+        (``HeaderFields``, as ``read_single_batch`` reads them: a ``BatchHeader`` less its
+        position) and passed by ``check_client_batch``, appended as
         ``append_checked_client_batch`` would append them one after the other (the same
         offsets, bytes, index entries, epochs; each batch's AppendInfo would hold its first
         offset from ``first_offsets``, the batch's own last offset and max timestamp, this
@@ -441,15 +445,16 @@ class Log:
             pos = 0
             offset = first
             max_ts = -1
-            for batch, head in batches:
-                size = head.batch_length + 12
-                if head.position != 0 or len(batch) != size or size >= HEADER_ONLY_MIN_BYTES:
+            for batch, f in batches:  # f: baseOffset, batchLength, ..., by index
+                length = f[1]  # batchLength
+                size = length + 12
+                if len(batch) != size or size >= HEADER_ONLY_MIN_BYTES:
                     return None
-                _INT64.pack_into(buf, pos, offset)
-                _INT32.pack_into(buf, pos + 12, leader_epoch)
+                # baseOffset, batchLength (as it is), partitionLeaderEpoch: one call
+                _OFFSET_LENGTH_EPOCH.pack_into(buf, pos, offset, length, leader_epoch)
                 firsts.append(offset)
-                offset += head.last_offset_delta + 1
-                ts = head.max_timestamp
+                offset += f[6] + 1  # lastOffsetDelta
+                ts = f[8]  # maxTimestamp
                 if ts > max_ts:
                     max_ts = ts
                 metas.append((size, offset - 1, ts))

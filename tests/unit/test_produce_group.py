@@ -19,6 +19,7 @@ import pytest
 
 from broker.partition import AppendResult
 from broker.record_validation import (
+    LONG_MAX,
     RecordValidationError,
     ValidationConfig,
     validate_client_batch,
@@ -27,7 +28,7 @@ from broker.record_validation import (
 from broker.replica_manager import ReplicaManager
 from protocol.compression import CompressionType
 from protocol.errors import ErrorCode
-from protocol.records import NewRecord, build_batch
+from protocol.records import NewRecord, batch_crc, build_batch
 from protocol.topic_partition import TopicPartition
 from storage import fileio
 from storage.config import LogConfig
@@ -198,3 +199,42 @@ def test_validating_a_group_answers_as_each_alone(config: ValidationConfig) -> N
         together = [_outcome(r) for r in validate_group(cases, version, config, now)[0]]
         assert together == alone
         assert 0 < sum(isinstance(o, tuple) and len(o) == 2 for o in alone) < len(alone)
+
+
+@pytest.mark.parametrize("config", [
+    ValidationConfig(), ValidationConfig(max_message_bytes=4000), ValidationConfig(compacted=True),
+    ValidationConfig(timestamp_before_max_ms=3_600_000),
+])
+def test_a_plain_group_is_one_whose_batches_each_pass(config: ValidationConfig) -> None:
+    """validate_group's plain groups (each batch with its header's fields, no BatchHeader):
+    exactly those whose every batch validate_client_batch passes with its CRC matching and
+    no producer id, on a topic without per-record checks; the fields are the header it
+    reads. Any other group is answered as each alone, also after plain batches."""
+    cases = [*_validation_cases(), _corrupt(_batch())]
+    now = int(NOW_S * 1000)
+    per_record = config.compacted or config.timestamp_before_max_ms < LONG_MAX
+    plain_seen = 0
+    for version in range(3, 12):
+        for r in cases:
+            for group in ([r], [_batch(), _batch(2), r]):
+                alone: list[object] = []
+                each_plain = not per_record
+                for b in group:
+                    try:
+                        batch = validate_client_batch(b, version, config, now, verify_crc=False)
+                    except RecordValidationError as exc:
+                        alone.append(_outcome(exc))
+                        each_plain = False
+                        continue
+                    alone.append(_outcome(batch))
+                    each_plain = each_plain and (batch.head.producer_id == -1
+                                                 and batch_crc(batch.buffer) == batch.head.crc)
+                checked, plain = validate_group(group, version, config, now)
+                if plain is None:
+                    assert not each_plain
+                    assert [_outcome(c) for c in checked] == alone
+                else:
+                    assert each_plain and checked == []
+                    assert [(bytes(view), (0, *f)) for view, f in plain] == alone
+                    plain_seen += 1
+    assert plain_seen > 0 or per_record

@@ -121,7 +121,8 @@ def _append_group(out: Outcome, lg: Log, tp: TopicPartition, values: list[bytes]
     try:
         for view, head in pairs:
             lg.check_client_batch(view, head, clock())
-        group = lg.append_client_batches(pairs, epoch, clock())
+        group = lg.append_client_batches([(view, head[1:]) for view, head in pairs], epoch,
+                                         clock())
     except StorageError as exc:  # nothing of the group was kept
         out.refuse(exc, values)
         return
