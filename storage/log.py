@@ -328,15 +328,16 @@ class Log:
 
     def _append_to(self, segment: LogSegment, buf: bytearray | memoryview,
                    metas: Sequence[tuple[int, int, int]],
-                   head: bytearray | None = None) -> None:
+                   head: bytearray | None = None, first_offsets: Sequence[int] | None = None,
+                   leader_epoch: int = -1) -> None:
         """Write and index ``metas``' batches, or leave the segment as it was and raise
-        (``head``: the first batch's header as written, see ``LogSegment.append``)."""
+        (``head``, ``first_offsets``, ``leader_epoch``: see ``LogSegment.append``)."""
         try:
             mark: SegmentMark = segment.mark()
         except OSError as exc:  # opening the indexes wrote something: state unknown
             raise self._io_error("append", exc, undone=False) from exc
         try:
-            segment.append(buf, metas, head)
+            segment.append(buf, metas, head, first_offsets, leader_epoch)
         except OSError as exc:
             try:
                 segment.rollback(mark)
@@ -465,7 +466,7 @@ class Log:
             if segment.should_roll(pos, max_ts, offset - 1, now, config.segment_bytes,
                                    config.segment_ms - config.segment_jitter_ms):
                 return None
-            self._append_to(segment, buf, metas)
+            self._append_to(segment, buf, metas, None, firsts, leader_epoch)
             self._epoch_cache.assign(leader_epoch, first)
             self._leo = offset
             return _new_tuple(GroupAppend, (

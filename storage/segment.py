@@ -124,6 +124,17 @@ class BatchHead(NamedTuple):
     partition_leader_epoch: int
 
 
+class _UnmadeHeads(NamedTuple):
+    """What the newest batches' heads are made from after a group append (``LogSegment``'s
+    ``_recent_heads``): the group's first position, each batch's base offset and
+    (size, last offset, max timestamp), and the epoch all were written with."""
+
+    position: int
+    first_offsets: Sequence[int]
+    metas: Sequence[tuple[int, int, int]]
+    leader_epoch: int
+
+
 class LogSegment:
     """A segment of a partition's log. Create with ``LogSegment.open``."""
 
@@ -163,8 +174,11 @@ class LogSegment:
         # past it check the CRCs they return once (``verify``).
         self._verified_bytes = 0
         # Invariant: the heads of the last len(_recent) batches of the file, in file order,
-        # the last one ending at _size (cleared whenever the file is cut or sealed).
+        # the last one ending at _size (cleared whenever the file is cut or sealed); or,
+        # after a group append of at least RECENT_HEADS batches, _recent empty and what
+        # they are made from when first read (_recent_heads: no heads made per append).
         self._recent: deque[BatchHead] = deque(maxlen=RECENT_HEADS)
+        self._unmade_recent: _UnmadeHeads | None = None
 
     @classmethod
     def open(
@@ -413,13 +427,18 @@ class LogSegment:
     # ------------------------------------------------------------------ appends
     def append(self, data: bytes | bytearray | memoryview,
                batches: Sequence[tuple[int, int, int]],
-               head: bytearray | None = None) -> None:
+               head: bytearray | None = None,
+               first_offsets: Sequence[int] | None = None, leader_epoch: int = -1) -> None:
         """Write ``data`` (whole batches, offsets assigned) at the end in one ``pwrite``
         loop, then index it: one offset-index entry per ``index.interval.bytes``.
 
         ``head``: the first batch's header as written, in place of ``data``'s first
         ``len(head)`` bytes (a read-only request buffer whose offsets are assigned in a
-        copy of its header only: one ``pwritev``, the records not copied)."""
+        copy of its header only: one ``pwritev``, the records not copied).
+
+        ``first_offsets``: each batch's base offset, all written with ``leader_epoch``
+        (a group of client batches): then the newest batches' heads are made from these
+        and ``batches`` when first read, not read back from ``data`` now."""
         if not batches:
             return
         start = self._size
@@ -438,22 +457,61 @@ class LogSegment:
             self._verified_bytes = self._size
         position = start
         recent = self._recent
+        if first_offsets is not None and len(batches) >= RECENT_HEADS:
+            # Every head kept now is one of these batches': made when read, if ever.
+            if recent:
+                recent.clear()
+            self._unmade_recent = _new_tuple(_UnmadeHeads, (start, first_offsets, batches,
+                                                            leader_epoch))
+            keep_from = len(batches)
+        else:
+            if self._unmade_recent is not None:
+                self._make_recent()
+            keep_from = len(batches) - RECENT_HEADS  # the heads of the batches before fall out
         interval = self.index_interval_bytes
-        keep_from = len(batches) - RECENT_HEADS  # the heads of the batches before fall out
+        # index_batch's state in locals, written back around its calls and at the end
+        current = self._max_ts_and_offset or self.max_timestamp_so_far
+        top = current.timestamp
+        since = self._bytes_since_last_index_entry
         for k, meta in enumerate(batches):
             size, last_offset, max_timestamp = meta
-            current = self._max_ts_and_offset
-            if (current is None or max_timestamp > current.timestamp
-                    or self._bytes_since_last_index_entry > interval):
+            if max_timestamp > top or since > interval:
+                self._bytes_since_last_index_entry = since
                 self.index_batch(position, size, last_offset, max_timestamp)
+                since = self._bytes_since_last_index_entry
+                top = self.max_timestamp_so_far.timestamp
             else:  # index_batch with nothing to change but the byte count, inline
-                self._bytes_since_last_index_entry += size
+                since += size
             if k >= keep_from:
                 # The head as head_at would read it back from the file: the same bytes.
                 base, epoch, delta, max_ts = _RECENT_HEAD.unpack_from(
                     data if head is None or position != start else head, position - start)
                 recent.append(_new_tuple(BatchHead, (position, base, size, base + delta, max_ts,
                                                      epoch)))
+            position += size
+        self._bytes_since_last_index_entry = since
+
+    def _recent_heads(self) -> deque[BatchHead]:
+        """The heads of the newest batches (``_recent``), made first if a group append left
+        them unmade."""
+        if self._unmade_recent is not None:
+            self._make_recent()
+        return self._recent
+
+    def _make_recent(self) -> None:
+        """``_recent`` from what the last group append left (``_unmade_recent``): each
+        batch's head as ``head_at`` would read it from the file (the offsets, epoch and
+        timestamp that append wrote)."""
+        unmade = self._unmade_recent
+        assert unmade is not None
+        self._unmade_recent = None
+        position, firsts, metas, epoch = unmade
+        recent = self._recent
+        keep_from = len(metas) - RECENT_HEADS
+        for k, (size, last_offset, max_timestamp) in enumerate(metas):
+            if k >= keep_from:
+                recent.append(_new_tuple(BatchHead, (position, firsts[k], size, last_offset,
+                                                     max_timestamp, epoch)))
             position += size
 
     def mark(self) -> SegmentMark:
@@ -470,6 +528,7 @@ class LogSegment:
         file), then the file is cut back to its old size. Raises ``OSError`` if the disk
         refuses even that (the caller then takes the log dir offline)."""
         self._recent.clear()
+        self._unmade_recent = None
         self.offset_index.truncate_to_entries(mark.offset_index_entries)
         self.time_index.truncate_to_entries(mark.time_index_entries)
         self._bytes_since_last_index_entry = mark.bytes_since_last_index_entry
@@ -521,6 +580,7 @@ class LogSegment:
         self.time_index.seal()
         self._writable_indexes = False
         self._recent.clear()
+        self._unmade_recent = None
         self.seal_file()
 
     # ------------------------------------------------------------------ batch walks
@@ -574,7 +634,7 @@ class LogSegment:
         """Header fields of the batch at ``position`` (which must be a batch boundary)."""
         end = position + _HEAD_BYTES
         if end > self._mapped_bytes:
-            for recent in self._recent:
+            for recent in self._recent_heads():
                 if recent.position == position:
                     return recent
         mm = self._mm if end <= self._mapped_bytes else self._buffer_for(end)
@@ -669,7 +729,7 @@ class LogSegment:
         (the batch that holds ``offset``), found from the offset index; None if none.
         An offset among the newest batches (a read at the tail) is found among their
         heads kept in memory."""
-        recent = self._recent
+        recent = self._recent_heads()
         if recent and offset >= recent[0].base_offset:
             # Every batch before recent[0] ends below its base offset, so below ``offset``.
             for head in recent:
@@ -798,6 +858,7 @@ class LogSegment:
         if removed <= 0:
             return 0
         self._recent.clear()
+        self._unmade_recent = None
         self._drop_map()
         f = self.file
         fileio.ftruncate(f.fileno(), position, self.log_path)

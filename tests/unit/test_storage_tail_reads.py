@@ -13,14 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from protocol.records import NewRecord, build_batch
+from protocol.batch_header import HEAD_TO_MAX_TIMESTAMP as _HEAD_TO_MAX_TS
+from protocol.records import NewRecord, build_batch, read_single_batch
 from storage import fileio
 from storage.config import LogConfig
 from storage.errors import LogIOError
 from storage.loader import load_log
 from storage.log import Log
 from storage.naming import TopicPartition
-from storage.segment import RECENT_HEADS
+from storage.segment import RECENT_HEADS, BatchHead
 
 pytestmark = pytest.mark.timeout(60)
 TP = TopicPartition("t", 0)
@@ -148,3 +149,55 @@ def test_tail_reads_after_a_reopen(tmp_path: Path, preads: list[int]) -> None:
         check_tail(reopened, preads, 22, expect_no_pread=False)
     finally:
         reopened.close()
+
+
+def heads_on_disk(lg: Log) -> list[BatchHead]:
+    """The active segment's batch heads as its file holds them."""
+    seg = lg.active_segment
+    data = seg.log_path.read_bytes()
+    heads, pos = [], 0
+    while pos < len(data):
+        base, length, epoch, *_, delta, _, max_ts = _HEAD_TO_MAX_TS.unpack_from(data, pos)
+        heads.append(BatchHead(pos, base, length + 12, base + delta, max_ts, epoch))
+        pos += length + 12
+    return heads
+
+
+def test_tail_reads_after_group_appends(lg: Log, preads: list[int]) -> None:
+    """Client batches appended together (``append_client_batches``: a group of at least
+    RECENT_HEADS leaves its heads to be made when read), among single appends, rolls and
+    groups the log appends one by one: the same heads as the file's, without a pread."""
+    lg.append(batch(1, b"first"), leader_epoch=1)
+    counts = [1]
+    grouped = rolled = 0
+    for i in range(48):
+        n = (1, 3, 7, 8, 9, 15)[i % 6]
+        epoch = 2 + i % 3
+        values = [batch(1 + (i + j) % 3, b"g%d-%d" % (i, j)) for j in range(n)]
+        pairs = [read_single_batch(v) for v in values]
+        assert all(p is not None for p in pairs)
+        bases = len(lg.segment_base_offsets)
+        group = lg.append_client_batches([(view, head[1:]) for view, head in
+                                          (p for p in pairs if p is not None)], epoch, 1_000)
+        if group is None:  # a roll before the last batch: one after the other
+            for p in pairs:
+                assert p is not None
+                lg.append_checked_client_batch(p[0], p[1], epoch, 1_000)
+        else:
+            grouped += 1
+        rolled += len(lg.segment_base_offsets) > bases
+        counts += [1 + (i + j) % 3 for j in range(n)]
+        if i % 2:
+            lg.append(batch(2, b"single%d" % i), leader_epoch=epoch)
+            counts.append(2)
+        disk = heads_on_disk(lg)
+        newest = disk[-RECENT_HEADS:]
+        # the heads in memory: those translate_offset finds without a pread
+        preads.clear()
+        assert [lg.active_segment.translate_offset(h.last_offset) for h in newest] == newest
+        assert preads == []
+        in_active = lg.log_end_offset - lg.segment_base_offsets[-1]
+        check_tail(lg, preads, min(sum(counts[-RECENT_HEADS:]), in_active),
+                   expect_no_pread=True)
+        check_tail(lg, preads, 40, expect_no_pread=False)
+    assert grouped > 20 and rolled >= 2
