@@ -216,7 +216,10 @@ def validate_group(
             # maxTimestamp, producerId, producerEpoch, baseSequence, recordsCount)
             view = r if type(r) is memoryview else memoryview(r)
             n = len(view)
-            if n >= HEADER_SIZE_BYTES and view.format == "B" and view.ndim == 1:
+            # A view of n bytes, one per item (what read_single_batch's cast to "B" would
+            # give, as every reader of the batch sees it: by the buffer protocol): one
+            # attribute, where its format and ndim are two, the format a new str each time.
+            if n >= HEADER_SIZE_BYTES and view.nbytes == n:
                 f = _HEADER.unpack_from(view, 0)
                 attributes = f[5]
                 codec = attributes & ATTR_COMPRESSION_MASK

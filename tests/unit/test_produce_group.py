@@ -172,6 +172,13 @@ def _validation_cases() -> list[bytes | None]:
     return cases
 
 
+def _byte_views() -> list[memoryview]:
+    """Views of good batches that are not 1-D "B" views, one byte an item (read as bytes)."""
+    data = _batch()
+    return [memoryview(data).cast("b"), memoryview(data).cast("c"),
+            memoryview(data).cast("B", (len(data), 1)), memoryview(bytearray(data))]
+
+
 def _outcome(r: object) -> object:
     if isinstance(r, RecordValidationError):
         return type(r), r.error_code, r.message, r.record_errors
@@ -186,7 +193,8 @@ def _outcome(r: object) -> object:
 ])
 def test_validating_a_group_answers_as_each_alone(config: ValidationConfig) -> None:
     """validate_group (the group's inline checks) against validate_client_batch."""
-    cases = _validation_cases()
+    even = next(b for b in (_batch(size=s) for s in (100, 101)) if len(b) % 2 == 0)
+    cases = [*_validation_cases(), *_byte_views(), memoryview(even).cast("H")]
     now = int(NOW_S * 1000)
     for version in range(3, 12):
         alone: list[object] = []
@@ -210,7 +218,7 @@ def test_a_plain_group_is_one_whose_batches_each_pass(config: ValidationConfig) 
     exactly those whose every batch validate_client_batch passes with its CRC matching and
     no producer id, on a topic without per-record checks; the fields are the header it
     reads. Any other group is answered as each alone, also after plain batches."""
-    cases = [*_validation_cases(), _corrupt(_batch())]
+    cases = [*_validation_cases(), _corrupt(_batch()), *_byte_views()]
     now = int(NOW_S * 1000)
     per_record = config.compacted or config.timestamp_before_max_ms < LONG_MAX
     plain_seen = 0
