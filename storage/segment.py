@@ -424,6 +424,27 @@ class LogSegment:
         return (waited > roll_ms or self.indexes_full()
                 or not 0 <= last_offset - self.base_offset <= INT32_MAX)
 
+    def group_rolls(self, count: int, size_bytes: int, max_timestamp: int, last_offset: int,
+                    now_ms: int, max_segment_bytes: int, roll_ms: int) -> bool:
+        """``should_roll`` asked at once for ``count`` batches appended together
+        (``size_bytes`` in all, ending at ``last_offset``, ``max_timestamp`` the largest of
+        theirs): true where it could be true before any of them (with room in both indexes
+        for an entry per batch but the last: an append adds at most one to each per
+        batch), and for an empty segment (whose roll time comes from its first batch).
+        One call where the group asked three."""
+        size = self._size
+        if size == 0 or size > max_segment_bytes - size_bytes:
+            return True
+        oi, ti = self._offset_index, self._time_index  # once per append: no property calls
+        if oi is None or ti is None:
+            oi, ti = self.offset_index, self.time_index
+        if oi.full_after(count - 1) or ti.full_after(count - 1):
+            return True
+        based = self._rolling_based_ts
+        waited = (max_timestamp - based if based is not None and based >= 0
+                  else self.time_waited_for_roll(now_ms, max_timestamp))
+        return waited > roll_ms or not 0 <= last_offset - self.base_offset <= INT32_MAX
+
     # ------------------------------------------------------------------ appends
     def append(self, data: bytes | bytearray | memoryview,
                batches: Sequence[tuple[int, int, int]],
@@ -562,14 +583,6 @@ class LogSegment:
         if oi is None or ti is None:
             oi, ti = self.offset_index, self.time_index
         return oi.is_full or ti.is_full
-
-    def indexes_full_after(self, more: int) -> bool:
-        """``indexes_full`` once ``more`` index entries more were appended (an append adds
-        at most one entry to each index per batch)."""
-        oi, ti = self._offset_index, self._time_index
-        if oi is None or ti is None:
-            oi, ti = self.offset_index, self.time_index
-        return oi.full_after(more) or ti.full_after(more)
 
     def on_become_inactive(self) -> None:
         """On roll: write the final time index entry, trim both indexes."""
