@@ -462,9 +462,9 @@ class Log:
             # whole group, its largest timestamp, and room in both indexes for an entry per
             # batch (each is asked before a batch, with at most one entry per batch added);
             # and not into an empty segment.
-            if segment.group_rolls(len(batches), pos, max_ts, offset - 1, now,
-                                   config.segment_bytes,
-                                   config.segment_ms - config.segment_jitter_ms):
+            if segment.size_bytes == 0 or segment.should_roll(
+                    pos, max_ts, offset - 1, now, config.segment_bytes,
+                    config.segment_ms - config.segment_jitter_ms, len(batches) - 1):
                 return None
             self._append_to(segment, buf, metas, None, firsts, leader_epoch)
             self._epoch_cache.assign(leader_epoch, first)

@@ -408,11 +408,17 @@ class LogSegment:
         return 0 <= offset - self.base_offset <= INT32_MAX
 
     def should_roll(self, size_bytes: int, max_timestamp: int, last_offset: int, now_ms: int,
-                    max_segment_bytes: int, roll_ms: int) -> bool:
+                    max_segment_bytes: int, roll_ms: int, more_index_entries: int = 0) -> bool:
         """Kafka's ``LogSegment.shouldRoll`` before an append of ``size_bytes`` whose batches
         end at ``last_offset`` with ``max_timestamp``: never when empty; else when full by
         size, older than ``roll_ms`` (``time_waited_for_roll``), its indexes full, or the
-        offsets past an int32 from its base. Asked before every append: one call."""
+        offsets past an int32 from its base. Asked before every append: one call.
+
+        ``more_index_entries``: asked at once for a group of batches appended together
+        (``size_bytes`` in all, ``max_timestamp`` the largest of theirs), the indexes must
+        have room for this many entries more (one per batch but the last: an append adds
+        at most one to each per batch), so that it is true where it could be true before
+        any of them."""
         size = self._size
         if size == 0:
             return False
@@ -421,29 +427,12 @@ class LogSegment:
         based = self._rolling_based_ts
         waited = (max_timestamp - based if based is not None and based >= 0
                   else self.time_waited_for_roll(now_ms, max_timestamp))
-        return (waited > roll_ms or self.indexes_full()
-                or not 0 <= last_offset - self.base_offset <= INT32_MAX)
-
-    def group_rolls(self, count: int, size_bytes: int, max_timestamp: int, last_offset: int,
-                    now_ms: int, max_segment_bytes: int, roll_ms: int) -> bool:
-        """``should_roll`` asked at once for ``count`` batches appended together
-        (``size_bytes`` in all, ending at ``last_offset``, ``max_timestamp`` the largest of
-        theirs): true where it could be true before any of them (with room in both indexes
-        for an entry per batch but the last: an append adds at most one to each per
-        batch), and for an empty segment (whose roll time comes from its first batch).
-        One call where the group asked three."""
-        size = self._size
-        if size == 0 or size > max_segment_bytes - size_bytes:
+        if waited > roll_ms or not 0 <= last_offset - self.base_offset <= INT32_MAX:
             return True
         oi, ti = self._offset_index, self._time_index  # once per append: no property calls
         if oi is None or ti is None:
             oi, ti = self.offset_index, self.time_index
-        if oi.full_after(count - 1) or ti.full_after(count - 1):
-            return True
-        based = self._rolling_based_ts
-        waited = (max_timestamp - based if based is not None and based >= 0
-                  else self.time_waited_for_roll(now_ms, max_timestamp))
-        return waited > roll_ms or not 0 <= last_offset - self.base_offset <= INT32_MAX
+        return oi.full_after(more_index_entries) or ti.full_after(more_index_entries)
 
     # ------------------------------------------------------------------ appends
     def append(self, data: bytes | bytearray | memoryview,
@@ -577,12 +566,6 @@ class LogSegment:
             self.time_index.maybe_append(mts.timestamp, mts.offset)
             self._bytes_since_last_index_entry = 0
         self._bytes_since_last_index_entry += size
-
-    def indexes_full(self) -> bool:
-        oi, ti = self._offset_index, self._time_index  # once per append: no property calls
-        if oi is None or ti is None:
-            oi, ti = self.offset_index, self.time_index
-        return oi.is_full or ti.is_full
 
     def on_become_inactive(self) -> None:
         """On roll: write the final time index entry, trim both indexes."""
