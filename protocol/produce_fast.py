@@ -151,7 +151,6 @@ def encode_single_response(correlation_id: int, version: int, topic: str, index:
                        log_append_time_ms, throttle_time_ms)
 
 
-
 def single_response_template(version: int, topic: str, index: int, error_code: int,
                              log_append_time_ms: int, log_start_offset: int,
                              throttle_time_ms: int) -> ResponseTemplate | None:
