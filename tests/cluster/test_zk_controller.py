@@ -265,9 +265,12 @@ async def test_controlled_shutdown_moves_leadership_first(cluster: Cluster) -> N
         [TopicPartition(TOPIC, p) for p in PARTITIONS])
     for state in states.values():
         assert state.leader_and_isr.leader != leaving and leaving not in state.leader_and_isr.isr
-    # The partitions it followed were stopped on it (not deleted).
-    assert sorted(cluster.receivers[leaving].stopped) == sorted(
-        TopicPartition(TOPIC, p) for p in PARTITIONS if p not in led_before)
+    # The partitions it followed were stopped on it (not deleted). StopReplica goes out as
+    # Kafka sends it, without waiting for the answer, so it may land after the reply.
+    followed = sorted(TopicPartition(TOPIC, p) for p in PARTITIONS if p not in led_before)
+    await wait_for(lambda: len(cluster.receivers[leaving].stopped) >= len(followed),
+                   "StopReplica for the followed partitions")
+    assert sorted(cluster.receivers[leaving].stopped) == followed
     other = next(i for i in BROKER_IDS if i not in (leaving, controller.settings.broker_id))
     assert await cluster.controllers[other].controlled_shutdown(other, 0) == (
         ErrorCode.NOT_CONTROLLER, [])
