@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Protocol
 from protocol.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
-    from broker.partition import AppendResult
+    from broker.partition import AppendResult, GroupResults
     from broker.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ class PendingAppend(Protocol):
 
     def failed(self) -> None: ...
 
-    def answer_group(self, group: list[PendingAppend], results: list[AppendResult]) -> None:
+    def answer_group(self, group: list[PendingAppend], results: GroupResults) -> None:
         """Answer each request of ``group`` (this one is its first; all are the same
         handler's) with its result, in order, as ``appended`` would one by one: together,
         where the handler's answers share what they can. Each answer that fails is logged

@@ -81,9 +81,11 @@ from broker.partition import (
     CONSUMER_REPLICA_ID,
     NO_EPOCH,
     AppendResult,
+    GroupResults,
     IsolationLevel,
     Partition,
     PartitionStateChange,
+    PlainResults,
     ReadResult,
 )
 from broker.producer_state import LoadJob, load_states
@@ -658,7 +660,7 @@ class ReplicaManager:
         return result
 
     def append_group(self, tp: TopicPartition, records: list[memoryview | bytes | None],
-                     produce_version: int) -> list[AppendResult]:
+                     produce_version: int) -> GroupResults:
         """``append_single`` (acks=1) of several requests' records for one partition, in
         order, with the answers ``append_single`` would give each one after the other
         (``Partition.append_records_group``); what waits for data on ``tp`` is woken, and
@@ -666,6 +668,7 @@ class ReplicaManager:
         if len(records) == 1:
             return [self.append_single(tp, records[0], produce_version, 1)]
         p = self.partitions.get(tp)
+        results: GroupResults
         if tp[0] in INTERNAL_TOPICS or p is None:
             results = [self._append_entry(tp, r, produce_version, 1, False) for r in records]
         else:
@@ -673,10 +676,15 @@ class ReplicaManager:
             if self.topic_stats is not None:
                 for r, result in zip(records, results, strict=True):
                     self.topic_stats.on_append(p, 0 if r is None else len(r), result)
-        for result in results:
-            if result.error is _NO_ERROR:
-                self._after_append(tp)
-                break
+        # (a plain group's: every one appended, none made to ask)
+        appended = type(results) is PlainResults
+        if not appended:
+            for result in results:
+                if result.error is _NO_ERROR:
+                    appended = True
+                    break
+        if appended:
+            self._after_append(tp)
         self._maybe_expire_producers()
         return results
 

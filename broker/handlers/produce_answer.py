@@ -12,6 +12,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from broker.handlers.base import CloseConnection, Parked, Respond
+from broker.partition import PlainResults
 from protocol.errors import ErrorCode
 from protocol.messages.produce import ProduceResponse
 from protocol.produce_fast import (
@@ -22,7 +23,7 @@ from protocol.produce_fast import (
 from protocol.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
-    from broker.partition import AppendResult
+    from broker.partition import AppendResult, GroupResults
     from broker.produce_appends import PendingAppend
     from broker.security.principal import KafkaPrincipal
     from broker.services import Broker
@@ -85,19 +86,21 @@ class PendingProduce(Parked):
         if self.answer_via is not None:
             self.deliver(CloseConnection("handler error"))
 
-    def answer_group(self, group: list[PendingAppend], results: list[AppendResult]) -> None:
+    def answer_group(self, group: list[PendingAppend], results: GroupResults) -> None:
         """``appended`` of each request of a group append (broker.produce_appends), this
         one first: a plain success (no quota, no error, no record errors) with the
         response frame of the group's template (``single_response_template``: the same
         bytes as ``encode_single_response``, its correlation id and base offset set per
         answer), made once for the group; anything else by ``appended``. Never raises:
         an answer that fails is logged and its request ``failed``."""
-        template: ResponseTemplate | None = None
-        made = False  # template made (None: encode_single_response does not encode these)
-        append_time = start_offset = 0  # the template's (set with it)
         # producer_byte_rate: with a quota each answer is appended's (its throttle time);
         # a group of one too (a template costs more than one encoding).
         plain = len(group) > 1 and not self._broker.quotas.produce.enabled
+        if plain and type(results) is PlainResults and self._answer_plain_group(group, results):
+            return
+        template: ResponseTemplate | None = None
+        made = False  # template made (None: encode_single_response does not encode these)
+        append_time = start_offset = 0  # the template's (set with it)
         for pending, r in zip(group, results, strict=True):
             try:
                 if (plain and type(pending) is PendingProduce and r.error is _NO_ERROR
@@ -119,6 +122,30 @@ class PendingProduce(Parked):
                 log.exception("Answering a produce request to %s-%d failed; closing its "
                               "connection", self._topic, self._index)
                 pending.failed()
+
+    def _answer_plain_group(self, group: list[PendingAppend], results: PlainResults) -> bool:
+        """``answer_group`` of a plain group append's results (every one a success at its
+        first offset, no LogAppendTime, the same log start offset: one template for all),
+        read without making their ``AppendResult``s; False (nothing answered) where the
+        version has no template."""
+        template = single_response_template(self._header.api_version, self._topic,
+                                            self._index, _NO_ERROR, -1,
+                                            results.log_start_offset, 0)
+        if template is None:
+            return False
+        layout, head, middle, tail = template
+        for k, (pending, first) in enumerate(zip(group, results.first_offsets, strict=True)):
+            try:
+                if type(pending) is PendingProduce and pending.send_frame is not None:
+                    pending.send_frame(layout.pack(head, pending._header.correlation_id,
+                                                   middle, first, tail))
+                else:
+                    pending.appended(results[k])
+            except Exception:
+                log.exception("Answering a produce request to %s-%d failed; closing its "
+                              "connection", self._topic, self._index)
+                pending.failed()
+        return True
 
 
 def respond(results: dict[TopicPartition, AppendResult], denied: list[TopicPartition],

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.partition import AppendResult
+from broker.partition import AppendResult, GroupResults, PlainResults
 from broker.record_validation import (
     LONG_MAX,
     RecordValidationError,
@@ -95,13 +95,23 @@ async def test_group_answers_and_writes_as_one_by_one(tmp_path: Path, props: dic
     config = LogConfig.from_properties(props)
     grouped, single = await _leader(tmp_path / "g", config), await _leader(tmp_path / "s", config)
     try:
-        answers: list[tuple[list[AppendResult], list[AppendResult]]] = []
+        answers: list[tuple[GroupResults, list[AppendResult]]] = []
         for turn in _turns():
             views = [None if r is None else memoryview(r) for r in turn]
             answers.append((grouped.append_group(TP, views, VERSION),
                             [single.append_single(TP, v, VERSION, 1) for v in views]))
         for together, alone in answers:
-            assert together == alone
+            assert list(together) == alone  # (every field of each)
+        # A plain group's answers, made when read (PlainResults): by index too, and what
+        # its answers are written from.
+        plain = [(t, a) for t, a in answers if isinstance(t, PlainResults)]
+        assert plain or props  # (without props the group of 14 is plain)
+        for together, alone in plain:
+            assert isinstance(together, PlainResults) and len(together) == len(alone)
+            assert [together[i] for i in range(len(alone))] == alone
+            assert [together[i] for i in range(-len(alone), 0)] == alone
+            assert together.first_offsets == [r.base_offset for r in alone]
+            assert {together.log_start_offset} == {r.log_start_offset for r in alone}
         codes = {r.error for together, _ in answers for r in together}
         assert ErrorCode.NO_ERROR in codes and len(codes) > 3  # refusals among them
         pg, ps = grouped.partitions[TP], single.partitions[TP]
