@@ -74,6 +74,32 @@ def test_more_sends_than_the_ring_holds_go_in_several_calls(sender: UringSender)
             b.close()
 
 
+def test_calls_whose_entries_and_completions_pass_the_rings_ends(sender: UringSender) -> None:
+    """A call's entries are packed, and its completions read, in one run each, or two where
+    they pass the end of their ring (the submission ring holds ENTRIES, the completion
+    ring twice as many): calls of sizes that end neither ring on a call's boundary."""
+    pairs = _pairs(16)
+    try:
+        sent: list[list[bytes]] = [[] for _ in pairs]
+        n = 0
+        for size in (100, 200, ENTRIES - 6, 150, ENTRIES, 7, ENTRIES - 1):  # 1,211 in all
+            items = []
+            for _ in range(size):
+                data = b"<%d>" % n
+                items.append((pairs[n % 16][0].fileno(), data))
+                sent[n % 16].append(data)
+                n += 1
+            assert sender.send(items) == [len(data) for _, data in items]
+            for (_, b), mine in zip(pairs, sent, strict=True):  # (a few hundred bytes each)
+                expected = b"".join(mine)
+                assert _recv(b, len(expected)) == expected
+                mine.clear()
+    finally:
+        for a, b in pairs:
+            a.close()
+            b.close()
+
+
 def test_a_full_socket_buffer_takes_part_or_nothing_without_waiting(sender: UringSender) -> None:
     (a, b), (c, d) = _pairs(2)
     try:
