@@ -146,20 +146,20 @@ class Connection:
     where mypyc compiles this module (``protocol.native``) it is a native class, whose
     attributes are struct fields rather than a dict (the loop only calls the methods).
 
-    Slotted where it runs as Python (the default): its 43 attributes are more than CPython
+    Slotted where it runs as Python (the default): its 45 attributes are more than CPython
     3.11 keeps in an instance's shared-key dict (28 here), so without slots each instance has a
     plain dict and each of the ~100 attribute reads and writes of a request is a dict
     lookup rather than the specialised slot access."""
 
     __slots__ = ("_authenticator", "_behind", "_buf", "_channel", "_copy", "_drain_waiter",
                  "_eof", "_frame_size", "_grouping", "_groups_produce", "_held", "_loop",
-                 "_lost", "_max_frame_bytes", "_metrics", "_parts", "_parts_bytes",
-                 "_pause_at_bytes", "_pool", "_pool_bounded", "_process_scheduled",
-                 "_processing", "_reading_paused", "_request", "_reserve_task",
-                 "_reserved_bytes", "_sendfile_fd", "_socket_fd", "_stopping", "_throttle_ms",
-                 "_transport", "_write_batch", "_write_task", "_writing_paused", "active",
-                 "closed", "host", "id", "in_flight", "last_active_ns", "port", "principal",
-                 "security")
+                 "_lost", "_max_frame_bytes", "_metrics", "_on_outcome_cb", "_parts",
+                 "_parts_bytes", "_pause_at_bytes", "_pool", "_pool_bounded",
+                 "_process_scheduled", "_processing", "_reading_paused", "_request",
+                 "_reserve_task", "_reserved_bytes", "_send_now_cb", "_sendfile_fd",
+                 "_socket_fd", "_stopping", "_throttle_ms", "_transport", "_write_batch",
+                 "_write_task", "_writing_paused", "active", "closed", "host", "id",
+                 "in_flight", "last_active_ns", "port", "principal", "security")
 
     def __init__(self, channel: RequestChannel, *, max_frame_bytes: int, copy_fetch_data: bool,
                  memory_pool: MemoryPool, read_limit_bytes: int,
@@ -226,6 +226,11 @@ class Connection:
         # exchange, no pool reservation per frame).
         self._grouping = False
         self._groups_produce = authenticator is None and not self._pool_bounded
+        # Its callbacks each request hands on (to serve_fast, to a Parked request, to a
+        # Request) as bound methods made once: one made per request costs ~500 instructions
+        # to make and to free.
+        self._on_outcome_cb = self._on_outcome
+        self._send_now_cb = self._send_now
 
     # -- asyncio.Protocol ---------------------------------------------------------------
 
@@ -633,7 +638,7 @@ class Connection:
         fast = spec.fast
         if fast is not None and self._metrics is None:
             outcome = self._channel.serve_fast(fast, header, frame, body_offset, self.principal,
-                                               self.id, self._on_outcome)
+                                               self.id, self._on_outcome_cb)
             if type(outcome) is bytes:
                 self._grouping = header.api_key == PRODUCE_KEY
                 self._send_now(outcome)
@@ -646,7 +651,7 @@ class Connection:
                     if header.api_key == PRODUCE_KEY:
                         # Waiting for the end of the turn's appends: its answer held with
                         # the turn's others (in a backlog too), and written with them.
-                        outcome.send_frame = self._send_now
+                        outcome.send_frame = self._send_now_cb
                         self._grouping = True
                     else:
                         outcome.send_frame = self._send_parked
@@ -654,7 +659,7 @@ class Connection:
                     self._on_outcome(outcome)
                 return
         request = Request(header, frame, body_offset, self.id, self.host, self.port,
-                          self._on_outcome, self.principal, self.security.name,
+                          self._on_outcome_cb, self.principal, self.security.name,
                           self.security.protocol)
         if self._metrics is not None:
             request.start_ns = time.monotonic_ns()
