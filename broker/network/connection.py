@@ -120,6 +120,8 @@ from protocol.frames import (
 from storage.throttled_log import BurstLog
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from broker.network.request_channel import RequestChannel
     from broker.security.sasl.authenticator import Failure, SaslAuthenticator
 
@@ -229,8 +231,11 @@ class Connection:
         # Its callbacks each request hands on (to serve_fast, to a Parked request, to a
         # Request) as bound methods made once: one made per request costs ~500 instructions
         # to make and to free.
-        self._on_outcome_cb = self._on_outcome
-        self._send_now_cb = self._send_now
+        # (Each refers back to this connection: connection_lost drops them, so that a closed
+        # connection is freed by reference counting, not left to the cycle collector, which
+        # never frees it if a gc.freeze caught it alive: broker.heap.)
+        self._on_outcome_cb: Callable[[Outcome], None] = self._on_outcome
+        self._send_now_cb: Callable[[bytes], None] = self._send_now
 
     # -- asyncio.Protocol ---------------------------------------------------------------
 
@@ -338,6 +343,8 @@ class Connection:
         self._buf = bytearray()
         self._parts = None
         self._held = None
+        # (A request still in flight holds the bound methods it was given, not these.)
+        self._on_outcome_cb = self._send_now_cb = _after_close
         if self._sendfile_fd >= 0:
             os.close(self._sendfile_fd)
             self._sendfile_fd = -1
@@ -999,6 +1006,11 @@ class _Behind:
             if behind and behind[0] is self:  # (else dropped: the connection closed)
                 behind.popleft()
                 connection._answer_behind(self)
+
+
+def _after_close(_: object) -> None:
+    """What a closed connection's callbacks are (``connection_lost``): nothing starts a
+    request on it any more."""
 
 
 def _joined(parts: ResponseParts) -> bytes | bytearray | memoryview | None:
