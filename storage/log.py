@@ -436,6 +436,8 @@ class Log:
             self._check_open()
             first = self._leo
             segment = self._segments[-1]
+            if segment.size_bytes == 0:  # (its roll time comes from its first batch)
+                return None
             # Format: the batches back to back, each its request's bytes with baseOffset
             # (int64 @0) and partitionLeaderEpoch (int32 @12) set; the CRC covers neither.
             buf = bytearray().join([batch for batch, _ in batches])
@@ -460,11 +462,10 @@ class Log:
                 pos += size
             # Kafka's shouldRoll before each batch, at once: the size and offsets of the
             # whole group, its largest timestamp, and room in both indexes for an entry per
-            # batch (each is asked before a batch, with at most one entry per batch added);
-            # and not into an empty segment.
-            if segment.size_bytes == 0 or segment.should_roll(
-                    pos, max_ts, offset - 1, now, config.segment_bytes,
-                    config.segment_ms - config.segment_jitter_ms, len(batches) - 1):
+            # batch (each is asked before a batch, with at most one entry per batch added).
+            if segment.should_roll(pos, max_ts, offset - 1, now, config.segment_bytes,
+                                   config.segment_ms - config.segment_jitter_ms,
+                                   len(batches) - 1):
                 return None
             self._append_to(segment, buf, metas, None, firsts, leader_epoch)
             self._epoch_cache.assign(leader_epoch, first)
